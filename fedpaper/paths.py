@@ -1,0 +1,38 @@
+"""Where fedpaper finds data, keeps its caches and writes figures.
+
+Data root, in order: an explicit argument, the FEDPAPER_DATA environment variable, the
+project's sibling folder ../shared/data (the offline copies), else ~/.fedpaper/data (where
+torchvision downloads go when a user allows downloads).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The folder holding the data sets (see the module docstring for the search order)."""
+    if root is not None:
+        return Path(root).expanduser().resolve()
+    env = os.environ.get("FEDPAPER_DATA")
+    if env:
+        return Path(env).expanduser().resolve()
+    shared = REPO_ROOT.parent / "shared" / "data"
+    if shared.is_dir():
+        return shared.resolve()
+    return Path.home() / ".fedpaper" / "data"
+
+
+def cache_dir(*parts: str) -> Path:
+    """A cache folder (parsed arrays, run results); FEDPAPER_CACHE overrides <repo>/.cache."""
+    base = Path(os.environ.get("FEDPAPER_CACHE", REPO_ROOT / ".cache"))
+    path = base.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def figures_dir() -> Path:
+    """The committed artifact folder, <repo>/figures (FEDPAPER_FIGURES overrides)."""
+    return Path(os.environ.get("FEDPAPER_FIGURES", REPO_ROOT / "figures"))
