@@ -1,0 +1,176 @@
+"""The four papers: the artifact catalog, and the registry the per-paper modules fill.
+
+A paper module (`fedpaper/papers/<paper>.py`) registers, at import time::
+
+    from fedpaper.papers import implement, add_claims, Claim
+
+    implement("fedpals/table1", notebook="notebooks/fedpals/table1.ipynb",
+              profiles={"smoke": {...}, "quick": {...}, "paper": {...}})
+    add_claims([Claim("fedpals/claim-1", "FedPALS best non-oracle in every row",
+                      artifacts=["fedpals/table1"], check=my_check)])
+
+or, for work not done yet, `not_implemented(["fedmt/table2", ...], reason=...)`.
+The per-paper modules are imported lazily (`load_papers()`), so importing `fedpaper.papers` is
+cheap and a paper module that does not exist yet is simply absent.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Optional
+
+from fedpaper.errors import UnknownNameError
+from fedpaper.paths import REPO_ROOT
+
+from .catalog import (  # noqa: F401  (re-exported)
+    ARTIFACTS,
+    DATASETS,
+    PAPER_TITLES,
+    PAPERS,
+    Artifact,
+    Claim,
+    artifact_ids,
+    dataset_available,
+    dataset_info,
+    get_artifact,
+    load_reported,
+    missing_message,
+    reported_path,
+)
+
+
+@dataclass
+class Implementation:
+    """How an artifact is regenerated: its notebook (relative to the repo root) and profiles."""
+
+    artifact_id: str
+    notebook: str
+    profiles: dict = field(default_factory=dict)  # {"smoke": {...}, "quick": {...}, "paper": {...}}
+
+
+_IMPLEMENTATIONS: dict[str, Implementation] = {}
+_NOT_IMPLEMENTED: dict[str, str] = {}
+_CLAIMS: dict[str, Claim] = {}
+_LOADED = False
+
+NOT_IMPLEMENTED_REASON = "not implemented yet (open issue)"
+
+
+def implement(artifact_id: str, *, notebook: str, profiles: Optional[dict] = None) -> Implementation:
+    """Register the notebook that regenerates `artifact_id` (idempotent)."""
+    get_artifact(artifact_id)  # validates the id
+    impl = Implementation(artifact_id, str(notebook), dict(profiles or {}))
+    _IMPLEMENTATIONS[artifact_id] = impl
+    _NOT_IMPLEMENTED.pop(artifact_id, None)
+    return impl
+
+
+def not_implemented(artifact_ids_: Iterable[str], reason: str = NOT_IMPLEMENTED_REASON) -> None:
+    """Declare artifacts as not implemented yet (the report lists them with `reason`)."""
+    for a in artifact_ids_:
+        get_artifact(a)
+        if a not in _IMPLEMENTATIONS:
+            _NOT_IMPLEMENTED[a] = reason
+
+
+def add_claims(claims: Iterable[Claim]) -> None:
+    """Register paper claims (idempotent, keyed by claim id)."""
+    for c in claims:
+        for a in c.artifacts:
+            get_artifact(a)
+        c.artifacts = tuple(c.artifacts)
+        _CLAIMS[c.id] = c
+
+
+def load_papers() -> None:
+    """Import every paper module that exists (each registers its implementations and claims)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for paper in PAPERS:
+        modname = f"{__name__}.{paper}"
+        try:
+            importlib.import_module(modname)
+        except ModuleNotFoundError as e:  # the module is not written yet; any other error shows
+            if e.name != modname:
+                raise
+
+
+def _notebook_metadata_index() -> dict[str, str]:
+    """Artifacts named in the `fedpaper.artifacts` metadata of notebooks/<paper>/*.ipynb."""
+    index: dict[str, str] = {}
+    root = REPO_ROOT / "notebooks"
+    for paper in PAPERS:
+        for nb in sorted((root / paper).glob("*.ipynb")):
+            try:
+                meta = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {})
+            except (OSError, ValueError):
+                continue
+            ids = meta.get("fedpaper", {}).get("artifacts") or []
+            if not ids and f"{paper}/{nb.stem}" in ARTIFACTS:
+                ids = [f"{paper}/{nb.stem}"]
+            for a in ids:
+                index.setdefault(a, str(nb.relative_to(REPO_ROOT)))
+    return index
+
+
+def implementation(artifact_id: str) -> Optional[Implementation]:
+    """The registered implementation, else one found from the notebooks folder, else None."""
+    load_papers()
+    get_artifact(artifact_id)
+    if artifact_id in _IMPLEMENTATIONS:
+        return _IMPLEMENTATIONS[artifact_id]
+    nb = _notebook_metadata_index().get(artifact_id)
+    return Implementation(artifact_id, nb) if nb else None
+
+
+def artifact(artifact_id: str) -> Artifact:
+    """The catalog entry with `notebook` filled in when implemented."""
+    impl = implementation(artifact_id)
+    art = get_artifact(artifact_id)
+    return replace(art, notebook=impl.notebook) if impl else art
+
+
+def all_artifacts(paper: str | None = None) -> list[Artifact]:
+    load_papers()
+    index = _notebook_metadata_index()
+    out = []
+    for a in artifact_ids(paper):
+        impl = _IMPLEMENTATIONS.get(a)
+        nb = impl.notebook if impl else index.get(a)
+        out.append(replace(ARTIFACTS[a], notebook=nb) if nb else ARTIFACTS[a])
+    return out
+
+
+def not_implemented_reason(artifact_id: str) -> str:
+    load_papers()
+    return _NOT_IMPLEMENTED.get(artifact_id, NOT_IMPLEMENTED_REASON)
+
+
+def profile_params(artifact_id: str, profile: str) -> dict:
+    """A copy of the registered parameters of `profile` for an artifact ({} if none)."""
+    from fedpaper.artifacts import check_profile
+
+    check_profile(profile)
+    impl = implementation(artifact_id)
+    return copy.deepcopy(impl.profiles.get(profile, {})) if impl else {}
+
+
+def claims(paper: str | None = None) -> list[Claim]:
+    """Registered claims, in registration order."""
+    load_papers()
+    return [c for c in _CLAIMS.values() if paper is None or c.paper == paper]
+
+
+def get_claim(claim_id: str) -> Claim:
+    load_papers()
+    try:
+        return _CLAIMS[claim_id]
+    except KeyError:
+        from .catalog import _unknown
+
+        raise UnknownNameError(_unknown("claim", claim_id, _CLAIMS)) from None

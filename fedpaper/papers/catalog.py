@@ -1,0 +1,347 @@
+"""Every artifact (table or figure) of the four papers, as data.
+
+One `Artifact` per id of the project's TARGETS list (78 in all). `datasets` names what the artifact
+needs, with the data set names of `fedpaper.data`; "none" marks artifacts that need no data set
+(label-free geometry, the paper's own synthetic task, configuration tables). A name with the
+suffix ":labels" needs only that data set's label file (PASCAL VOC and ChestX-ray14 label files are
+in the offline copies, their images are not).
+
+`dataset_available(name, root)` is a cheap file check against the offline layouts of
+`../shared/data/README.md` and the torchvision download layouts; it never parses a data set.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from fedpaper.errors import UnknownNameError
+from fedpaper.paths import data_root as _data_root
+
+PAPERS = ("fedpals", "privlabels", "fedmt", "fednca")
+
+PAPER_TITLES = {
+    "fedpals": "FedPALS: target-aware FL under label shift",
+    "privlabels": "FL with heterogeneous and private label sets",
+    "fedmt": "FedMT: FL with mixed-type labels",
+    "fednca": "FedNCA-ML: multi-label FL under label-distribution skew",
+}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One table or figure of a paper. `notebook` stays None until a paper module implements it."""
+
+    id: str
+    kind: str
+    title: str
+    datasets: tuple[str, ...]
+    reported: Optional[str] = None  # file name in fedpaper/papers/reported/, or None
+    notebook: Optional[str] = None
+
+    @property
+    def paper(self) -> str:
+        return self.id.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.id.split("/", 1)[1]
+
+    @property
+    def needed(self) -> tuple[str, ...]:
+        """The real data sets needed (without "none")."""
+        return tuple(d for d in self.datasets if d != "none")
+
+
+@dataclass
+class Claim:
+    """A checkable statement of a paper.
+
+    `check(tables)` receives {artifact_id: DataFrame} with OUR committed csv of every artifact in
+    `artifacts` that exists, and returns (passed, detail): passed is True, False or None (not
+    checkable, e.g. a table is missing); detail is one line with the numbers behind the verdict.
+    `check=None` means the check is not implemented yet.
+    """
+
+    id: str
+    text: str
+    artifacts: tuple[str, ...] | list[str] = ()
+    check: Optional[Callable] = None
+
+    @property
+    def paper(self) -> str:
+        return self.id.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    title: str
+    how_to_get: str
+    copy_note: str = ""  # what the offline copy is (lossy?)
+    lossy_offline: bool = False
+    files: tuple[str, ...] = ()  # any one of these (relative to the data root) means "available"
+    label_files: tuple[str, ...] = ()  # enough for ":labels"
+    any_dir: tuple[str, ...] = ()  # a non-empty folder means "available"
+
+
+DATASETS: dict[str, DatasetInfo] = {
+    d.name: d
+    for d in [
+        DatasetInfo(
+            "fashion-mnist", "Fashion-MNIST",
+            "set FEDPAPER_DATA to the offline copies (../shared/data) or let torchvision download "
+            "it: torchvision.datasets.FashionMNIST(root='<data root>/fashion-mnist', download=True)",
+            copy_note="offline copy: pixels and labels identical, row order differs",
+            files=("fashion-mnist/FashionMNIST/raw/train-images-idx3-ubyte.gz",
+                   "fashion-mnist/FashionMNIST/raw/train-images-idx3-ubyte"),
+        ),
+        DatasetInfo(
+            "cifar10", "CIFAR-10",
+            "set FEDPAPER_DATA to the offline copies (../shared/data) or let torchvision download "
+            "it: torchvision.datasets.CIFAR10(root='<data root>/cifar10', download=True)",
+            copy_note="offline copy is LOSSY (JPEG-compressed)", lossy_offline=True,
+            files=("cifar10/cifar10-jpeg.zip", "cifar10/cifar-10-batches-py/data_batch_1"),
+        ),
+        DatasetInfo(
+            "cifar100", "CIFAR-100",
+            "set FEDPAPER_DATA to the offline copies (../shared/data) or let torchvision download "
+            "it: torchvision.datasets.CIFAR100(root='<data root>/cifar100', download=True)",
+            copy_note="offline copy nearly lossless (JPEG quality 95, PSNR ~40 dB)", lossy_offline=True,
+            files=("cifar100/cifar100-jpeg95.zip", "cifar100/cifar-100-python/train"),
+        ),
+        DatasetInfo(
+            "dermamnist", "DermaMNIST (MedMNIST v2)",
+            "set FEDPAPER_DATA to the offline copies (../shared/data) or download it with the "
+            "medmnist package (pip install medmnist; DermaMNIST(split='train', download=True, "
+            "root='<data root>/dermamnist'))",
+            copy_note="offline copy is LOSSY (rebuilt from JPEG copies, quality ~75)", lossy_offline=True,
+            files=("dermamnist/dermamnist.npz", "dermamnist/dermamnist_28.npz"),
+        ),
+        DatasetInfo(
+            "pacs", "PACS (Bai et al. 2024 federated split)",
+            "download PACS (the Bai et al. 2024 federated domain-generalization benchmark, "
+            "github.com/inouye-lab/FedDG_Benchmark) and unpack it into <data root>/pacs/",
+            any_dir=("pacs",),
+        ),
+        DatasetInfo(
+            "iwildcam", "iWildCam (WILDS)",
+            "pip install wilds, then wilds.get_dataset('iwildcam', download=True, "
+            "root_dir='<data root>/iwildcam') (about 11 GB)",
+            any_dir=("iwildcam",),
+        ),
+        DatasetInfo(
+            "voc2007", "PASCAL VOC",
+            "the offline copies hold VOC 2007 labels only; for images run "
+            "torchvision.datasets.VOCDetection(root='<data root>/voc2007', year='2012', "
+            "image_set='trainval', download=True)",
+            copy_note="offline copy: image-level labels only (exact)",
+            label_files=("voc2007/voc2007-labels.csv.gz",),
+            any_dir=("voc2007/VOCdevkit/VOC2012/JPEGImages", "voc2007/VOCdevkit/VOC2007/JPEGImages"),
+        ),
+        DatasetInfo(
+            "chestxray14", "NIH ChestX-ray14",
+            "the offline copies hold the label file only; download the images (about 42 GB) from the "
+            "NIH Clinical Center ChestX-ray release (or Kaggle 'NIH Chest X-rays') into "
+            "<data root>/chestxray14/images/",
+            copy_note="offline copy: metadata and labels only (exact)",
+            label_files=("chestxray14/Data_Entry_2017.csv.gz", "chestxray14/Data_Entry_2017.csv"),
+            any_dir=("chestxray14/images",),
+        ),
+        DatasetInfo(
+            "fitzpatrick17k", "Fitzpatrick 17k",
+            "download fitzpatrick17k.csv from github.com/mattgroh/fitzpatrick17k and the images it "
+            "lists into <data root>/fitzpatrick17k/",
+            any_dir=("fitzpatrick17k",),
+        ),
+    ]
+}
+
+
+def _split_need(need: str) -> tuple[str, bool]:
+    """'voc2007:labels' -> ('voc2007', True); 'cifar10' -> ('cifar10', False)."""
+    name, _, part = need.partition(":")
+    if part not in ("", "labels"):
+        raise UnknownNameError(f"unknown data set part {need!r}; use '<name>' or '<name>:labels'")
+    return name, part == "labels"
+
+
+def dataset_info(name: str) -> DatasetInfo:
+    base, _ = _split_need(name)
+    try:
+        return DATASETS[base]
+    except KeyError:
+        raise UnknownNameError(_unknown("data set", base, DATASETS)) from None
+
+
+def _nonempty_dir(p: Path) -> bool:
+    try:
+        return p.is_dir() and any(p.iterdir())
+    except OSError:
+        return False
+
+
+def dataset_available(name: str, root: str | os.PathLike | None = None) -> bool:
+    """Cheap on-disk check (no parsing). "none" is always available."""
+    if name == "none":
+        return True
+    base, labels_only = _split_need(name)
+    info = dataset_info(base)
+    r = _data_root(root)
+    if labels_only and any((r / f).is_file() for f in info.label_files):
+        return True
+    if any((r / f).is_file() for f in info.files):
+        return True
+    return any(_nonempty_dir(r / d) for d in info.any_dir)
+
+
+def dataset_location(name: str, root=None) -> Path:
+    """The folder where a data set is looked for."""
+    base, _ = _split_need(name)
+    return _data_root(root) / base
+
+
+def missing_message(name: str, root=None) -> str:
+    """One line: which data set is missing, where it was looked for, how to get it."""
+    base, labels_only = _split_need(name)
+    info = dataset_info(base)
+    what = f"{info.title} labels" if labels_only else info.title
+    if info.label_files and not labels_only:
+        what = f"{info.title} images"
+    return (f"data set {what} ({base}) not found under {dataset_location(base, root)}; "
+            f"{info.how_to_get} (or pass --data-root / set FEDPAPER_DATA)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The 78 artifacts. (id, kind, short title, data sets, reported csv)
+_N = ("none",)
+_C10, _C100, _FM, _DM = ("cifar10",), ("cifar100",), ("fashion-mnist",), ("dermamnist",)
+_ROWS = [
+    # fedpals (21)
+    ("fedpals/fig1", "figure", "Ternary simplex: T, client marginals, FedPALS vs FedAvg marginals", _N, None),
+    ("fedpals/fig2a", "figure", "Projection distance d(T,S) vs labels per client C", _C10, None),
+    ("fedpals/fig2b", "figure", "Client label marginals, sparsity sampling C=6", _C10, None),
+    ("fedpals/fig2c", "figure", "Target accuracy vs labels per client C", _C10, None),
+    ("fedpals/fig3a", "figure", "PACS target accuracy over rounds", ("pacs",), "fedpals_fig3a_text.csv"),
+    ("fedpals/fig3b", "figure", "iWildCam target macro F1 over rounds", ("iwildcam",), "fedpals_fig3b_text.csv"),
+    ("fedpals/fig4", "figure", "iWildCam FedPALS aggregation weights at three ESS levels", ("iwildcam",), None),
+    ("fedpals/fig5a", "figure", "Projection distance vs Dirichlet beta", _C10, None),
+    ("fedpals/fig5b", "figure", "Client label marginals, Dirichlet beta=0.1", _C10, None),
+    ("fedpals/fig5c", "figure", "Target accuracy vs Dirichlet beta", _C10, None),
+    ("fedpals/fig6a", "figure", "Fashion-MNIST projection distance vs C", _FM, None),
+    ("fedpals/fig6b", "figure", "Fashion-MNIST target accuracy vs C", _FM, None),
+    ("fedpals/fig7", "figure", "Target accuracy over rounds (FMNIST C=6; CIFAR-10 beta=0.2)", ("fashion-mnist", "cifar10"), None),
+    ("fedpals/fig8a", "figure", "Target accuracy with 100 clients, C=2,3,10", _C10, None),
+    ("fedpals/fig8b", "figure", "Target accuracy vs local epochs E", _C10, None),
+    ("fedpals/fig8c", "figure", "Target accuracy vs number of clients", _C10, None),
+    ("fedpals/fig9", "figure", "Synthetic 2-D Gaussians: accuracy vs projection distance", _N, None),
+    ("fedpals/table1", "table", "Main comparison of target accuracy", ("fashion-mnist", "cifar10", "pacs"), "fedpals_table1.csv"),
+    ("fedpals/table2", "table", "PACS accuracy under perturbed target marginal", ("pacs",), "fedpals_table2.csv"),
+    ("fedpals/table3", "table", "iWildCam macro F1, validation-selected models", ("iwildcam",), "fedpals_table3.csv"),
+    ("fedpals/table4", "table", "PACS accuracy, all FedPALS variants and baselines", ("pacs",), "fedpals_table4.csv"),
+    # privlabels (16)
+    ("privlabels/fig1b", "figure", "CIFAR-10 accuracy per method at L=5 (private, public)", _C10, None),
+    ("privlabels/fig2", "figure", "CIFAR-10 accuracy vs labels per client L", _C10, None),
+    ("privlabels/fig3", "figure", "Fashion-MNIST accuracy vs labels per client L", _FM, None),
+    ("privlabels/fig4", "figure", "Fashion-MNIST accuracy per method at L=3", _FM, None),
+    ("privlabels/fig5", "figure", "Fashion-MNIST accuracy over rounds, private", _FM, None),
+    ("privlabels/fig6", "figure", "Fashion-MNIST accuracy over rounds, public", _FM, None),
+    ("privlabels/fig7", "figure", "CIFAR-10 accuracy over rounds, private", _C10, None),
+    ("privlabels/fig8", "figure", "CIFAR-10 accuracy over rounds, public", _C10, None),
+    ("privlabels/fig9", "figure", "Fashion-MNIST accuracy per method at L=5", _FM, None),
+    ("privlabels/fig10", "figure", "CIFAR-10 accuracy per method at L=3", _C10, None),
+    ("privlabels/fig11", "figure", "CIFAR-10 accuracy vs local epochs per round", _C10, None),
+    ("privlabels/fig12", "figure", "CIFAR-10 accuracy vs L with E=5", _C10, None),
+    ("privlabels/fig13", "figure", "CIFAR-10 accuracy vs L with E=3", _C10, None),
+    ("privlabels/appB", "figure", "Pairwise vs MSE tuning loss when a label is held by no client", _N, None),
+    ("privlabels/table1", "table", "CNN configuration", _N, None),
+    ("privlabels/table2", "table", "Hyperparameters", _N, None),
+    # fedmt (11)
+    ("fedmt/table2", "table", "CIFAR-100 fine-class accuracy vs server samples n", _C100, "fedmt_table2.csv"),
+    ("fedmt/fig2a", "figure", "Super-class accuracy vs n", _C100, None),
+    ("fedmt/fig2b", "figure", "Fine-class accuracy under label skew vs gamma", _C100, None),
+    ("fedmt/fig2c", "figure", "Fine-class accuracy vs number of clients C", _C100, "fedmt_fig2c_text.csv"),
+    ("fedmt/fig2d", "figure", "Fine-class accuracy per backbone", _C100, None),
+    ("fedmt/fig3", "figure", "Estimation error of the correspondence matrix over rounds", _C100, None),
+    ("fedmt/table3", "table", "Fitzpatrick 17k 9-class and 3-class accuracy vs server share r", ("fitzpatrick17k",), "fedmt_table3.csv"),
+    ("fedmt/table6", "table", "Baselines with random vs ImageNet initialisation", _C100, "fedmt_table6.csv"),
+    ("fedmt/table7", "table", "Accuracy vs pseudo-label threshold", _C100, "fedmt_table7.csv"),
+    ("fedmt/table8", "table", "Accuracy vs augmentation-loss weight lambda2", _C100, "fedmt_table8.csv"),
+    ("fedmt/table9", "table", "Estimators of the correspondence matrix, IID and non-IID", _C100, "fedmt_table9.csv"),
+    # fednca (30)
+    ("fednca/table1", "table", "Main comparison, multi-label CIFAR-10", _C10, "fednca_table1.csv"),
+    ("fednca/table2", "table", "Main comparison, multi-label DermaMNIST", _DM, "fednca_table2.csv"),
+    ("fednca/table3", "table", "Main comparison, PASCAL VOC", ("voc2007",), "fednca_table3.csv"),
+    ("fednca/table4", "table", "Main comparison, ChestX-ray14", ("chestxray14",), "fednca_table4.csv"),
+    ("fednca/table5", "table", "Component ablation, DermaMNIST", _DM, "fednca_table5.csv"),
+    ("fednca/table6", "table", "LADM query ablation, DermaMNIST", _DM, "fednca_table6.csv"),
+    ("fednca/table7", "table", "Component ablation, CIFAR-10", _C10, "fednca_table7.csv"),
+    ("fednca/table8", "table", "LADM query ablation, CIFAR-10", _C10, "fednca_table8.csv"),
+    ("fednca/fig3a", "figure", "t-SNE of test features, FC classifier (DermaMNIST)", _DM, None),
+    ("fednca/fig3b", "figure", "t-SNE of class-wise features, LADM + ETF (DermaMNIST)", _DM, None),
+    ("fednca/fig3c", "figure", "t-SNE of class-wise features, full FedNCA-ML (DermaMNIST)", _DM, None),
+    ("fednca/fig4a", "figure", "Class-feature cosine similarity, FC classifier (DermaMNIST)", _DM, None),
+    ("fednca/fig4b", "figure", "Class-feature cosine similarity, LADM + ETF (DermaMNIST)", _DM, None),
+    ("fednca/fig4c", "figure", "Class-feature cosine similarity, full FedNCA-ML (DermaMNIST)", _DM, None),
+    ("fednca/fig5", "figure", "LADM attention maps (DermaMNIST)", _DM, None),
+    ("fednca/fig6a", "figure", "t-SNE of test features, FC classifier (CIFAR-10)", _C10, None),
+    ("fednca/fig6b", "figure", "t-SNE, LADM + ETF classifier (CIFAR-10)", _C10, None),
+    ("fednca/fig6c", "figure", "t-SNE, full FedNCA-ML (CIFAR-10)", _C10, None),
+    ("fednca/fig7a", "figure", "Class-feature cosine similarity, FC classifier (CIFAR-10)", _C10, None),
+    ("fednca/fig7b", "figure", "Class-feature cosine similarity, LADM + ETF (CIFAR-10)", _C10, None),
+    ("fednca/fig7c", "figure", "Class-feature cosine similarity, full FedNCA-ML (CIFAR-10)", _C10, None),
+    ("fednca/fig8", "figure", "Example composite multi-label images (DermaMNIST)", _DM, None),
+    ("fednca/fig9a", "figure", "Per-client class counts, CIFAR-10 beta=0.5", _C10, None),
+    ("fednca/fig9b", "figure", "Per-client class counts, CIFAR-10 beta=0.1", _C10, None),
+    ("fednca/fig10a", "figure", "Per-client class counts, DermaMNIST beta=0.5", _DM, None),
+    ("fednca/fig10b", "figure", "Per-client class counts, DermaMNIST beta=0.1", _DM, None),
+    ("fednca/fig11a", "figure", "Per-client class counts, PASCAL VOC beta=0.05", ("voc2007:labels",), None),
+    ("fednca/fig11b", "figure", "Per-client class counts, PASCAL VOC beta=0.01", ("voc2007:labels",), None),
+    ("fednca/fig12a", "figure", "Per-client class counts, ChestX-ray14 beta=0.5", ("chestxray14:labels",), None),
+    ("fednca/fig12b", "figure", "Per-client class counts, ChestX-ray14 beta=0.1", ("chestxray14:labels",), None),
+]
+
+ARTIFACTS: dict[str, Artifact] = {
+    row[0]: Artifact(id=row[0], kind=row[1], title=row[2], datasets=tuple(row[3]), reported=row[4])
+    for row in _ROWS
+}
+
+REPORTED_DIR = Path(__file__).resolve().parent / "reported"
+
+
+def _unknown(what: str, name: str, known) -> str:
+    known = list(known)
+    close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(known[:12])}{' ...' if len(known) > 12 else ''}"
+    return f"unknown {what} {name!r}; {hint}"
+
+
+def get_artifact(artifact_id: str) -> Artifact:
+    """The catalog entry (with the notebook of a registered implementation, if any)."""
+    try:
+        art = ARTIFACTS[artifact_id]
+    except KeyError:
+        raise UnknownNameError(_unknown("artifact id", artifact_id, ARTIFACTS)
+                               + " (run `fedpaper list` for all ids)") from None
+    return art
+
+
+def artifact_ids(paper: str | None = None) -> list[str]:
+    if paper is not None and paper not in PAPERS:
+        raise UnknownNameError(_unknown("paper", paper, PAPERS))
+    return [a for a in ARTIFACTS if paper is None or a.startswith(paper + "/")]
+
+
+def reported_path(artifact_id: str) -> Optional[Path]:
+    art = get_artifact(artifact_id)
+    return REPORTED_DIR / art.reported if art.reported else None
+
+
+def load_reported(artifact_id: str):
+    """The paper's reported numbers as a DataFrame, or None."""
+    import pandas as pd
+
+    p = reported_path(artifact_id)
+    return pd.read_csv(p) if p is not None else None

@@ -1,0 +1,167 @@
+"""Provenance of an artifact: code version, parameters, data, seeds, device, libraries, timing.
+
+Everything here works without git (commit None) and without torch imported (device from the
+caller). `collect()` returns a JSON-able dict; `jsonable()` turns numpy/pandas/Path values into
+plain JSON types.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+from fedpaper.paths import REPO_ROOT
+
+LIBRARIES = ("python", "torch", "torchvision", "numpy", "cvxpy", "pandas", "scipy", "matplotlib", "fedpaper")
+
+
+def jsonable(obj):
+    """A JSON-serialisable copy of obj (numpy scalars/arrays, Paths, sets, dataclasses, NaN->None)."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else (str(obj) if math.isinf(obj) else obj)
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((jsonable(v) for v in obj), key=repr)
+    if isinstance(obj, os.PathLike):
+        return str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    if hasattr(obj, "tolist"):  # numpy / torch
+        return jsonable(obj.tolist())
+    if hasattr(obj, "item"):
+        return jsonable(obj.item())
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    if callable(obj):
+        return getattr(obj, "__qualname__", repr(obj))
+    return repr(obj)
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_info() -> dict:
+    """{'commit': sha or None, 'dirty': bool or None}. Dirty counts tracked changes only."""
+    commit = _git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+@lru_cache(maxsize=None)
+def library_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for lib in LIBRARIES[1:]:
+        try:
+            versions[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            versions[lib] = None
+    return versions
+
+
+def device_description(device=None) -> str:
+    """The device string given by the run, else what torch (if already imported) would use."""
+    if device is not None:
+        return str(device)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_available():
+                return f"cuda ({torch.cuda.get_device_name(0)})"
+        except Exception:  # pragma: no cover - broken driver
+            pass
+    return "cpu"
+
+
+def command_line() -> str:
+    """The command that produced the artifact (FEDPAPER_COMMAND, set by the CLI, wins)."""
+    cmd = os.environ.get("FEDPAPER_COMMAND")
+    if cmd:
+        return cmd
+    argv = sys.argv or [""]
+    if "ipykernel" in argv[0] or "ipykernel_launcher" in " ".join(argv):
+        return "interactive notebook kernel"
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def collect(*, artifact_id: str, profile: str, params: dict, datasets: list, seeds, device=None,
+            wall_time_s: float | None = None, notes=None, extra: dict | None = None) -> dict:
+    """The provenance record written next to an artifact as <name>.json."""
+    rec = {
+        "artifact_id": artifact_id,
+        "profile": profile,
+        "git": git_info(),
+        "params": jsonable(params),
+        "datasets": jsonable(datasets),
+        "seeds": jsonable(seeds),
+        "device": device_description(device),
+        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+        "libraries": library_versions(),
+        "wall_time_s": None if wall_time_s is None else round(float(wall_time_s), 3),
+        "timestamp": now_iso(),
+        "command": command_line(),
+        "notes": jsonable(list(notes) if isinstance(notes, (list, tuple)) else ([notes] if notes else [])),
+    }
+    if extra:
+        rec.update(jsonable(extra))
+    return rec
+
+
+def summary(rec: dict) -> str:
+    """One line for the report: profile, device, commit, seeds, data flags."""
+    git = rec.get("git") or {}
+    commit = (git.get("commit") or "no git")[:10] + (" (dirty)" if git.get("dirty") else "")
+    seeds = rec.get("seeds")
+    n = len(seeds) if isinstance(seeds, list) else seeds
+    flags = []
+    for d in rec.get("datasets") or []:
+        if isinstance(d, dict):
+            tag = d.get("name", "?")
+            if d.get("synthetic"):
+                tag += " SYNTHETIC"
+            if d.get("lossy"):
+                tag += " lossy"
+            flags.append(tag)
+    parts = [f"profile {rec.get('profile')}", f"device {rec.get('device')}", f"commit {commit}",
+             f"seeds {n}"]
+    if flags:
+        parts.append("data " + ", ".join(flags))
+    if rec.get("wall_time_s") is not None:
+        parts.append(f"{rec['wall_time_s']:.0f} s")
+    return "; ".join(parts)
+
+
+def load(path: str | os.PathLike) -> dict | None:
+    """A provenance json, or None if absent or unreadable."""
+    import json
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

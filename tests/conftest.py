@@ -1,0 +1,41 @@
+"""Test isolation: headless matplotlib, and caches/figures in temporary folders, so tests never
+touch the real cache, the committed figures/ or README.md."""
+import os
+import tempfile
+
+os.environ["MPLBACKEND"] = "Agg"
+_SESSION_TMP = tempfile.mkdtemp(prefix="fedpaper-tests-")
+os.environ["FEDPAPER_CACHE"] = os.path.join(_SESSION_TMP, "cache")
+os.environ["FEDPAPER_FIGURES"] = os.path.join(_SESSION_TMP, "figures")
+
+import pytest  # noqa: E402
+
+from fedpaper.paths import data_root  # noqa: E402
+
+
+@pytest.fixture
+def figures_tmp(tmp_path, monkeypatch):
+    """A fresh, empty committed-figures folder for one test."""
+    d = tmp_path / "figures"
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(d))
+    return d
+
+
+@pytest.fixture
+def cache_tmp(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("FEDPAPER_CACHE", str(d))
+    return d
+
+
+@pytest.fixture
+def empty_data_root(tmp_path, monkeypatch):
+    """A data root that holds nothing (a fresh machine without data)."""
+    d = tmp_path / "nodata"
+    d.mkdir()
+    monkeypatch.setenv("FEDPAPER_DATA", str(d))
+    return d
+
+
+def shared_data_available() -> bool:
+    return (data_root() / "cifar10").is_dir()

@@ -1,0 +1,194 @@
+"""The output contract of run_artifact: four files, atomic writes, smoke stamp, missing data."""
+import json
+
+import matplotlib
+import pandas as pd
+import pytest
+
+from fedpaper import artifacts as A
+from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
+from fedpaper.papers import catalog
+
+ART = "fedpals/table2"  # needs pacs, which no test data root holds
+
+
+def _table():
+    return pd.DataFrame({"dataset": ["PACS"] * 2, "clients": [3, 3], "delta": [0.001, 0.01],
+                         "method": ["FedPALS"] * 2, "metric": ["accuracy_pct"] * 2,
+                         "mean": [88.0, 85.0], "std": [1.0, 2.0], "n_seeds": [3, 3]})
+
+
+def compute(params):
+    return _table(), {"datasets": [{"name": "pacs", "source": "generated stand-in", "synthetic": True}],
+                      "seeds": params.get("seeds"), "device": "cpu", "notes": ["2 rounds instead of 100"]}
+
+
+def draw(table, params):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot(range(len(table)), table["mean"], "o-")
+    return fig
+
+
+@pytest.fixture
+def fake_root(tmp_path):
+    root = tmp_path / "data"
+    (root / "fashion-mnist/FashionMNIST/raw").mkdir(parents=True)
+    (root / "fashion-mnist/FashionMNIST/raw/train-images-idx3-ubyte.gz").write_bytes(b"x")
+    return root
+
+
+def _real_compute(params):
+    t = pd.DataFrame({"dataset": ["Fashion-MNIST"], "label_split": ["C=3"], "clients": [10],
+                      "method": ["FedPALS"], "metric": ["accuracy_pct"], "mean": [90.0], "std": [1.0],
+                      "n_seeds": [2]})
+    return t, {"datasets": [{"name": "fashion-mnist", "source": "offline copy", "synthetic": False,
+                             "lossy": False}], "device": "cpu"}
+
+
+def test_smoke_writes_four_files_stamped_in_cache(figures_tmp, cache_tmp, empty_data_root):
+    r = A.run_artifact(ART, profile="smoke", params={"rounds": 2}, compute=compute, draw=draw,
+                       datasets=["pacs"], seeds=2)
+    assert set(r.paths) == {"png", "pdf", "csv", "json"}
+    for p in r.paths.values():
+        assert p.is_file() and p.stat().st_size > 0
+        assert str(p).startswith(str(cache_tmp))  # never the committed figures/
+    assert not figures_tmp.exists()
+    rec = json.loads(r.paths["json"].read_text())
+    assert rec["profile"] == "smoke" and rec["synthetic"] and rec["stamped"]
+    assert rec["seeds"] == [0, 1] and rec["params"]["rounds"] == 2
+    assert {"python", "torch", "numpy", "pandas", "cvxpy", "torchvision"} <= set(rec["libraries"])
+    assert "commit" in rec["git"] and "dirty" in rec["git"]
+    assert rec["wall_time_s"] >= 0 and rec["timestamp"] and rec["command"]
+    assert "2 rounds instead of 100" in rec["notes"]
+    texts = [t.get_text() for t in r.figure.texts]
+    assert A.SYNTHETIC_STAMP in texts
+    assert pd.read_csv(r.paths["csv"]).shape == (2, 8)
+
+
+def test_quick_real_data_not_stamped(figures_tmp, fake_root):
+    r = A.run_artifact("fedpals/table1", profile="quick", params={}, compute=_real_compute, draw=draw,
+                       datasets=["fashion-mnist", "cifar10", "pacs"], optional_datasets=["cifar10", "pacs"],
+                       data_root=fake_root)
+    assert r.paths["csv"].parent == figures_tmp / "fedpals"
+    assert A.SYNTHETIC_STAMP not in [t.get_text() for t in r.figure.texts]
+    assert "without cifar10, pacs" in r.status
+    assert r.provenance["missing_datasets"] == ["cifar10", "pacs"]
+
+
+def test_synthetic_info_stamps_even_at_quick(figures_tmp, fake_root, tmp_path):
+    def comp(p):
+        t, info = _real_compute(p)
+        info["datasets"][0]["synthetic"] = True
+        return t, info
+
+    r = A.run_artifact("fedpals/fig6a", profile="quick", params={}, compute=comp, draw=draw,
+                       datasets=["fashion-mnist"], data_root=fake_root, out_dir=tmp_path / "o")
+    assert r.provenance["synthetic"] and "SYNTHETIC" in r.status
+    assert A.SYNTHETIC_STAMP in [t.get_text() for t in r.figure.texts]
+
+
+def test_missing_data_without_committed_results_is_one_clear_error(figures_tmp, empty_data_root):
+    with pytest.raises(DataMissingError) as e:
+        A.run_artifact(ART, profile="quick", params={}, compute=compute, draw=draw, datasets=["pacs"])
+    msg = str(e.value)
+    assert "\n" not in msg and "pacs" in msg and str(empty_data_root) in msg and "download" in msg
+
+
+def test_missing_data_rerenders_from_committed(figures_tmp, empty_data_root, tmp_path):
+    committed = figures_tmp / "fedpals"
+    committed.mkdir(parents=True)
+    _table().to_csv(committed / "table2.csv", index=False)
+    (committed / "table2.json").write_text(json.dumps({"profile": "paper", "git": {"commit": "abc"}}))
+    before = (committed / "table2.json").read_bytes()
+    calls = []
+
+    def comp(p):
+        calls.append(p)
+        return compute(p)
+
+    r = A.run_artifact(ART, profile="quick", params={}, compute=comp, draw=draw, datasets=["pacs"])
+    assert calls == []  # nothing retrained
+    assert r.status == "re-rendered from committed results; pacs missing"
+    assert r.provenance["profile"] == "paper" and r.provenance["rerendered"]["missing_datasets"] == ["pacs"]
+    assert (committed / "table2.png").is_file() and (committed / "table2.pdf").is_file()
+    assert (committed / "table2.json").read_bytes() == before  # committed provenance kept as is
+    # elsewhere: all four files, provenance annotated
+    r2 = A.run_artifact(ART, profile="paper", params={}, compute=comp, draw=draw, datasets=["pacs"],
+                        out_dir=tmp_path / "elsewhere")
+    rec = json.loads(r2.paths["json"].read_text())
+    assert rec["git"]["commit"] == "abc" and "rerendered" in rec
+    assert len(pd.read_csv(r2.paths["csv"])) == 2
+
+
+def test_smoke_ignores_missing_data(figures_tmp, empty_data_root):
+    r = A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"])
+    assert "smoke" in r.status
+
+
+def test_failed_draw_or_compute_leaves_no_files(figures_tmp, tmp_path, empty_data_root):
+    out = tmp_path / "out"
+
+    def bad_draw(table, params):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=bad_draw,
+                       datasets=["pacs"], out_dir=out)
+    assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
+
+
+def test_failed_write_keeps_old_files_and_no_temp(figures_tmp, tmp_path, monkeypatch, empty_data_root):
+    out = tmp_path / "out"
+    r = A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"],
+                       out_dir=out)
+    old = {k: p.read_bytes() for k, p in r.paths.items()}
+
+    def exploding_to_csv(self, *a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", exploding_to_csv)
+    with pytest.raises(OSError):
+        A.run_artifact(ART, profile="smoke", params={"x": 1}, compute=compute, draw=draw,
+                       datasets=["pacs"], out_dir=out)
+    assert {k: p.read_bytes() for k, p in r.paths.items()} == old
+    assert sorted(p.name for p in (out / "fedpals").iterdir()) == sorted(p.name for p in r.paths.values())
+
+
+def test_bad_inputs(figures_tmp):
+    with pytest.raises(UnknownNameError) as e:
+        A.run_artifact(ART, profile="fast", params={}, compute=compute, draw=draw, datasets=["pacs"])
+    assert "smoke, quick, paper" in str(e.value)
+    with pytest.raises(UnknownNameError) as e:
+        A.run_artifact("fedpals/tabel1", profile="smoke", params={}, compute=compute, draw=draw, datasets=[])
+    assert "fedpals/table1" in str(e.value)
+    with pytest.raises(UnknownNameError):
+        A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["cifar11"])
+    with pytest.raises(BadParameterError):
+        A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"],
+                       out_dir=figures_tmp)
+
+
+def test_catalog_complete():
+    assert len(catalog.ARTIFACTS) == 78
+    counts = {p: len(catalog.artifact_ids(p)) for p in catalog.PAPERS}
+    assert counts == {"fedpals": 21, "privlabels": 16, "fedmt": 11, "fednca": 30}
+    for a in catalog.ARTIFACTS.values():
+        for d in a.datasets:
+            assert d == "none" or catalog.dataset_info(d)
+        if a.reported:
+            assert (catalog.REPORTED_DIR / a.reported).is_file()
+            assert catalog.load_reported(a.id) is not None
+
+
+def test_dataset_available_layouts(tmp_path):
+    assert not catalog.dataset_available("cifar10", tmp_path)
+    (tmp_path / "cifar10").mkdir()
+    (tmp_path / "cifar10/cifar10-jpeg.zip").write_bytes(b"z")
+    assert catalog.dataset_available("cifar10", tmp_path)
+    (tmp_path / "voc2007").mkdir()
+    (tmp_path / "voc2007/voc2007-labels.csv.gz").write_bytes(b"z")
+    assert catalog.dataset_available("voc2007:labels", tmp_path)
+    assert not catalog.dataset_available("voc2007", tmp_path)
+    assert catalog.dataset_available("none", tmp_path)
