@@ -1,4 +1,8 @@
-"""Atomic files and the on-disk results cache.
+"""Atomic files, the on-disk results cache and resumable sweeps.
+
+    store = ResultStore()                       # cache_dir("results"), keyed by spec + code version
+    results = run_sweep(specs, run_one, desc="table1")          # one run at a time
+    results = run_sweep(specs, run_fn_many=engine_batch, batch_size=8)   # several runs at once
 
 Every write goes to a temporary file in the destination folder, is flushed and fsynced, then
 renamed over the destination with os.replace, so a reader sees the old file or the new one, never
@@ -7,9 +11,15 @@ a half-written one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
+import pickle
 import tempfile
+import warnings
+from functools import lru_cache
 from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence
 
 TMP_PREFIX = ".tmp-"
 
@@ -59,3 +69,175 @@ def _fsync_dir(d) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Results cache
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# The parts of fedpaper whose source changes results (names relative to fedpaper/, globs allowed;
+# a name matches <name>.py and every .py file under the folder <name>/).
+RESULT_MODULES = ("data", "partition", "models", "engine*", "algorithms", "metrics")
+
+
+@lru_cache(maxsize=None)
+def _code_version(modules: tuple[str, ...], package_dir: str) -> str:
+    pkg = Path(package_dir)
+    files: set[Path] = set()
+    for name in modules:
+        name = name.removeprefix("fedpaper.").replace(".", "/")
+        for p in pkg.glob(name + ".py"):
+            files.add(p)
+        for d in pkg.glob(name):
+            if d.is_dir():
+                files.update(d.rglob("*.py"))
+    h = hashlib.sha256()
+    for p in sorted(files):
+        if "__pycache__" in p.parts:
+            continue
+        h.update(str(p.relative_to(pkg)).encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_version(modules: Sequence[str] = RESULT_MODULES, package_dir=PACKAGE_DIR) -> str:
+    """Hash of the source files that affect results (computed once per process and module list)."""
+    return _code_version(tuple(modules), str(package_dir))
+
+
+def spec_json(spec) -> str:
+    """Canonical JSON of a run spec (any JSON-able dict or dataclass)."""
+    from fedpaper.provenance import jsonable
+
+    return json.dumps(jsonable(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+class ResultStore:
+    """Finished runs on disk, keyed by (run spec, code version).
+
+    Entries are pickles (dicts, pandas frames, arrays...) written atomically; an unreadable or
+    partial entry counts as missing, and leftover temporary files are ignored.
+    """
+
+    SUFFIX = ".pkl"
+
+    def __init__(self, root=None, *, code: Optional[str] = None,
+                 modules: Sequence[str] = RESULT_MODULES):
+        if root is None:
+            from fedpaper.paths import cache_dir
+
+            root = cache_dir("results")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.code = code if code is not None else code_version(modules)
+
+    def key(self, spec) -> str:
+        payload = json.dumps({"spec": json.loads(spec_json(spec)), "code": self.code}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def path(self, spec) -> Path:
+        k = self.key(spec)
+        return self.root / k[:2] / (k + self.SUFFIX)
+
+    def _load(self, path: Path, spec):
+        try:
+            with open(path, "rb") as f:
+                entry = pickle.load(f)
+        except FileNotFoundError:
+            return _MISSING
+        except Exception as e:  # truncated, corrupt, or from an incompatible library version
+            warnings.warn(f"ignoring unreadable result file {path} ({type(e).__name__}); it will be recomputed")
+            return _MISSING
+        if not isinstance(entry, dict) or entry.get("spec") != spec_json(spec) or entry.get("code") != self.code:
+            return _MISSING
+        return entry["result"]
+
+    def get(self, spec, default=None):
+        """The stored result of `spec`, or `default` when absent (or unreadable)."""
+        r = self._load(self.path(spec), spec)
+        return default if r is _MISSING else r
+
+    def __contains__(self, spec) -> bool:
+        return self._load(self.path(spec), spec) is not _MISSING
+
+    def put(self, spec, result) -> Path:
+        """Store atomically (temp file in the same folder, fsync, os.replace)."""
+        from fedpaper.provenance import now_iso
+
+        entry = {"spec": spec_json(spec), "code": self.code, "created": now_iso(), "result": result}
+        path = self.path(spec)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as f:
+                pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+        return path
+
+    def __len__(self) -> int:
+        return sum(1 for p in self.root.glob("*/*" + self.SUFFIX) if not p.name.startswith(TMP_PREFIX))
+
+
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()
+
+
+def _progress(total, initial, desc, enabled):
+    from tqdm.auto import tqdm
+
+    if os.environ.get("FEDPAPER_PROGRESS", "1") == "0":
+        enabled = False
+    return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, leave=True)
+
+
+def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many: Optional[Callable] = None,
+              batch_size: Optional[int] = None, store: Optional[ResultStore] = None, desc: str = "runs",
+              force: bool = False, progress: bool = True) -> list:
+    """Results of every spec, in order: finished runs are read from the store, the rest are run.
+
+    Give either `run_fn(spec) -> result` (one run at a time) or `run_fn_many(list_of_specs) ->
+    list_of_results` (the engine trains several runs at once; `batch_size` specs per call, default
+    all pending). `run_fn_many` may also return an iterator, whose results are stored one by one as
+    they come. Every result is stored as soon as it is available, so an interrupted sweep (Ctrl-C,
+    kill) that is started again reuses every run that finished. `force=True` recomputes all.
+    """
+    if (run_fn is None) == (run_fn_many is None):
+        raise TypeError("run_sweep needs exactly one of run_fn or run_fn_many")
+    store = store if store is not None else ResultStore()
+    specs = list(specs)
+    keys = [store.key(s) for s in specs]
+    done: dict[str, object] = {}
+    pending: list = []
+    pending_keys: set[str] = set()
+    for s, k in zip(specs, keys):
+        if k in done or k in pending_keys:
+            continue
+        r = _MISSING if force else store.get(s, _MISSING)
+        if r is _MISSING:
+            pending.append(s)
+            pending_keys.add(k)
+        else:
+            done[k] = r
+    n_unique = len(done) + len(pending)
+    with _progress(n_unique, len(done), desc, progress) as bar:
+        if run_fn is not None:
+            for s in pending:
+                r = run_fn(s)
+                store.put(s, r)
+                done[store.key(s)] = r
+                bar.update(1)
+        else:
+            step = batch_size or max(1, len(pending))
+            for i in range(0, len(pending), step):
+                chunk = pending[i:i + step]
+                results = run_fn_many(chunk)
+                n = 0
+                for s, r in zip(chunk, results):
+                    store.put(s, r)
+                    done[store.key(s)] = r
+                    bar.update(1)
+                    n += 1
+                if n != len(chunk):
+                    raise RuntimeError(f"run_fn_many returned {n} results for {len(chunk)} specs")
+    return [done[k] for k in keys]

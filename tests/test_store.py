@@ -1,0 +1,166 @@
+"""The results cache: atomic entries, resumable sweeps (Ctrl-C and SIGKILL), batched runs."""
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+
+from fedpaper import store as S
+from fedpaper.store import ResultStore, run_sweep
+
+
+def specs(n):
+    return [{"method": "fedavg", "seed": i, "lr": 0.1} for i in range(n)]
+
+
+def test_put_get_roundtrip_and_code_version(tmp_path):
+    st = ResultStore(tmp_path, code="v1")
+    df = pd.DataFrame({"round": [1, 2], "acc": [0.5, 0.6]})
+    st.put({"a": 1, "b": [1, 2]}, {"history": df})
+    got = st.get({"b": [1, 2], "a": 1})  # key order does not matter
+    pd.testing.assert_frame_equal(got["history"], df)
+    assert st.get({"a": 2}) is None and {"a": 2} not in st
+    assert ResultStore(tmp_path, code="v2").get({"a": 1, "b": [1, 2]}) is None  # code changed
+
+
+def test_code_version_tracks_sources(tmp_path):
+    (tmp_path / "algorithms").mkdir()
+    (tmp_path / "algorithms" / "x.py").write_text("a = 1\n")
+    (tmp_path / "engine_batched.py").write_text("b = 1\n")
+    (tmp_path / "report.py").write_text("c = 1\n")
+    v1 = S._code_version(("algorithms", "engine*"), str(tmp_path))
+    (tmp_path / "report.py").write_text("c = 2\n")  # not a result module
+    S._code_version.cache_clear()
+    assert S._code_version(("algorithms", "engine*"), str(tmp_path)) == v1
+    (tmp_path / "engine_batched.py").write_text("b = 2\n")
+    S._code_version.cache_clear()
+    assert S._code_version(("algorithms", "engine*"), str(tmp_path)) != v1
+    assert len(S.code_version()) == 16
+
+
+def test_leftover_temp_and_corrupt_entries_count_as_missing(tmp_path):
+    st = ResultStore(tmp_path, code="v")
+    spec = {"seed": 0}
+    final = st.path(spec)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    # a crash mid-write leaves only a temp file next to the entry: ignored
+    (final.parent / (S.TMP_PREFIX + final.name + ".abc.pkl")).write_bytes(b"\x80\x05partial")
+    assert st.get(spec) is None and len(st) == 0
+    # a truncated final file (e.g. copied by hand) is treated as missing, and overwritten
+    st.put(spec, {"x": list(range(1000))})
+    data = final.read_bytes()
+    final.write_bytes(data[: len(data) // 2])
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert st.get(spec) is None
+    assert run_sweep([spec], lambda s: {"x": 1}, store=st, progress=False) == [{"x": 1}]
+    assert st.get(spec) == {"x": 1}
+
+
+def test_crash_during_put_leaves_no_entry(tmp_path, monkeypatch):
+    st = ResultStore(tmp_path, code="v")
+
+    def crash(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(S.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        st.put({"seed": 1}, {"x": 1})
+    monkeypatch.undo()
+    assert st.get({"seed": 1}) is None
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # temp file cleaned up
+
+
+def test_interrupted_sweep_resumes(tmp_path):
+    st = ResultStore(tmp_path, code="v")
+    calls = []
+    k = 3
+
+    def run(spec):
+        if len(calls) == k:
+            raise KeyboardInterrupt  # Ctrl-C during run k+1
+        calls.append(spec["seed"])
+        return {"acc": spec["seed"] / 10}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(specs(7), run, store=st, progress=False)
+    assert calls == [0, 1, 2] and len(st) == 3
+    calls2 = []
+
+    def run2(spec):
+        calls2.append(spec["seed"])
+        return {"acc": spec["seed"] / 10}
+
+    res = run_sweep(specs(7), run2, store=st, progress=False)
+    assert calls2 == [3, 4, 5, 6]  # exactly the unfinished runs
+    assert [r["acc"] for r in res] == [i / 10 for i in range(7)]
+    assert run_sweep(specs(7), run2, store=st, progress=False) == res and calls2 == [3, 4, 5, 6]
+    run_sweep(specs(2), run2, store=st, progress=False, force=True)
+    assert calls2 == [3, 4, 5, 6, 0, 1]
+
+
+def test_batched_sweep_stores_each(tmp_path):
+    st = ResultStore(tmp_path, code="v")
+    batches = []
+
+    def many(chunk):
+        batches.append([s["seed"] for s in chunk])
+        for s in chunk:  # an iterator: each result is stored as it comes
+            if s["seed"] == 4 and len(batches) == 2:
+                raise KeyboardInterrupt
+            yield {"acc": s["seed"]}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(specs(6), run_fn_many=many, batch_size=3, store=st, progress=False)
+    assert batches == [[0, 1, 2], [3, 4, 5]] and len(st) == 4
+    res = run_sweep(specs(6) + specs(2), run_fn_many=lambda c: [{"acc": s["seed"]} for s in c],
+                    store=st, progress=False)
+    assert [r["acc"] for r in res] == [0, 1, 2, 3, 4, 5, 0, 1]
+    with pytest.raises(RuntimeError):
+        run_sweep([{"new": 1}, {"new": 2}], run_fn_many=lambda c: [1], store=st, progress=False)
+    with pytest.raises(TypeError):
+        run_sweep([], store=st)
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from fedpaper.store import ResultStore, run_sweep
+
+    class KillWhilePickling:
+        def __reduce__(self):  # runs inside put(), after the temp file was opened
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def run(spec):
+        if spec["seed"] == int(sys.argv[2]):
+            return {"payload": KillWhilePickling()}
+        return {"acc": spec["seed"]}
+
+    st = ResultStore(sys.argv[1], code="v")
+    run_sweep([{"method": "fedavg", "seed": i, "lr": 0.1} for i in range(8)], run, store=st, progress=False)
+    """
+)
+
+
+def test_sigkilled_sweep_restarts(tmp_path):
+    k = 5
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), str(k)], capture_output=True,
+                          timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    leftovers = [p for p in tmp_path.rglob(S.TMP_PREFIX + "*")]
+    assert leftovers  # the kill happened mid-write
+    st = ResultStore(tmp_path, code="v")
+    assert len(st) == k
+    calls = []
+
+    def run(spec):
+        calls.append(spec["seed"])
+        return {"acc": spec["seed"]}
+
+    res = run_sweep(specs(8), run, store=st, progress=False)
+    assert calls == [5, 6, 7]
+    assert [r["acc"] for r in res] == list(range(8))
