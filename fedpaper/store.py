@@ -200,8 +200,10 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
     list_of_results` (the engine trains several runs at once; `batch_size` specs per call, default
     all pending). `run_fn_many` may also return an iterator, whose results are stored one by one as
     they come. Every result is stored as soon as it is available, so an interrupted sweep (Ctrl-C,
-    kill) that is started again reuses every run that finished. `force=True` recomputes all.
+    kill) that is started again reuses every run that finished. `force=True` (or the environment
+    variable FEDPAPER_RECOMPUTE=1, set by `fedpaper reproduce --force`) recomputes all.
     """
+    force = force or os.environ.get("FEDPAPER_RECOMPUTE") == "1"
     if (run_fn is None) == (run_fn_many is None):
         raise TypeError("run_sweep needs exactly one of run_fn or run_fn_many")
     store = store if store is not None else ResultStore()

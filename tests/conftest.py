@@ -7,6 +7,8 @@ os.environ["MPLBACKEND"] = "Agg"
 _SESSION_TMP = tempfile.mkdtemp(prefix="fedpaper-tests-")
 os.environ["FEDPAPER_CACHE"] = os.path.join(_SESSION_TMP, "cache")
 os.environ["FEDPAPER_FIGURES"] = os.path.join(_SESSION_TMP, "figures")
+os.environ["FEDPAPER_README"] = os.path.join(_SESSION_TMP, "README.md")
+os.environ["FEDPAPER_PROGRESS"] = "0"
 
 import pytest  # noqa: E402
 
@@ -19,6 +21,13 @@ def figures_tmp(tmp_path, monkeypatch):
     d = tmp_path / "figures"
     monkeypatch.setenv("FEDPAPER_FIGURES", str(d))
     return d
+
+
+@pytest.fixture
+def readme_tmp(tmp_path, monkeypatch):
+    p = tmp_path / "README.md"
+    monkeypatch.setenv("FEDPAPER_README", str(p))
+    return p
 
 
 @pytest.fixture

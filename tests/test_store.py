@@ -57,7 +57,8 @@ def test_leftover_temp_and_corrupt_entries_count_as_missing(tmp_path):
     final.write_bytes(data[: len(data) // 2])
     with pytest.warns(UserWarning, match="unreadable"):
         assert st.get(spec) is None
-    assert run_sweep([spec], lambda s: {"x": 1}, store=st, progress=False) == [{"x": 1}]
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert run_sweep([spec], lambda s: {"x": 1}, store=st, progress=False) == [{"x": 1}]
     assert st.get(spec) == {"x": 1}
 
 

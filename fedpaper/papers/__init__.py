@@ -36,6 +36,7 @@ from .catalog import (  # noqa: F401  (re-exported)
     dataset_available,
     dataset_info,
     get_artifact,
+    how_to_get,
     load_reported,
     missing_message,
     reported_path,

@@ -203,6 +203,13 @@ def dataset_location(name: str, root=None) -> Path:
     return _data_root(root) / base
 
 
+def how_to_get(name: str) -> str:
+    """'<title> (<name>): how to get it' without machine-specific paths."""
+    base, labels_only = _split_need(name)
+    info = dataset_info(base)
+    return f"{info.title} (`{base}`): {info.how_to_get}"
+
+
 def missing_message(name: str, root=None) -> str:
     """One line: which data set is missing, where it was looked for, how to get it."""
     base, labels_only = _split_need(name)

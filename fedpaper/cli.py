@@ -1,0 +1,257 @@
+"""`fedpaper`: regenerate the papers' artifacts from their notebooks, list them, write the report.
+
+    fedpaper reproduce --profile {smoke,quick,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
+                       [--out-dir PATH] [--force] [--timeout S] [--debug]
+    fedpaper report    [--data-root PATH]
+    fedpaper list      [--data-root PATH] [--paper PAPER]
+
+Bad input (unknown artifact, profile or paper, a data root that does not exist, an artifact that
+cannot be regenerated here) gives one line naming the problem and the fix, and exit code 2.
+A notebook that fails does not stop the run; failures are listed at the end (exit code 1).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fedpaper.errors import FedpaperError, UnknownNameError
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class UsageError(FedpaperError):
+    """Bad command-line input (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage block) and exit code 2."""
+
+    def error(self, message):
+        raise UsageError(f"{message}; see `{self.prog} --help`")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from fedpaper.artifacts import PROFILES
+
+    p = _Parser(prog="fedpaper", description="Reproduce the four papers' tables and figures.")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    r = sub.add_parser("reproduce", help="execute the artifacts' notebooks, then write the report")
+    r.add_argument("--profile", default="quick", metavar="{" + ",".join(PROFILES) + "}",
+                   help="smoke: tiny synthetic runs (seconds, cache only); quick: real data, fewer "
+                        "seeds/rounds; paper: the papers' settings (default: quick)")
+    r.add_argument("--only", nargs="+", metavar="ID", default=None,
+                   help="artifact ids (fedpals/table1) or paper names (fedpals); default: all")
+    r.add_argument("--data-root", default=None, help="folder with the data sets (default: $FEDPAPER_DATA, "
+                                                      "../shared/data, ~/.fedpaper/data)")
+    r.add_argument("--out-dir", default=None, help="write artifacts here instead of figures/ (smoke: the cache)")
+    r.add_argument("--force", action="store_true", help="recompute every run instead of reusing the results cache")
+    r.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds for notebooks")
+    r.add_argument("--no-report", action="store_true", help="do not regenerate figures/REPORT.md afterwards")
+    r.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    rep = sub.add_parser("report", help="regenerate figures/REPORT.md and the README status table")
+    rep.add_argument("--data-root", default=None)
+    rep.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    ls = sub.add_parser("list", help="list artifacts with their status")
+    ls.add_argument("--data-root", default=None)
+    ls.add_argument("--paper", default=None, help="only this paper")
+    ls.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def _resolve_data_root(arg):
+    """The data root; an explicit --data-root or FEDPAPER_DATA that does not exist is an error."""
+    from fedpaper.paths import data_root
+
+    if arg is not None:
+        root = data_root(arg)
+        if not root.is_dir():
+            raise UsageError(f"data root {root} does not exist; pass an existing folder to --data-root "
+                             "(e.g. --data-root ../shared/data) or leave it out")
+        return root
+    env = os.environ.get("FEDPAPER_DATA")
+    root = data_root()
+    if env and not root.is_dir():
+        raise UsageError(f"FEDPAPER_DATA={env} does not exist; point it at the data folder "
+                         "(e.g. export FEDPAPER_DATA=../shared/data) or unset it")
+    return root
+
+
+def _select(only) -> list[str]:
+    from fedpaper.papers import PAPERS, artifact_ids, get_artifact
+
+    if not only:
+        return artifact_ids()
+    out: list[str] = []
+    for item in only:
+        ids = artifact_ids(item) if item in PAPERS else [get_artifact(item).id]
+        out.extend(i for i in ids if i not in out)
+    return out
+
+
+@dataclass
+class Plan:
+    notebooks: dict = field(default_factory=dict)  # notebook path -> [artifact ids]
+    skipped: dict = field(default_factory=dict)  # artifact id -> reason
+
+
+def plan_run(selected: list[str], profile: str, root: Path, explicit: bool) -> Plan:
+    """Which notebooks to execute, and which artifacts cannot be regenerated here (and why)."""
+    from fedpaper.artifacts import committed_paths
+    from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
+
+    plan = Plan()
+    for aid in selected:
+        art = artifact(aid)
+        missing = [d for d in art.needed if not dataset_available(d, root)]
+        has_committed = committed_paths(aid)["csv"].is_file()
+        if art.notebook is None:
+            reason = f"not regenerated: {not_implemented_reason(aid)}"
+            if missing:
+                reason += "; " + missing_message(missing[0], root)
+            plan.skipped[aid] = reason
+            continue
+        if profile != "smoke" and missing and not has_committed:
+            plan.skipped[aid] = f"not regenerated: {missing_message(missing[0], root)}"
+            continue
+        plan.notebooks.setdefault(art.notebook, []).append(aid)
+    if explicit and plan.skipped:
+        aid, reason = next(iter(plan.skipped.items()))
+        fix = ("; implement it (see notebooks/_template and scripts/new_notebook.py) or drop it from --only"
+               if "not implemented" in reason else "")
+        more = f" (and {len(plan.skipped) - 1} more)" if len(plan.skipped) > 1 else ""
+        raise UsageError(f"{aid} cannot be regenerated here: {reason.removeprefix('not regenerated: ')}{fix}{more}")
+    return plan
+
+
+def _execute(nb: str, out_nb: Path, parameters: dict, timeout) -> None:
+    import papermill as pm
+
+    from fedpaper.paths import REPO_ROOT
+
+    src = REPO_ROOT / nb
+    out_nb.parent.mkdir(parents=True, exist_ok=True)
+    pm.execute_notebook(str(src), str(out_nb), parameters=parameters, kernel_name="python3",
+                        cwd=str(src.parent), progress_bar=False, log_output=False,
+                        execution_timeout=timeout)
+
+
+def _one_line_error(e: BaseException) -> str:
+    ename = getattr(e, "ename", None)
+    evalue = getattr(e, "evalue", None)
+    if ename:
+        return f"{ename}: {str(evalue).splitlines()[0] if evalue else ''}"
+    msg = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {msg[0] if msg else ''}"
+
+
+def cmd_reproduce(args) -> int:
+    from tqdm.auto import tqdm
+
+    from fedpaper.artifacts import check_profile
+    from fedpaper.paths import cache_dir
+
+    check_profile(args.profile)
+    root = _resolve_data_root(args.data_root)
+    selected = _select(args.only)
+    plan = plan_run(selected, args.profile, root, explicit=bool(args.only))
+    os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if args.force:
+        os.environ["FEDPAPER_RECOMPUTE"] = "1"
+    params = {"profile": args.profile, "data_root": str(root),
+              "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
+    failures: dict[str, str] = {}
+    done: list[str] = []
+    executed = cache_dir("executed", args.profile)
+    print(f"fedpaper reproduce: profile {args.profile}, data root {root}, "
+          f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated")
+    for nb in tqdm(list(plan.notebooks), desc="notebooks", unit="nb", disable=not plan.notebooks):
+        out_nb = executed / Path(nb).relative_to("notebooks") if nb.startswith("notebooks/") else executed / Path(nb).name
+        t0 = time.perf_counter()
+        try:
+            _execute(nb, out_nb, params, args.timeout)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # keep going; report at the end
+            failures[nb] = _one_line_error(e) + f" (executed copy: {out_nb})"
+            if args.debug:
+                traceback.print_exc()
+        else:
+            done.append(f"{nb} ({time.perf_counter() - t0:.0f} s)")
+    for d in done:
+        print(f"ok      {d}")
+    for aid, reason in plan.skipped.items():
+        print(f"skipped {aid}: {reason}")
+    for nb, err in failures.items():
+        print(f"FAILED  {nb}: {err}")
+    if not args.no_report:
+        from fedpaper.report import write_report
+
+        path = write_report(data_root=root)
+        print(f"report: {path}")
+    print(f"{len(done)} notebook(s) ok, {len(failures)} failed, {len(plan.skipped)} artifact(s) not regenerated")
+    return EXIT_FAILED if failures else 0
+
+
+def cmd_report(args) -> int:
+    from fedpaper.report import write_report
+
+    root = _resolve_data_root(args.data_root)
+    print(f"report: {write_report(data_root=root)}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from fedpaper.report import status_rows
+
+    root = _resolve_data_root(args.data_root)
+    rows = status_rows(data_root=root, paper=args.paper)
+    w = max(len(r["id"]) for r in rows) if rows else 10
+    for r in rows:
+        print(f"{r['id']:<{w}}  {r['kind']:<6}  {r['data']:<28}  {r['status']}")
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        args = _build_parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError("no command given; use one of: reproduce, report, list (see `fedpaper --help`)")
+        return {"reproduce": cmd_reproduce, "report": cmd_report, "list": cmd_list}[args.command](args)
+    except (UsageError, UnknownNameError) as e:
+        if debug:
+            traceback.print_exc()
+        print(f"fedpaper: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except FedpaperError as e:
+        if debug:
+            traceback.print_exc()
+        print(f"fedpaper: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:  # a bug: one line unless --debug
+        if debug:
+            traceback.print_exc()
+        else:
+            print(f"fedpaper: error: {_one_line_error(e)} (rerun with --debug for the traceback)",
+                  file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("fedpaper: interrupted; finished runs are cached, run the same command again to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+"""The reproduction report, figures/REPORT.md, and the artifact status table of README.md.
+
+Everything is computed from OUR committed files (figures/<paper>/<name>.csv and .json), the
+papers' reported numbers (fedpaper/papers/reported/) and the claims the paper modules register.
+It works with zero artifacts generated (a fresh clone without data). The output is deterministic
+(no timestamps), so regenerating it without new results changes nothing.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from fedpaper import provenance as prov
+from fedpaper.artifacts import committed_paths, load_committed
+from fedpaper.papers import (
+    PAPER_TITLES,
+    PAPERS,
+    Claim,  # noqa: F401  (exported here too)
+    all_artifacts,
+    claims as registered_claims,
+    dataset_available,
+    how_to_get,
+    load_reported,
+    missing_message,
+    not_implemented_reason,
+)
+from fedpaper.paths import REPO_ROOT, data_root as _data_root, figures_dir
+from fedpaper.store import atomic_write_text
+
+STATUS_START = "<!-- artifact-status:start -->"
+STATUS_END = "<!-- artifact-status:end -->"
+VALUE_COLUMNS = ("mean", "std", "n_seeds", "ci_low", "ci_high", "source", "sem")
+
+__all__ = ["Claim", "write_report", "render_report", "status_rows", "compare_with_reported",
+           "check_claims", "update_readme", "readme_path"]
+
+
+def readme_path() -> Path:
+    """README.md of the repo (FEDPAPER_README overrides, so tests never touch the real one)."""
+    return Path(os.environ.get("FEDPAPER_README", REPO_ROOT / "README.md"))
+
+
+# ------------------------------------------------------------------------------------ status
+def status_rows(data_root=None, paper: Optional[str] = None) -> list[dict]:
+    """One dict per artifact: id, kind, title, data, implemented, committed, status, reason."""
+    root = _data_root(data_root)
+    rows = []
+    for art in all_artifacts(paper):
+        missing = [d for d in art.needed if not dataset_available(d, root)]
+        shown = ", ".join(d.replace(":labels", " (labels)") for d in missing)
+        _, rec = load_committed(art.id) if committed_paths(art.id)["json"].is_file() else (None, None)
+        has_csv = committed_paths(art.id)["csv"].is_file()
+        data = "none" if not art.needed else ", ".join(
+            d.replace(":labels", " (labels)") + (" (missing)" if d in missing else "") for d in art.needed)
+        reason = ""
+        if has_csv:
+            profile = (rec or {}).get("profile", "?")
+            status = f"regenerated ({profile})"
+            if (rec or {}).get("synthetic"):
+                status += ", SYNTHETIC data"
+            if missing:
+                status += f"; {shown} missing here: re-rendered from committed results"
+        elif art.notebook is None:
+            status = "not regenerated: " + not_implemented_reason(art.id)
+            if missing:
+                reason = missing_message(missing[0], root)
+                status += f"; data missing: {shown}"
+        elif missing:
+            reason = missing_message(missing[0], root)
+            status = f"not regenerated: data missing: {shown}"
+        else:
+            status = "implemented, not yet run at quick/paper profile"
+        rows.append({"id": art.id, "paper": art.paper, "kind": art.kind, "title": art.title,
+                     "data": data, "missing": missing, "implemented": art.notebook is not None,
+                     "notebook": art.notebook, "committed": has_csv, "provenance": rec,
+                     "status": status, "reason": reason, "reported": art.reported})
+    return rows
+
+
+def _md_escape(s) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def status_table(rows: list[dict], link_prefix: str = "") -> str:
+    lines = ["| artifact | kind | data sets | status |", "|---|---|---|---|"]
+    for r in rows:
+        aid = f"[`{r['id']}`]({link_prefix}{r['notebook']})" if r["notebook"] else f"`{r['id']}`"
+        lines.append(f"| {aid} | {r['kind']} | {_md_escape(r['data'])} | {_md_escape(r['status'])} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ comparisons
+def _norm(v) -> str:
+    """Join-key normal form: 10, 10.0 and '10' agree; NaN and '' agree."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            f = float(s)
+        except ValueError:
+            return s
+        v = f
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        f = float(v)
+        return str(int(f)) if f.is_integer() else repr(round(f, 10))
+    return str(v)
+
+
+def _fmt(mean, std=None) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    s = f"{float(mean):.2f}"
+    if std is not None and not (isinstance(std, float) and math.isnan(std)):
+        s += f" ± {float(std):.2f}"
+    return s
+
+
+def compare_with_reported(reported: pd.DataFrame, ours: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Side-by-side frame: key columns, paper, ours, difference (ours - paper). Also the join keys.
+
+    Keys are the columns both tables share other than the value columns (mean, std, n_seeds, ...)."""
+    keys = [c for c in reported.columns
+            if c in ours.columns and c not in VALUE_COLUMNS]
+    if "mean" not in ours.columns or not keys:
+        return pd.DataFrame(), keys
+    rep = reported.copy()
+    our = ours.copy()
+    for c in keys:
+        rep["_k_" + c] = rep[c].map(_norm)
+        our["_k_" + c] = our[c].map(_norm)
+    kk = ["_k_" + c for c in keys]
+    our_cols = kk + ["mean"] + (["std"] if "std" in our.columns else [])
+    our = our[our_cols].drop_duplicates(subset=kk, keep="last")
+    merged = rep.merge(our, on=kk, how="left", suffixes=("_paper", "_ours"))
+    out = merged[keys].copy()
+    out["paper"] = [_fmt(m, s) for m, s in zip(merged["mean_paper"], merged.get("std_paper", [None] * len(merged)))]
+    std_ours = merged["std_ours"] if "std_ours" in merged.columns else [None] * len(merged)
+    out["ours"] = [_fmt(m, s) for m, s in zip(merged["mean_ours"], std_ours)]
+    diff = pd.to_numeric(merged["mean_ours"], errors="coerce") - pd.to_numeric(merged["mean_paper"], errors="coerce")
+    out["difference"] = [("–" if math.isnan(d) else f"{d:+.2f}") for d in diff]
+    return out, keys
+
+
+def _frame_to_md(df: pd.DataFrame, drop_constant: bool = True) -> tuple[str, str]:
+    """Markdown table (constant columns moved into a one-line note)."""
+    note = ""
+    if drop_constant and len(df) > 1:
+        const = [c for c in df.columns if c not in ("paper", "ours", "difference")
+                 and df[c].astype(str).nunique(dropna=False) == 1]
+        if const:
+            note = "; ".join(f"{c} = {_md_escape(df[c].iloc[0])}" for c in const)
+            df = df.drop(columns=const)
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
+    for _, row in df.iterrows():
+        vals = ["" if (isinstance(v, float) and math.isnan(v)) else _md_escape(_norm(v) if isinstance(v, float) else v)
+                for v in row]
+        lines.append("| " + " | ".join(vals) + " |")
+    return "\n".join(lines), note
+
+
+# ------------------------------------------------------------------------------------ claims
+def check_claims(claims, tables: dict) -> list[dict]:
+    """Run every claim's check on our tables: [{id, text, verdict, detail}], verdict in
+    'pass', 'fail', 'not checkable'."""
+    out = []
+    for c in claims:
+        avail = {a: tables[a] for a in c.artifacts if a in tables and tables[a] is not None}
+        if c.check is None:
+            verdict, detail = "not checkable", "check not implemented yet"
+        elif c.artifacts and not avail:
+            verdict, detail = "not checkable", "no committed results for " + ", ".join(c.artifacts)
+        else:
+            try:
+                passed, detail = c.check(avail)
+                verdict = {True: "pass", False: "fail"}.get(passed, "not checkable")
+            except Exception as e:  # a broken check must not break the report
+                verdict, detail = "not checkable", f"check raised {type(e).__name__}: {e}"
+        out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": verdict,
+                    "detail": str(detail).replace("\n", " ")})
+    return out
+
+
+# ------------------------------------------------------------------------------------ report
+def render_report(data_root=None, claims=None, rows=None) -> str:
+    """The text of REPORT.md."""
+    rows = rows if rows is not None else status_rows(data_root)
+    claims = list(registered_claims() if claims is None else claims)
+    tables = {}
+    for r in rows:
+        if r["committed"]:
+            t, _ = load_committed(r["id"])
+            tables[r["id"]] = t
+    n_reg = sum(r["committed"] for r in rows)
+    n_not = len(rows) - n_reg
+    out = ["# Reproduction report", "",
+           "Generated by `fedpaper report` (also run at the end of `make figures`) from the committed "
+           "results in `figures/`; do not edit by hand.", "",
+           f"{len(rows)} artifacts: {n_reg} regenerated, {n_not} not regenerated.", ""]
+
+    # 1. comparisons with reported numbers
+    out += ["## 1. Our numbers next to the papers'", ""]
+    any_cmp = False
+    for r in rows:
+        if not r["reported"]:
+            continue
+        if not r["committed"]:
+            continue
+        reported = load_reported(r["id"])
+        ours = tables.get(r["id"])
+        if ours is None:
+            continue
+        cmp, keys = compare_with_reported(reported, ours)
+        any_cmp = True
+        out += [f"### `{r['id']}`: {r['title']}", ""]
+        if cmp.empty:
+            out += ["Our table has no `mean` column or shares no setting column with the reported "
+                    f"file `{r['reported']}`; no side-by-side comparison.", ""]
+            continue
+        md, note = _frame_to_md(cmp)
+        prof = (r["provenance"] or {}).get("profile", "?")
+        out += [f"Joined on {', '.join(keys)}. Ours: profile {prof}." + (f" Fixed: {note}." if note else ""), "",
+                md, ""]
+    with_reported = [r["id"] for r in rows if r["reported"]]
+    if not any_cmp:
+        out += [f"No artifact with reported numbers has been regenerated yet ({len(with_reported)} have "
+                "reported numbers).", ""]
+    else:
+        pending = [i for i in with_reported if not any(r["id"] == i and r["committed"] for r in rows)]
+        if pending:
+            out += ["Not yet regenerated, so not compared: " + ", ".join(f"`{i}`" for i in pending) + ".", ""]
+
+    # 2. claims
+    out += ["## 2. Claims", ""]
+    results = check_claims(claims, tables)
+    if not results:
+        out += ["No claims registered yet.", ""]
+    for paper in PAPERS:
+        pr = [c for c in results if c["id"].startswith(paper + "/")]
+        if not pr:
+            continue
+        counts = {v: sum(c["verdict"] == v for c in pr) for v in ("pass", "fail", "not checkable")}
+        out += [f"### {paper}: {PAPER_TITLES[paper]}", "",
+                f"{counts['pass']} pass, {counts['fail']} fail, {counts['not checkable']} not checkable.", ""]
+        for c in pr:
+            mark = {"pass": "PASS", "fail": "FAIL", "not checkable": "not checkable"}[c["verdict"]]
+            out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}")
+        out.append("")
+
+    # 3. not regenerated
+    out += ["## 3. Not regenerated", ""]
+    nr = [r for r in rows if not r["committed"]]
+    if not nr:
+        out += ["Every artifact has been regenerated.", ""]
+    for r in nr:
+        out.append(_md_escape(f"- `{r['id']}` ({r['title']}): {r['status'].removeprefix('not regenerated: ')}"))
+    out.append("")
+    missing_sets = sorted({d for r in rows for d in r["missing"]})
+    if missing_sets:
+        out += ["Data sets missing where this report was made, and how to get them (then point "
+                "`FEDPAPER_DATA` or `--data-root` at the data folder):", ""]
+        for d in missing_sets:
+            out.append(f"- {_md_escape(how_to_get(d))}")
+        out.append("")
+
+    # 4. provenance
+    out += ["## 4. Provenance of regenerated artifacts", ""]
+    regen = [r for r in rows if r["committed"]]
+    if not regen:
+        out += ["None yet.", ""]
+    for r in regen:
+        rec = r["provenance"] or {}
+        line = f"- `{r['id']}`: " + (prov.summary(rec) if rec else "no provenance json")
+        flags = []
+        if rec.get("synthetic"):
+            flags.append("SYNTHETIC stand-in data: not a result")
+        if rec.get("lossy_datasets"):
+            flags.append("lossy data copy: " + ", ".join(rec["lossy_datasets"]))
+        if rec.get("missing_datasets"):
+            flags.append("made without: " + ", ".join(rec["missing_datasets"]))
+        if r["missing"]:
+            flags.append("re-rendered here from committed results (" + ", ".join(r["missing"]) + " missing)")
+        if flags:
+            line += ". " + "; ".join(flags)
+        out.append(_md_escape(line))
+        for n in rec.get("notes") or []:
+            out.append(f"  - {_md_escape(n)}")
+    out.append("")
+
+    # 5. status table
+    out += ["## 5. Status of every artifact", ""]
+    for paper in PAPERS:
+        pr = [r for r in rows if r["paper"] == paper]
+        out += [f"### {paper}: {PAPER_TITLES[paper]}", "", status_table(pr, link_prefix="../"), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def readme_status_block(rows: list[dict]) -> str:
+    lines = [STATUS_START,
+             "<!-- generated by `fedpaper report`; edits between these markers are overwritten -->", ""]
+    n_reg = sum(r["committed"] for r in rows)
+    lines += [f"{n_reg} of {len(rows)} artifacts regenerated. Details and comparisons: "
+              "[figures/REPORT.md](figures/REPORT.md).", ""]
+    for paper in PAPERS:
+        pr = [r for r in rows if r["paper"] == paper]
+        lines += [f"**{paper}**: {PAPER_TITLES[paper]}", "", status_table(pr), ""]
+    lines.append(STATUS_END)
+    return "\n".join(lines)
+
+
+def update_readme(rows: list[dict], path: Optional[Path] = None) -> bool:
+    """Rewrite the block between the status markers of README.md. False if no markers/README."""
+    path = Path(path) if path is not None else readme_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    i, j = text.find(STATUS_START), text.find(STATUS_END)
+    if i < 0 or j < i:
+        return False
+    new = text[:i] + readme_status_block(rows) + text[j + len(STATUS_END):]
+    if new != text:
+        atomic_write_text(path, new)
+    return True
+
+
+def write_report(data_root=None, path: Optional[Path] = None, readme: Optional[Path] = None,
+                 claims=None) -> Path:
+    """Write figures/REPORT.md (atomically) and refresh the README status table."""
+    rows = status_rows(data_root)
+    text = render_report(data_root, claims=claims, rows=rows)
+    path = Path(path) if path is not None else figures_dir() / "REPORT.md"
+    old = path.read_text(encoding="utf-8") if path.is_file() else None
+    if text != old:
+        atomic_write_text(path, text)
+    update_readme(rows, readme)
+    return path

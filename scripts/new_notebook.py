@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Write the standard short notebook of an artifact: notebooks/<PAPER>/<NAME>.ipynb.
+
+    python scripts/new_notebook.py PAPER NAME "ARTIFACT_IDS" "CALL" [--section S] [--root DIR] [--force]
+
+    python scripts/new_notebook.py fedpals table1 "fedpals/table1" fedpaper.papers.fedpals.table1 \
+        --section "Sec 5.1, Table 1"
+
+ARTIFACT_IDS: space- or comma-separated ids the notebook regenerates. CALL: the dotted path of the
+function that regenerates them; it is called as CALL(profile=..., data_root=..., out_dir=...,
+seeds=...) and returns an ArtifactResult (or a list of them, one per artifact).
+
+Cells: a markdown title naming the artifacts and the paper section; the `parameters` cell
+(smoke defaults, read by papermill); the call; a cell showing the table and the figure.
+Kernel spec: python3. The artifact ids are stored in the notebook metadata (fedpaper.artifacts),
+which is how `fedpaper reproduce` finds the notebook of an artifact.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+PARAMETERS = '''profile = "smoke"  # smoke (synthetic, seconds) | quick | paper
+data_root = None  # None: $FEDPAPER_DATA, ../shared/data, ~/.fedpaper/data
+out_dir = None  # None: figures/ (quick, paper) or the cache (smoke)
+seeds = None  # None: the profile's default; an int n means seeds 0..n-1'''
+
+
+def _split_ids(ids: str) -> list[str]:
+    return [i for i in re.split(r"[,\s]+", ids.strip()) if i]
+
+
+def make_notebook(paper: str, name: str, artifact_ids, call: str, section: str | None = None):
+    ids = _split_ids(artifact_ids) if isinstance(artifact_ids, str) else list(artifact_ids)
+    if not ids:
+        raise SystemExit("new_notebook: give at least one artifact id, e.g. \"fedpals/table1\"")
+    titles = []
+    try:
+        sys.path.insert(0, str(REPO_ROOT))
+        from fedpaper.papers.catalog import ARTIFACTS, PAPER_TITLES, get_artifact
+
+        for i in ids:
+            titles.append(f"`{i}`: {get_artifact(i).title}")
+        paper_title = PAPER_TITLES.get(paper, paper)
+    except ImportError:  # pragma: no cover - generator used outside the repo
+        titles = [f"`{i}`" for i in ids]
+        paper_title = paper
+    module, _, func = call.rpartition(".")
+    where = f", {section}" if section else ""
+    md = "\n".join([
+        f"# {', '.join('`' + i + '`' for i in ids)}",
+        "",
+        f"Paper: {paper_title}{where}.",
+        "",
+        *[f"- {t}" for t in titles],
+        "",
+        "Writes `<out>/<paper>/<name>.png`, `.pdf`, `.csv` (the numbers) and `.json` (provenance) for "
+        "each artifact. The defaults below are the smoke profile (tiny synthetic stand-ins, stamped "
+        "as such, written to the cache); for real results run",
+        f"`fedpaper reproduce --only {' '.join(ids)} --profile quick` or",
+        f"`papermill notebooks/{paper}/{name}.ipynb out.ipynb -p profile quick`.",
+    ])
+    setup = f"from {module} import {func}\n\n" if module else ""
+    call_cell = f"{setup}result = {func or call}(profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)"
+    if len(ids) == 1:
+        show = "print(result.status)\ndisplay(result.table)\nresult.figure"
+    else:
+        show = ("for r in (result if isinstance(result, (list, tuple)) else [result]):\n"
+                "    print(r.artifact_id, '-', r.status)\n"
+                "    display(r.table)\n"
+                "    display(r.figure)")
+    params = new_code_cell(PARAMETERS)
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[new_markdown_cell(md), params, new_code_cell(call_cell), new_code_cell(show)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["fedpaper"] = {"paper": paper, "artifacts": ids}
+    nbformat.validate(nb)
+    return nb
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("paper")
+    p.add_argument("name")
+    p.add_argument("artifact_ids")
+    p.add_argument("call")
+    p.add_argument("--section", default=None, help="paper section, e.g. 'Sec 5.1, Table 1'")
+    p.add_argument("--root", default=str(REPO_ROOT), help="repository root (default: this repo)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing notebook")
+    a = p.parse_args(argv)
+    path = Path(a.root) / "notebooks" / a.paper / f"{a.name}.ipynb"
+    if path.exists() and not a.force:
+        print(f"new_notebook: {path} exists; pass --force to overwrite it", file=sys.stderr)
+        return 2
+    nb = make_notebook(a.paper, a.name, a.artifact_ids, a.call, a.section)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

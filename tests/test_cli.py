@@ -1,0 +1,162 @@
+"""The `fedpaper` command: one-line errors with exit code 2, list/report, reproduce via papermill."""
+import importlib.util
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fedpaper import cli, papers
+from fedpaper.paths import REPO_ROOT
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "fedpaper.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT, env=env)
+
+
+def one_error_line(proc):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def test_unknown_artifact_suggests_close_match():
+    line = one_error_line(run_cli("reproduce", "--profile", "smoke", "--only", "fedpals/tabel1"))
+    assert "unknown artifact id 'fedpals/tabel1'" in line and "fedpals/table1" in line
+
+
+def test_unknown_profile():
+    line = one_error_line(run_cli("reproduce", "--profile", "fast"))
+    assert "unknown profile 'fast'" in line and "smoke, quick, paper" in line
+
+
+def test_missing_data_root(tmp_path):
+    line = one_error_line(run_cli("reproduce", "--profile", "quick", "--data-root", str(tmp_path / "nope")))
+    assert "does not exist" in line and "--data-root" in line
+
+
+def test_missing_env_data_root(tmp_path):
+    import os
+
+    env = dict(os.environ, FEDPAPER_DATA=str(tmp_path / "nope"))
+    line = one_error_line(run_cli("list", env=env))
+    assert "FEDPAPER_DATA" in line
+
+
+def test_no_command_and_bad_option():
+    assert "no command" in one_error_line(run_cli())
+    assert "--frobnicate" in one_error_line(run_cli("reproduce", "--frobnicate"))
+
+
+def test_only_not_implemented_is_one_line(capsys, empty_data_root):
+    assert cli.main(["reproduce", "--profile", "smoke", "--only", "fedmt/table2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fedmt/table2" in err[0] and "not implemented" in err[0]
+
+
+def test_only_missing_data_without_committed_results(capsys, monkeypatch, empty_data_root, figures_tmp):
+    monkeypatch.setitem(papers._IMPLEMENTATIONS, "fedpals/table2",
+                        papers.Implementation("fedpals/table2", "notebooks/fedpals/table2.ipynb"))
+    assert cli.main(["reproduce", "--profile", "quick", "--only", "fedpals/table2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "PACS" in err[0] and "download" in err[0]
+    # with committed results it is re-rendered instead: the plan keeps the notebook
+    (figures_tmp / "fedpals").mkdir(parents=True)
+    (figures_tmp / "fedpals" / "table2.csv").write_text("method,mean\nFedPALS,1\n")
+    plan = cli.plan_run(["fedpals/table2"], "quick", empty_data_root, explicit=True)
+    assert plan.notebooks == {"notebooks/fedpals/table2.ipynb": ["fedpals/table2"]}
+
+
+def test_list_and_report(capsys, figures_tmp, readme_tmp):
+    readme_tmp.write_text("intro\n<!-- artifact-status:start -->\nold\n<!-- artifact-status:end -->\ntail\n")
+    assert cli.main(["list", "--paper", "fedmt"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 11 and all("not implemented yet" in ln for ln in out)
+    assert cli.main(["report"]) == 0
+    assert (figures_tmp / "REPORT.md").is_file()
+    text = readme_tmp.read_text()
+    assert text.startswith("intro\n") and text.endswith("tail\n") and "old" not in text
+    assert "`fedmt/table2`" in text
+
+
+DEMO = textwrap.dedent(
+    """
+    import pandas as pd
+    from fedpaper.artifacts import run_artifact
+
+    def _draw(table, params):
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(3, 1))
+        ax.axis("off")
+        ax.table(cellText=table.values, colLabels=list(table.columns), loc="center")
+        return fig
+
+    def table1(profile="smoke", data_root=None, out_dir=None, seeds=None):
+        compute = lambda p: (pd.DataFrame({"layer": ["conv"], "filters": [3]}), {"device": "cpu"})
+        return run_artifact("privlabels/table1", profile=profile, params={"cnn": "demo"}, compute=compute,
+                            draw=_draw, datasets=["none"], data_root=data_root, out_dir=out_dir, seeds=seeds)
+
+    def broken(**kwargs):
+        raise RuntimeError("deliberate failure")
+    """
+)
+
+
+def _new_notebook_module():
+    spec = importlib.util.spec_from_file_location("new_notebook", REPO_ROOT / "scripts" / "new_notebook.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_reproduce_runs_notebooks_keeps_going_and_writes_report(tmp_path, monkeypatch, capsys, figures_tmp,
+                                                                cache_tmp, readme_tmp, empty_data_root):
+    import nbformat
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "fp_demo.py").write_text(DEMO)
+    monkeypatch.setenv("PYTHONPATH", str(pkg))
+    nn = _new_notebook_module()
+    nbs = {}
+    for aid, call in [("privlabels/table1", "fp_demo.table1"), ("privlabels/table2", "fp_demo.broken")]:
+        nb = nn.make_notebook("privlabels", aid.split("/")[1], aid, call, section="App A")
+        path = tmp_path / f"{aid.split('/')[1]}.ipynb"
+        nbformat.write(nb, str(path))
+        nbs[aid] = path
+        monkeypatch.setitem(papers._IMPLEMENTATIONS, aid, papers.Implementation(aid, str(path)))
+    before = nbs["privlabels/table1"].read_bytes()
+    readme_tmp.write_text("<!-- artifact-status:start -->\n<!-- artifact-status:end -->\n")
+
+    rc = cli.main(["reproduce", "--profile", "quick", "--only", "privlabels/table1", "privlabels/table2"])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "FAILED" in out and "deliberate failure" in out and "ok      " in out
+    for suffix in ("png", "pdf", "csv", "json"):
+        assert (figures_tmp / "privlabels" / f"table1.{suffix}").is_file()
+    assert nbs["privlabels/table1"].read_bytes() == before  # the source notebook is untouched
+    executed = list((cache_tmp / "executed" / "quick").rglob("table1.ipynb"))
+    assert executed
+    report = (figures_tmp / "REPORT.md").read_text()
+    assert "`privlabels/table1`: profile quick" in report
+    line = [ln for ln in readme_tmp.read_text().splitlines() if "`privlabels/table1`" in ln][0]
+    assert line.endswith("| table | none | regenerated (quick) |")
+
+
+def test_generated_notebook_shape():
+    nn = _new_notebook_module()
+    nb = nn.make_notebook("fedpals", "table1", "fedpals/table1", "fedpaper.papers.fedpals.table1",
+                          section="Sec 5.1, Table 1")
+    assert nb.metadata.kernelspec["name"] == "python3"
+    assert nb.metadata.fedpaper["artifacts"] == ["fedpals/table1"]
+    md, params, call, show = nb.cells
+    assert "fedpals/table1" in md.source and "Sec 5.1, Table 1" in md.source
+    assert params.metadata["tags"] == ["parameters"]
+    for line in ('profile = "smoke"', "data_root = None", "out_dir = None", "seeds = None"):
+        assert line in params.source
+    assert "result = table1(profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)" in call.source
+    assert "from fedpaper.papers.fedpals import table1" in call.source
+    assert "result.table" in show.source and "result.figure" in show.source
