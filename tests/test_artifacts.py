@@ -35,7 +35,9 @@ def draw(table, params):
 def fake_root(tmp_path):
     root = tmp_path / "data"
     (root / "fashion-mnist/FashionMNIST/raw").mkdir(parents=True)
-    (root / "fashion-mnist/FashionMNIST/raw/train-images-idx3-ubyte.gz").write_bytes(b"x")
+    for f in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+              "t10k-labels-idx1-ubyte"):
+        (root / "fashion-mnist/FashionMNIST/raw" / (f + ".gz")).write_bytes(b"x")
     return root
 
 

@@ -183,13 +183,35 @@ def _nonempty_dir(p: Path) -> bool:
         return False
 
 
+def _loader_probe(base: str):
+    """fedpaper.data's own availability check for `base`, if that module knows the data set."""
+    try:
+        from fedpaper import data as _data
+    except Exception:  # the loader package is missing or broken: use the file check below
+        return None
+    if base not in getattr(_data, "DATASETS", {}) or not hasattr(_data, "dataset_available"):
+        return None
+    return _data.dataset_available
+
+
 def dataset_available(name: str, root: str | os.PathLike | None = None) -> bool:
-    """Cheap on-disk check (no parsing). "none" is always available."""
+    """Cheap on-disk check (no parsing). "none" is always available.
+
+    Uses `fedpaper.data.dataset_available` for the data sets that module loads (so "available"
+    means the loader will find the files), else the file layouts of DATASETS above.
+    """
     if name == "none":
         return True
     base, labels_only = _split_need(name)
     info = dataset_info(base)
     r = _data_root(root)
+    if not labels_only:
+        probe = _loader_probe(base)
+        if probe is not None:
+            try:
+                return bool(probe(base, r))
+            except Exception:
+                pass
     if labels_only and any((r / f).is_file() for f in info.label_files):
         return True
     if any((r / f).is_file() for f in info.files):

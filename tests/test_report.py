@@ -1,0 +1,109 @@
+"""REPORT.md from fake committed tables and a fake claim; the not-regenerated list; README block."""
+import json
+
+import pandas as pd
+
+from fedpaper import report as R
+from fedpaper.papers import Claim, catalog
+
+
+def _commit(figures, aid, table, **prov):
+    paper, name = aid.split("/")
+    d = figures / paper
+    d.mkdir(parents=True, exist_ok=True)
+    table.to_csv(d / f"{name}.csv", index=False)
+    rec = {"profile": "quick", "git": {"commit": "0123456789abcdef", "dirty": False}, "device": "cpu",
+           "seeds": [0, 1, 2], "datasets": [{"name": "pacs", "lossy": False, "synthetic": False}],
+           "wall_time_s": 12.0, "notes": ["50 rounds instead of 100"]}
+    rec.update(prov)
+    (d / f"{name}.json").write_text(json.dumps(rec))
+
+
+def ours_table2():
+    rep = catalog.load_reported("fedpals/table2")
+    ours = rep.copy()
+    ours["mean"] = ours["mean"] - 1.0
+    ours["std"] = 0.5
+    ours["delta"] = ours["delta"].astype(str)  # types differ from the reported file: still joined
+    return ours
+
+
+def fake_claim_check(tables):
+    t = tables["fedpals/table2"]
+    m = t.sort_values("delta")["mean"].tolist()
+    return all(a > b for a, b in zip(m, m[1:])), f"accuracy by delta: {m}"
+
+
+CLAIMS = [
+    Claim("fedpals/claim-22", "accuracy decreases with delta", ["fedpals/table2"], fake_claim_check),
+    Claim("fedpals/claim-99", "always false", ["fedpals/table2"], lambda t: (False, "nope")),
+    Claim("fedpals/claim-98", "broken check", ["fedpals/table2"], lambda t: 1 / 0),
+    Claim("fedpals/claim-97", "needs table3", ["fedpals/table3"], lambda t: (True, "")),
+    Claim("fedmt/claim-1", "not implemented", ["fedmt/table2"], None),
+]
+
+
+def test_report_with_zero_artifacts(figures_tmp, readme_tmp, empty_data_root):
+    path = R.write_report()
+    text = path.read_text()
+    assert "78 artifacts: 0 regenerated, 78 not regenerated." in text
+    assert "`fedmt/table2` (CIFAR-100 fine-class accuracy vs server samples n): not implemented yet (open issue)" in text
+    assert "data missing: cifar100" in text
+    assert "PACS (Bai et al. 2024 federated split) (`pacs`): download PACS" in text
+    assert "**not checkable** `fedmt/claim-1`" in text  # registered by fedpaper.papers.fedmt
+
+
+def test_report_side_by_side_and_claims(figures_tmp, readme_tmp, empty_data_root):
+    _commit(figures_tmp, "fedpals/table2", ours_table2(), lossy_datasets=["cifar10"])
+    text = R.render_report(claims=CLAIMS)
+    # side-by-side: paper 88.8 (no std), ours 87.8 ± 0.5, difference -1.00
+    assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 |" in text
+    assert "Joined on dataset, clients, delta, method, metric" in text
+    assert "**PASS** `fedpals/claim-22`: accuracy decreases with delta" in text
+    assert "**FAIL** `fedpals/claim-99`" in text
+    assert "**not checkable** `fedpals/claim-98`: broken check — check raised ZeroDivisionError" in text
+    assert "**not checkable** `fedpals/claim-97`: needs table3 — no committed results for fedpals/table3" in text
+    assert "**not checkable** `fedmt/claim-1`: not implemented — check not implemented yet" in text
+    # provenance summary and flags
+    assert "`fedpals/table2`: profile quick; device cpu; commit 0123456789; seeds 3" in text
+    assert "lossy data copy: cifar10" in text and "50 rounds instead of 100" in text
+    assert "re-rendered here from committed results (pacs missing)" in text
+    # not-regenerated list still names the others with reasons
+    assert "- `fedpals/table3` (iWildCam macro F1, validation-selected models): not implemented yet (open issue); data missing: iwildcam" in text
+    assert "Not yet regenerated, so not compared:" in text and "`fedpals/table1`" in text
+    assert "78 artifacts: 1 regenerated, 77 not regenerated." in text
+
+
+def test_synthetic_results_are_flagged(figures_tmp, readme_tmp, empty_data_root):
+    _commit(figures_tmp, "fedpals/table2", ours_table2(), synthetic=True)
+    text = R.render_report(claims=[])
+    assert "SYNTHETIC stand-in data: not a result" in text
+    rows = {r["id"]: r for r in R.status_rows()}
+    assert rows["fedpals/table2"]["status"].startswith("regenerated (quick), SYNTHETIC data")
+
+
+def test_compare_handles_missing_rows_and_columns():
+    rep = catalog.load_reported("fedpals/table1")
+    ours = rep[rep["dataset"] == "Fashion-MNIST"].drop(columns=["std"]).copy()
+    cmp, keys = R.compare_with_reported(rep, ours)
+    assert keys == ["dataset", "label_split", "clients", "method", "metric"]
+    assert len(cmp) == len(rep)
+    pacs = cmp[cmp["dataset"] == "PACS"]
+    assert set(pacs["ours"]) == {"–"} and set(pacs["difference"]) == {"–"}
+    fm = cmp[cmp["dataset"] == "Fashion-MNIST"]
+    assert set(fm["difference"]) == {"+0.00"}
+    empty, _ = R.compare_with_reported(rep, pd.DataFrame({"x": [1]}))
+    assert empty.empty
+
+
+def test_readme_block_and_idempotence(figures_tmp, readme_tmp, empty_data_root):
+    readme_tmp.write_text("# Title\n\n<!-- artifact-status:start -->\nstale\n<!-- artifact-status:end -->\n\nrest\n")
+    p = R.write_report()
+    first = (p.read_text(), readme_tmp.read_text())
+    assert "stale" not in first[1] and first[1].startswith("# Title\n") and first[1].endswith("rest\n")
+    assert "0 of 78 artifacts regenerated" in first[1]
+    mtime = p.stat().st_mtime_ns
+    R.write_report()
+    assert (p.read_text(), readme_tmp.read_text()) == first and p.stat().st_mtime_ns == mtime
+    readme_tmp.write_text("no markers\n")
+    assert R.update_readme(R.status_rows()) is False and readme_tmp.read_text() == "no markers\n"
