@@ -64,8 +64,21 @@ def find_source(root: Path, name: str) -> Path | None:
 
 
 # --------------------------------------------------------------------------- JPEG zip
+def _decode_pil(blobs: list[bytes]) -> np.ndarray:
+    from PIL import Image
+
+    imgs = [np.asarray(Image.open(io.BytesIO(b)).convert("RGB")) for b in blobs]
+    return np.stack(imgs).transpose(0, 3, 1, 2).copy()
+
+
 def decode_jpegs(blobs: list[bytes]) -> np.ndarray:
-    """Decode JPEG byte strings to uint8 [N,3,H,W] (torchvision's batched decoder; PIL fallback)."""
+    """Decode JPEG byte strings to uint8 [N,3,H,W].
+
+    Large batches use torchvision's batched decoder (about 4x faster than PIL, identical pixels on
+    the offline copies); small ones use PIL, which avoids importing torchvision.
+    """
+    if len(blobs) < 2000:
+        return _decode_pil(blobs)
     try:
         from torchvision.io import ImageReadMode, decode_jpeg
 
@@ -75,10 +88,7 @@ def decode_jpegs(blobs: list[bytes]) -> np.ndarray:
             out.extend(decode_jpeg(tensors[start:start + 5000], mode=ImageReadMode.RGB))
         return torch.stack(out).numpy()
     except (ImportError, RuntimeError):
-        from PIL import Image
-
-        imgs = [np.asarray(Image.open(io.BytesIO(b)).convert("RGB")) for b in blobs]
-        return np.stack(imgs).transpose(0, 3, 1, 2).copy()
+        return _decode_pil(blobs)
 
 
 def read_image_zip(path: Path, class_names: list[str]) -> dict[str, np.ndarray]:
@@ -146,7 +156,7 @@ def read_torchvision_cifar(folder: Path, name: str) -> tuple[dict[str, np.ndarra
         info["coarse_classes"] = list(meta["coarse_label_names"])
         arrays["y_train_coarse"] = np.concatenate([d["coarse_labels"] for d in train]).astype(np.int64)
         arrays["y_test_coarse"] = np.asarray(test["coarse_labels"], dtype=np.int64)
-        f2c = np.zeros(100, dtype=np.int64)
+        f2c = np.zeros(len(info["classes"]), dtype=np.int64)
         f2c[arrays["y_train"]] = arrays["y_train_coarse"]
         arrays["fine_to_coarse"] = f2c
     return arrays, info
