@@ -28,8 +28,9 @@ NAME = "pacs"
 CLASSES = ["dog", "elephant", "giraffe", "guitar", "horse", "house", "person"]
 DOMAINS = ["art_painting", "cartoon", "photo", "sketch"]
 _EXTS = (".jpg", ".jpeg", ".png")
-HOW = ("download PACS as used by the Bai et al. 2024 FedDG benchmark (inouye-lab/FedDG_Benchmark; "
-       "or DomainBed's download_pacs) and place it at <root>/pacs (domain/class/*.jpg or with metadata.csv)")
+HOW = ("download PACS as used by the Bai et al. 2024 FedDG benchmark (https://github.com/inouye-lab/FedDG_Benchmark, "
+       "with its metadata.csv) or via DomainBed (https://github.com/facebookresearch/DomainBed, "
+       "python -m domainbed.scripts.download) and place it at <root>/pacs as <domain>/<class>/*.jpg")
 
 
 def candidate_dirs(root: Path) -> list[Path]:
