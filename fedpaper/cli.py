@@ -87,16 +87,22 @@ def _resolve_data_root(arg):
     return root
 
 
-def _select(only) -> list[str]:
+def _select(only) -> tuple[list[str], set[str]]:
+    """(selected artifact ids, the ids named one by one); a paper name selects all its artifacts."""
     from fedpaper.papers import PAPERS, artifact_ids, get_artifact
 
     if not only:
-        return artifact_ids()
+        return artifact_ids(), set()
     out: list[str] = []
+    named: set[str] = set()
     for item in only:
-        ids = artifact_ids(item) if item in PAPERS else [get_artifact(item).id]
+        if item in PAPERS:
+            ids = artifact_ids(item)
+        else:
+            ids = [get_artifact(item).id]
+            named.add(ids[0])
         out.extend(i for i in ids if i not in out)
-    return out
+    return out, named
 
 
 @dataclass
@@ -105,8 +111,11 @@ class Plan:
     skipped: dict = field(default_factory=dict)  # artifact id -> reason
 
 
-def plan_run(selected: list[str], profile: str, root: Path, explicit: bool) -> Plan:
-    """Which notebooks to execute, and which artifacts cannot be regenerated here (and why)."""
+def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan:
+    """Which notebooks to execute, and which artifacts cannot be regenerated here (and why).
+
+    `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
+    (True means all of `selected`.)"""
     from fedpaper.artifacts import committed_paths
     from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
 
@@ -125,11 +134,13 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit: bool) -> P
             plan.skipped[aid] = f"not regenerated: {missing_message(missing[0], root)}"
             continue
         plan.notebooks.setdefault(art.notebook, []).append(aid)
-    if explicit and plan.skipped:
-        aid, reason = next(iter(plan.skipped.items()))
+    named = set(selected) if explicit is True else set(explicit or ())
+    blocked = {a: r for a, r in plan.skipped.items() if a in named}
+    if blocked:
+        aid, reason = next(iter(blocked.items()))
         fix = ("; implement it (see notebooks/_template and scripts/new_notebook.py) or drop it from --only"
                if "not implemented" in reason else "")
-        more = f" (and {len(plan.skipped) - 1} more)" if len(plan.skipped) > 1 else ""
+        more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
         raise UsageError(f"{aid} cannot be regenerated here: {reason.removeprefix('not regenerated: ')}{fix}{more}")
     return plan
 
@@ -163,8 +174,8 @@ def cmd_reproduce(args) -> int:
 
     check_profile(args.profile)
     root = _resolve_data_root(args.data_root)
-    selected = _select(args.only)
-    plan = plan_run(selected, args.profile, root, explicit=bool(args.only))
+    selected, named = _select(args.only)
+    plan = plan_run(selected, args.profile, root, explicit=named)
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"

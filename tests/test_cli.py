@@ -57,6 +57,14 @@ def test_only_not_implemented_is_one_line(capsys, empty_data_root):
     assert len(err) == 1 and "fedmt/table2" in err[0] and "not implemented" in err[0]
 
 
+def test_only_paper_lists_skipped_without_failing(capsys, figures_tmp, readme_tmp, empty_data_root):
+    assert cli.main(["reproduce", "--profile", "quick", "--only", "fedmt"]) == 0
+    out = capsys.readouterr().out
+    assert "0 notebook(s) ok, 0 failed, 11 artifact(s) not regenerated" in out
+    assert "skipped fedmt/table3: not regenerated: not implemented yet (open issue)" in out
+    assert (figures_tmp / "REPORT.md").is_file()
+
+
 def test_only_missing_data_without_committed_results(capsys, monkeypatch, empty_data_root, figures_tmp):
     monkeypatch.setitem(papers._IMPLEMENTATIONS, "fedpals/table2",
                         papers.Implementation("fedpals/table2", "notebooks/fedpals/table2.ipynb"))
