@@ -492,7 +492,8 @@ def fedpals_weights(S, n, T, lam, *, solver="auto"):
         return _solve_cvxpy(S, n, T, lam)
     alpha = _solve_exact(S, n, T, lam)
     if alpha is not None:
-        return alpha
+        alpha[alpha < 1e-15] = 0.0  # rounding-level weights (e.g. 1e-16 off the support)
+        return alpha / alpha.sum()
     if solver == "exact":
         raise RuntimeError("the exact FedPALS solver did not converge; retry with solver='cvxpy'")
     warnings.warn("exact FedPALS solver did not converge; falling back to cvxpy", RuntimeWarning, stacklevel=2)
