@@ -85,6 +85,7 @@ class DatasetInfo:
     files: tuple[str, ...] = ()  # any one of these (relative to the data root) means "available"
     label_files: tuple[str, ...] = ()  # enough for ":labels"
     any_dir: tuple[str, ...] = ()  # a non-empty folder means "available"
+    labels_how: str = ""  # how to get the label file alone (for "<name>:labels")
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -139,6 +140,9 @@ DATASETS: dict[str, DatasetInfo] = {
             "image_set='trainval', download=True)",
             copy_note="offline copy: image-level labels only (exact)",
             label_files=("voc2007/voc2007-labels.csv.gz",),
+            labels_how="the offline copies hold them as voc2007/voc2007-labels.csv.gz (set "
+                       "FEDPAPER_DATA=../shared/data), or download VOC 2007 with "
+                       "torchvision.datasets.VOCDetection(root='<data root>/voc2007', year='2007', download=True)",
             any_dir=("voc2007/VOCdevkit/VOC2012/JPEGImages", "voc2007/VOCdevkit/VOC2007/JPEGImages"),
         ),
         DatasetInfo(
@@ -148,6 +152,9 @@ DATASETS: dict[str, DatasetInfo] = {
             "<data root>/chestxray14/images/",
             copy_note="offline copy: metadata and labels only (exact)",
             label_files=("chestxray14/Data_Entry_2017.csv.gz", "chestxray14/Data_Entry_2017.csv"),
+            labels_how="the offline copies hold them as chestxray14/Data_Entry_2017.csv.gz (set "
+                       "FEDPAPER_DATA=../shared/data), or download Data_Entry_2017.csv from the NIH "
+                       "Clinical Center ChestX-ray release into <data root>/chestxray14/",
             any_dir=("chestxray14/images",),
         ),
         DatasetInfo(
@@ -229,6 +236,8 @@ def how_to_get(name: str) -> str:
     """'<title> (<name>): how to get it' without machine-specific paths."""
     base, labels_only = _split_need(name)
     info = dataset_info(base)
+    if labels_only and info.labels_how:
+        return f"{info.title} labels (`{base}:labels`): {info.labels_how}"
     return f"{info.title} (`{base}`): {info.how_to_get}"
 
 
@@ -239,8 +248,9 @@ def missing_message(name: str, root=None) -> str:
     what = f"{info.title} labels" if labels_only else info.title
     if info.label_files and not labels_only:
         what = f"{info.title} images"
+    how = info.labels_how if (labels_only and info.labels_how) else info.how_to_get
     return (f"data set {what} ({base}) not found under {dataset_location(base, root)}; "
-            f"{info.how_to_get} (or pass --data-root / set FEDPAPER_DATA)")
+            f"{how} (or pass --data-root / set FEDPAPER_DATA)")
 
 
 # ---------------------------------------------------------------------------------------------
