@@ -1,0 +1,91 @@
+"""A federated method = a client objective + a server aggregation (+ an optional server step).
+
+Methods compose: FedProx + FedPALS is `Method("fedprox+fedpals", client="fedprox", server="fedpals")`,
+FedProx with private label sets is `Method(..., client="fedprox", private=True)`, and central tuning
+sits on top of either through `tuning=`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from ..errors import BadParameterError, UnknownNameError
+
+CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
+SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
+TUNING_LOSSES = (None, "mse", "pairwise", "pairwise_all")
+
+
+@dataclass(frozen=True)
+class Method:
+    """Everything that defines a method; all fields go into the run's cache key.
+
+    client:  "local" (plain local SGD/Adam, FedAvg's client, McMahan et al. 2017),
+             "fedprox" (mu/2 ||w - w_t||^2, Li et al. 2020 eq. 2),
+             "scaffold" (control variates, Karimireddy et al. 2020 Alg. 1, option II),
+             "fedrs" (restricted softmax: logits of a client's missing classes scaled by alpha,
+             Li & Zhan 2021 eq. 6).
+    server:  "fedavg" (n_i/N, fedpals eq. 4), "fedpals" (QP eq. 9 with `lam`), "afl" (agnostic
+             mixture weights by projected gradient ascent, Mohri et al. 2019).
+    private: private label sets (privlabels Sec 4.1, Algorithm 1): a client receives, trains and
+             returns only the classifier rows of its own labels; rows are averaged per label.
+    tuning:  central tuning after aggregation (privlabels Sec 4.2): "mse" (eq. 6), "pairwise"
+             (eq. 5, pairs inside Y_k), "pairwise_all" (all label pairs, the form App B analyses).
+    """
+
+    name: str
+    client: str = "local"
+    server: str = "fedavg"
+    private: bool = False
+    tuning: str | None = None
+    mu: float = 0.01
+    fedrs_alpha: float = 0.5
+    lam: float = 0.0
+    afl_step: float = 0.01
+    tuning_epochs: int = 3
+    tuning_optimizer: str = "adam"
+    tuning_lr: float | None = None  # None: the clients' learning rate (privlabels App A)
+
+    def __post_init__(self):
+        if self.client not in CLIENT_OBJECTIVES:
+            raise UnknownNameError(f"unknown client objective {self.client!r}; known: {CLIENT_OBJECTIVES}")
+        if self.server not in SERVER_AGGREGATORS:
+            raise UnknownNameError(f"unknown server aggregator {self.server!r}; known: {SERVER_AGGREGATORS}")
+        if self.tuning not in TUNING_LOSSES:
+            raise UnknownNameError(f"unknown tuning loss {self.tuning!r}; known: {TUNING_LOSSES}")
+        if self.private and self.client in ("fedrs", "scaffold"):
+            raise BadParameterError(f"client={self.client!r} needs the full label set; it cannot run with private=True")
+        if self.lam < 0 or self.mu < 0:
+            raise BadParameterError(f"lam={self.lam} and mu={self.mu} must be >= 0")
+
+    def spec(self) -> dict:
+        return asdict(self)
+
+    def with_(self, **changes) -> "Method":
+        return replace(self, **changes)
+
+
+def standard_methods() -> dict[str, Method]:
+    """The named methods of the fedpals and privlabels papers, with the papers' defaults."""
+    m = [
+        Method("FedAvg"),
+        Method("FedProx", client="fedprox", mu=0.01),
+        Method("SCAFFOLD", client="scaffold"),
+        Method("FedRS", client="fedrs", fedrs_alpha=0.5),
+        Method("AFL", server="afl"),
+        Method("FedPALS", server="fedpals"),
+        Method("FedProx+FedPALS", client="fedprox", server="fedpals"),
+        Method("FedAvg (private)", private=True),
+        Method("FedProx (private)", client="fedprox", private=True),
+        Method("Tuning-MSE", tuning="mse"),
+        Method("Tuning-Pairwise", tuning="pairwise"),
+        Method("Tuning-MSE (private)", private=True, tuning="mse"),
+        Method("Tuning-Pairwise (private)", private=True, tuning="pairwise"),
+    ]
+    return {x.name: x for x in m}
+
+
+def get_method(name: str, **overrides) -> Method:
+    known = standard_methods()
+    if name not in known:
+        raise UnknownNameError(f"unknown method {name!r}; known methods: {', '.join(known)}")
+    return known[name].with_(**overrides) if overrides else known[name]

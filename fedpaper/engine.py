@@ -1,0 +1,411 @@
+"""The batched federated engine: all clients of a round, and several runs, as one computation.
+
+Client state is a dict of stacked parameter tensors whose leading dimension is the slot
+(run x participating client). Local training maps one functional SGD/Adam step over all slots
+with torch.func (`functional_call`, `grad`, `vmap`); clients with different data sizes are masked
+(a slot whose data is used up keeps its parameters), never looped over. On a CPU, where vmap
+turns convolutions into slower grouped ones, the same step can run slot by slot ("loop"); the
+"auto" backend times both once per shape and keeps the faster.
+
+Runs batched together share a method and a TrainConfig and differ in seed and partition; each
+run draws its batches from its own seeded generator, so a run's result does not depend on which
+other runs it was batched with (except dropout noise under vmap, drawn from the global RNG).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from .algorithms import server as server_alg
+from .algorithms.methods import Method
+from .errors import BadParameterError
+from .models import build_model, classifier_param_names, has_batchnorm
+
+
+# ----------------------------------------------------------------------------- data layout
+@dataclass
+class Pools:
+    """Standardised float tensors of the training and test pools, on the device, loaded once."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+
+    @classmethod
+    def from_dataset(cls, ds, device="cpu") -> "Pools":
+        to = dict(device=device)
+        return cls(ds.standardize(ds.x_train).to(**to), ds.y_train.to(**to),
+                   ds.standardize(ds.x_test).to(**to), ds.y_test.to(**to), ds.num_classes)
+
+    @classmethod
+    def from_arrays(cls, x_train, y_train, x_test, y_test, num_classes, device="cpu") -> "Pools":
+        t = lambda a, dt: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
+        return cls(t(x_train, torch.float32), t(y_train, torch.int64),
+                   t(x_test, torch.float32), t(y_test, torch.int64), num_classes)
+
+
+@dataclass
+class Federation:
+    """One run's layout: which pool rows each client holds and what the run is evaluated on.
+
+    client_indices index the training pool; val_indices the training pool (e.g. the FedPALS target
+    partition or privlabels' 20% split); test_indices the test pool; server_indices the unlabeled
+    server set (training pool, labels unused). label_marginals/target_marginal feed FedPALS.
+    """
+
+    client_indices: list
+    test_indices: np.ndarray
+    val_indices: np.ndarray | None = None
+    server_indices: np.ndarray | None = None
+    target_marginal: np.ndarray | None = None
+    seed: int = 0
+    label_sets: list | None = None  # default: the labels present in each client's data
+
+    def sizes(self) -> np.ndarray:
+        return np.array([len(i) for i in self.client_indices])
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training hyperparameters shared by the runs trained together (all go into cache keys)."""
+
+    model: str
+    model_kwargs: dict = field(default_factory=dict)
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    batch_size: int = 32
+    local_epochs: int = 1
+    rounds: int = 10
+    participation: float = 1.0
+    eval_every: int = 1
+    eval_batch: int = 2048
+    device: str = "cpu"
+    backend: str = "auto"
+
+    def spec(self) -> dict:
+        d = asdict(self)
+        d.pop("device"), d.pop("backend"), d.pop("eval_batch")  # do not change results
+        return d
+
+    def __hash__(self):
+        return hash(repr(sorted(self.spec().items(), key=str)))
+
+
+# ----------------------------------------------------------------------------- optimisers
+def opt_init(params: dict, kind: str) -> dict:
+    if kind == "sgd":
+        return {}
+    if kind == "adam":
+        return {"m": {k: torch.zeros_like(v) for k, v in params.items()},
+                "v": {k: torch.zeros_like(v) for k, v in params.items()},
+                "t": torch.zeros(next(iter(params.values())).shape[0], device=next(iter(params.values())).device)}
+    raise BadParameterError(f"optimizer={kind!r} is not supported; choose 'sgd' or 'adam'")
+
+
+def _bcast(vec: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return vec.view(-1, *([1] * (like.dim() - 1)))
+
+
+def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-8):
+    """One SGD or Adam step on stacked parameters; slots with active=False are left unchanged.
+
+    Adam matches torch.optim.Adam (bias-corrected, eps added after the square root)."""
+    a = active.to(next(iter(params.values())).dtype)
+    if kind == "sgd":
+        return {k: p - lr * _bcast(a, p) * grads[k] for k, p in params.items()}, state
+    b1, b2 = betas
+    t = state["t"] + a
+    new_p, m_new, v_new = {}, {}, {}
+    tc = t.clamp(min=1)
+    bc1, bc2 = 1 - b1 ** tc, 1 - b2 ** tc
+    for k, p in params.items():
+        g, am = grads[k], _bcast(a, p)
+        m = state["m"][k] + am * (1 - b1) * (g - state["m"][k])
+        v = state["v"][k] + am * (1 - b2) * (g * g - state["v"][k])
+        denom = (v.sqrt() / _bcast(bc2.sqrt(), p)) + eps
+        new_p[k] = p - am * (lr / _bcast(bc1, p)) * m / denom
+        m_new[k], v_new[k] = m, v
+    return new_p, {"m": m_new, "v": v_new, "t": t}
+
+
+# ----------------------------------------------------------------------------- batching
+def epoch_batches(client_rows: list, batch_size: int, rngs: list) -> tuple[np.ndarray, np.ndarray]:
+    """Per-slot shuffled minibatches for one epoch, padded: rows [G, S, B] and mask [G, S, B].
+
+    Slot g uses rngs[g] (its run's generator), so its order never depends on the other slots."""
+    sizes = [len(r) for r in client_rows]
+    steps = max(1, math.ceil(max(sizes) / batch_size))
+    rows = np.zeros((len(client_rows), steps * batch_size), dtype=np.int64)
+    mask = np.zeros_like(rows, dtype=bool)
+    for g, (r, rng) in enumerate(zip(client_rows, rngs)):
+        rows[g, : len(r)] = r[rng.permutation(len(r))]
+        mask[g, : len(r)] = True
+    shape = (len(client_rows), steps, batch_size)
+    return rows.reshape(shape), mask.reshape(shape)
+
+
+# ----------------------------------------------------------------------------- engine
+class FederatedTrainer:
+    """Trains R runs of one method at once (see the module docstring)."""
+
+    def __init__(self, method: Method, config: TrainConfig, pools: Pools, feds: list, progress=True):
+        self.method, self.cfg, self.pools, self.feds = method, config, pools, feds
+        self.progress = progress
+        self.device = torch.device(config.device)
+        self.K = pools.num_classes
+        self.R = len(feds)
+        self.M = len(feds[0].client_indices)
+        if any(len(f.client_indices) != self.M for f in feds):
+            raise BadParameterError("runs trained together must have the same number of clients")
+        self.template = build_model(config.model, **config.model_kwargs).to(self.device)
+        self.cls_w, self.cls_b = classifier_param_names(self.template)
+        self.buffers = {k: v for k, v in self.template.named_buffers()}
+        self.global_params = self._init_params()
+        self._setup_label_info()
+        self.backend = self._choose_backend()
+        self.server_state = server_alg.init_server_state(method, self)
+        self.step_log = {}
+
+    # ---- setup
+    def _init_params(self) -> dict:
+        per_run = []
+        for f in self.feds:
+            torch.manual_seed(f.seed)
+            net = build_model(self.cfg.model, **self.cfg.model_kwargs)
+            per_run.append({k: v.detach().to(self.device) for k, v in net.named_parameters()})
+        return {k: torch.stack([p[k] for p in per_run]) for k in per_run[0]}
+
+    def _setup_label_info(self):
+        y = self.pools.y_train.cpu().numpy()
+        counts = np.zeros((self.R, self.M, self.K))
+        for r, f in enumerate(self.feds):
+            for i, idx in enumerate(f.client_indices):
+                counts[r, i] = np.bincount(y[np.asarray(idx)], minlength=self.K)
+        self.counts = counts
+        self.sizes = counts.sum(-1)
+        present = counts > 0
+        for r, f in enumerate(self.feds):
+            if f.label_sets is not None:
+                present[r] = False
+                for i, s in enumerate(f.label_sets):
+                    present[r, i, list(s)] = True
+        self.present = torch.as_tensor(present, device=self.device)  # [R, M, K]
+
+    def _choose_backend(self) -> str:
+        b = self.cfg.backend
+        if b not in ("auto", "vmap", "loop"):
+            raise BadParameterError(f"backend={b!r}; choose 'auto', 'vmap' or 'loop'")
+        if has_batchnorm(self.template):
+            return "loop"  # BatchNorm running statistics are updated in place: not vmap-safe
+        if b != "auto":
+            return b
+        if self.device.type == "cuda":
+            return "vmap"
+        return _calibrate_backend(self)
+
+    # ---- one client step (functional, for a single slot)
+    def _slot_loss(self, params, x, y, mask, present, anchor):
+        m = self.method
+        logits = functional_call(self.template, (params, self.buffers), (x,))
+        if m.private:  # Alg. 1: the client's softmax runs over its own label set only
+            logits = torch.where(present, logits, torch.full_like(logits, -1e9))
+        elif m.client == "fedrs":  # FedRS eq. 6: scale logits of missing classes by alpha
+            logits = logits * torch.where(present, 1.0, m.fedrs_alpha)
+        ce = F.cross_entropy(logits, y, reduction="none")
+        n = mask.sum().clamp(min=1)
+        loss = (ce * mask).sum() / n
+        if m.client == "fedprox":  # FedProx eq. 2; private: no term on the classifier (Sec 4.1)
+            skip = {self.cls_w, self.cls_b} if m.private else set()
+            prox = sum(((params[k] - anchor[k]) ** 2).sum() for k in params if k not in skip)
+            loss = loss + 0.5 * m.mu * prox
+        return loss, (ce * mask).sum().detach()
+
+    def _grads(self, params, x, y, mask, present, anchor):
+        gfn = grad(self._slot_loss, has_aux=True)
+        if self.backend == "vmap":
+            return vmap(gfn, randomness="different")(params, x, y, mask, present, anchor)
+        outs = [gfn(_fast_layout({k: v[g] for k, v in params.items()}), _fast_layout(x[g]), y[g], mask[g],
+                    present[g], {k: v[g] for k, v in anchor.items()}) for g in range(x.shape[0])]
+        grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
+        return grads, torch.stack([o[1] for o in outs])
+
+    # ---- local training of all participating slots
+    def local_train(self, rnd: int, params: dict, slots: np.ndarray, rngs: list):
+        cfg, m = self.cfg, self.method
+        r_idx, c_idx = slots[:, 0], slots[:, 1]
+        rows = [np.asarray(self.feds[r].client_indices[c]) for r, c in slots]
+        present = self.present[r_idx, c_idx]
+        anchor = {k: v.clone() for k, v in params.items()}
+        opt = opt_init(params, cfg.optimizer)
+        corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
+        steps_done = torch.zeros(len(slots), device=self.device)
+        loss_sum = torch.zeros(len(slots), device=self.device)
+        for _ in range(cfg.local_epochs):
+            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs)
+            brows_t = torch.as_tensor(brows, device=self.device)
+            bmask_t = torch.as_tensor(bmask, device=self.device)
+            for s in range(brows.shape[1]):
+                idx, mask = brows_t[:, s], bmask_t[:, s]
+                active = mask.any(1)
+                x, y = self.pools.x_train[idx], self.pools.y_train[idx]
+                grads, lsum = self._grads(params, x, y, mask.float(), present, anchor)
+                if corr is not None:
+                    grads = {k: g + corr[k] for k, g in grads.items()}
+                params, opt = opt_step(params, grads, opt, cfg.optimizer, cfg.lr, active)
+                steps_done += active.float()
+                loss_sum += lsum
+        n = torch.as_tensor([len(r) for r in rows], device=self.device, dtype=torch.float32)
+        train_loss = loss_sum / (n * cfg.local_epochs).clamp(min=1)
+        return params, anchor, steps_done, train_loss
+
+    # ---- rounds
+    def run(self) -> "TrainResult":
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        hist = []
+        rngs = [np.random.default_rng([f.seed, 7919]) for f in self.feds]
+        t0 = time.perf_counter()
+        n_samples = 0
+        bar = tqdm(range(1, cfg.rounds + 1), desc=f"{self.method.name} x{self.R}", disable=not self.progress,
+                   leave=False)
+        for rnd in bar:
+            part = self._participants(rngs)  # [R, m']
+            slots = np.array([(r, c) for r in range(self.R) for c in part[r]])
+            params = {k: v[slots[:, 0]].clone() for k, v in self.global_params.items()}
+            if self.method.private:
+                params = server_alg.restrict_classifier(self, params, slots)
+            slot_rngs = [rngs[r] for r in slots[:, 0]]
+            new, anchor, steps, loss = self.local_train(rnd, params, slots, slot_rngs)
+            n_samples += int(sum(len(self.feds[r].client_indices[c]) for r, c in slots)) * cfg.local_epochs
+            self.global_params = server_alg.aggregate(self, new, anchor, steps, loss, slots, part)
+            if self.method.tuning:
+                self.global_params = server_alg.central_tuning(self, new, slots, part, rngs)
+            if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:
+                hist.extend(self._evaluate(rnd, loss, slots))
+        self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend}
+        return TrainResult(pd.DataFrame(hist), {k: v.detach().cpu() for k, v in self.global_params.items()},
+                           self.step_log)
+
+    def _participants(self, rngs) -> np.ndarray:
+        k = max(1, int(round(self.cfg.participation * self.M)))
+        if k == self.M:
+            return np.tile(np.arange(self.M), (self.R, 1))
+        return np.stack([np.sort(rngs[r].choice(self.M, size=k, replace=False)) for r in range(self.R)])
+
+    # ---- evaluation of every run's global model
+    def predict(self, params: dict, x_pool: torch.Tensor, rows: list, train=False) -> list:
+        """Logits of each run's model (params [R, ...]) on its own rows of x_pool."""
+        self.template.train(train)
+        fwd = lambda p, x: functional_call(self.template, (p, self.buffers), (x,))  # noqa: E731
+        out = []
+        for r, rr in enumerate(rows):
+            p = {k: v[r] for k, v in params.items()}
+            rr = torch.as_tensor(np.asarray(rr), device=self.device)
+            with torch.no_grad():
+                out.append(torch.cat([fwd(p, x_pool[rr[i:i + self.cfg.eval_batch]])
+                                      for i in range(0, len(rr), self.cfg.eval_batch)]) if len(rr) else
+                           torch.zeros(0, self.K, device=self.device))
+        self.template.train(True)
+        return out
+
+    def _evaluate(self, rnd, loss, slots) -> list:
+        rows = []
+        splits = {"test": (self.pools.x_test, self.pools.y_test, [f.test_indices for f in self.feds])}
+        if all(f.val_indices is not None for f in self.feds):
+            splits["val"] = (self.pools.x_train, self.pools.y_train, [f.val_indices for f in self.feds])
+        results = {}
+        for split, (xp, yp, idx) in splits.items():
+            logits = self.predict(self.global_params, xp, idx)
+            for r, (lg, ii) in enumerate(zip(logits, idx)):
+                y = yp[torch.as_tensor(np.asarray(ii), device=self.device)]
+                pred = lg.argmax(1)
+                results[(r, f"{split}_acc")] = (pred == y).float().mean().item() if len(y) else float("nan")
+                results[(r, f"{split}_f1")] = _macro_f1(y, pred, self.K)
+        loss_r = torch.zeros(self.R, device=self.device).index_add_(0, torch.as_tensor(slots[:, 0], device=self.device), loss)
+        for r, f in enumerate(self.feds):
+            row = {"run": r, "seed": f.seed, "round": rnd,
+                   "train_loss": (loss_r[r] / max(1, (slots[:, 0] == r).sum())).item()}
+            row.update({k: v for (rr, k), v in results.items() if rr == r})
+            rows.append(row)
+        return rows
+
+
+def _fast_layout(t):
+    """channels_last for 4-D tensors (images, conv weights): about 3x faster convolutions on CPU."""
+    if isinstance(t, dict):
+        return {k: _fast_layout(v) for k, v in t.items()}
+    return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+
+
+def _macro_f1(y, pred, K) -> float:
+    """Macro-F1 over the classes present in y or pred (fedpals iWildCam metric)."""
+    if len(y) == 0:
+        return float("nan")
+    cm = torch.bincount(y * K + pred, minlength=K * K).view(K, K).float()
+    tp = cm.diag()
+    denom = cm.sum(0) + cm.sum(1)
+    seen = denom > 0
+    return (2 * tp[seen] / denom[seen]).mean().item()
+
+
+@dataclass
+class TrainResult:
+    """history: one row per (run, evaluated round): round, train_loss, test_acc, val_acc, test_f1..."""
+
+    history: pd.DataFrame
+    final_params: dict
+    log: dict
+
+    def best(self, by="val_acc", report="test_acc") -> pd.DataFrame:
+        """Best-validation snapshot per run: the `report` metric at the round where `by` peaks
+        (the earliest such round); without a validation split, the last round."""
+        h = self.history
+        if by not in h or h[by].isna().all():
+            idx = h.groupby("run")["round"].idxmax()
+        else:
+            idx = h.sort_values(["run", "round"]).groupby("run")[by].idxmax()
+        out = h.loc[idx, ["run", "seed", "round", report]].rename(columns={"round": "best_round"})
+        return out.reset_index(drop=True)
+
+
+_BACKEND_CHOICE: dict = {}
+
+
+def _calibrate_backend(tr: "FederatedTrainer") -> str:
+    """Time two local steps of the vmap and loop paths on this model/shape; keep the faster."""
+    key = (tr.cfg.model, repr(sorted(tr.cfg.model_kwargs.items())), tr.R * tr.M, tr.cfg.batch_size,
+           tr.method.client, tr.method.private)
+    if key in _BACKEND_CHOICE:
+        return _BACKEND_CHOICE[key]
+    G, B = tr.R * tr.M, tr.cfg.batch_size
+    params = {k: v[np.zeros(G, dtype=int)].clone() for k, v in tr.global_params.items()}
+    idx = torch.randint(0, len(tr.pools.y_train), (G, B), device=tr.device)
+    x, y = tr.pools.x_train[idx], tr.pools.y_train[idx]
+    mask = torch.ones(G, B, device=tr.device)
+    present = tr.present.reshape(-1, tr.K)[:G]
+    timings = {}
+    for backend in ("vmap", "loop"):
+        tr.backend = backend
+        tr._grads(params, x, y, mask, present, params)  # warm-up
+        t0 = time.perf_counter()
+        for _ in range(2):
+            tr._grads(params, x, y, mask, present, params)
+        timings[backend] = time.perf_counter() - t0
+    choice = min(timings, key=timings.get)
+    _BACKEND_CHOICE[key] = choice
+    return choice
+
+
+def train(method: Method, config: TrainConfig, pools: Pools, feds: list, progress=True) -> TrainResult:
+    """Train len(feds) runs of `method` at once and return their per-round history."""
+    return FederatedTrainer(method, config, pools, feds, progress=progress).run()

@@ -1,0 +1,158 @@
+"""The batched engine against the sequential reference, and the algorithms' defining properties."""
+import numpy as np
+import pytest
+import torch
+
+from fedpaper.algorithms import Method, get_method
+from fedpaper.algorithms.server import restrict_classifier, tuning_loss
+from fedpaper.data import synthetic_images
+from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, train
+from fedpaper.engine_sequential import train_sequential
+from fedpaper.partition import private_label_partition, sparsity_partition
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def pools():
+    ds = synthetic_images(num_classes=10, n_train=1200, n_test=300, shape=(1, 28, 28), seed=0)
+    return Pools.from_dataset(ds)
+
+
+def _feds(pools, seeds=(0, 1), C=3, clients=4):
+    y = pools.y_train.numpy()
+    out = []
+    for s in seeds:
+        part = sparsity_partition(y, clients, C, seed=s)
+        clients_idx = [np.asarray(ix)[: len(ix) - 7 * i] for i, ix in enumerate(part.client_indices)]
+        out.append(Federation(clients_idx, np.arange(300),
+                              val_indices=np.arange(100), target_marginal=np.full(10, 0.1), seed=s))
+    return out
+
+
+def _cfg(**kw):
+    base = dict(model="lenet", model_kwargs=dict(in_channels=1, image_size=28), optimizer="sgd", lr=0.05,
+                batch_size=16, rounds=2)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("name", ["FedAvg", "FedProx", "SCAFFOLD"])
+@pytest.mark.parametrize("backend", ["vmap", "loop"])
+def test_batched_equals_sequential(pools, name, backend):
+    """Both backends give the same parameters after training (clients of unequal sizes: masking)."""
+    feds = _feds(pools)
+    method = get_method(name, mu=0.1) if name == "FedProx" else get_method(name)
+    cfg = _cfg(backend=backend)
+    assert len({len(c) for c in feds[0].client_indices}) > 1  # unequal sizes exercise the masks
+    res = train(method, cfg, pools, feds, progress=False)
+    for r, fed in enumerate(feds):
+        ref = train_sequential(method, cfg, pools, fed)
+        for k, v in ref.items():
+            torch.testing.assert_close(res.final_params[k][r], v, rtol=1e-4, atol=1e-5)
+
+
+def test_adam_matches_torch_adam(pools):
+    feds = _feds(pools, seeds=(3,))
+    cfg = _cfg(optimizer="adam", lr=1e-3, backend="vmap")
+    res = train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    ref = train_sequential(get_method("FedAvg"), cfg, pools, feds[0])
+    # Adam divides by sqrt(v): where a gradient is ~0, float noise can move a weight by up to
+    # ~lr per step, so compare at a fraction of the learning rate, and nearly all elements tightly.
+    for k, v in ref.items():
+        torch.testing.assert_close(res.final_params[k][0], v, rtol=1e-3, atol=3e-4)
+        assert (res.final_params[k][0] - v).abs().le(1e-5).float().mean() > 0.99
+
+
+def test_private_update_ignores_rows_outside_label_set(pools):
+    """privlabels Alg. 1: a client's update cannot depend on classifier rows it does not hold."""
+    y = pools.y_train.numpy()
+    part = private_label_partition(y, 3, 3, samples_per_client=200, seed=0)
+    fed = Federation([np.asarray(i) for i in part.client_indices], np.arange(300), seed=0)
+    outs = []
+    for perturb in (False, True):
+        tr = FederatedTrainer(get_method("FedAvg (private)"), _cfg(rounds=1, backend="loop"), pools, [fed],
+                              progress=False)
+        if perturb:
+            w = tr.global_params[tr.cls_w]
+            absent = ~tr.present[0].any(0)  # rows held by no client
+            held0 = tr.present[0, 0]
+            w[0, ~held0] += 5.0  # change every row client 0 does not hold
+            assert (~held0).any() and absent.numel()
+        slots = np.array([(0, c) for c in range(3)])
+        params = restrict_classifier(tr, {k: v[slots[:, 0]].clone() for k, v in tr.global_params.items()}, slots)
+        new, *_ = tr.local_train(1, params, slots, [np.random.default_rng(1)] * 3)
+        outs.append({k: v[0] for k, v in new.items()})
+    held0 = tr.present[0, 0]
+    for k in outs[0]:
+        a, b = outs[0][k], outs[1][k]
+        if k == tr.cls_w:
+            a, b = a[held0], b[held0]
+        if k == tr.cls_b:
+            a, b = a[held0], b[held0]
+        torch.testing.assert_close(a, b)
+
+
+def test_private_fedavg_equals_fedavg_with_all_labels(pools):
+    feds = _feds(pools, seeds=(0,), C=10)
+    cfg = _cfg(backend="vmap")
+    a = train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    b = train(get_method("FedAvg (private)"), cfg, pools, feds, progress=False)
+    for k in a.final_params:
+        torch.testing.assert_close(a.final_params[k], b.final_params[k], rtol=1e-4, atol=1e-5)
+
+
+def test_fedpals_with_huge_lambda_equals_fedavg(pools):
+    feds = _feds(pools, seeds=(0,))
+    cfg = _cfg(backend="vmap", rounds=1)
+    a = train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    b = train(get_method("FedPALS", lam=1e9), cfg, pools, feds, progress=False)
+    for k in a.final_params:
+        torch.testing.assert_close(a.final_params[k], b.final_params[k], rtol=1e-3, atol=1e-4)
+
+
+def test_short_run_learns(pools):
+    feds = _feds(pools, seeds=(0,), C=10, clients=3)
+    res = train(get_method("FedAvg"), _cfg(rounds=4, lr=0.05), pools, feds, progress=False)
+    assert res.history["test_acc"].iloc[-1] > 0.5  # chance is 0.1
+    best = res.best()
+    assert list(best.columns) == ["run", "seed", "best_round", "test_acc"]
+
+
+@pytest.mark.parametrize("name", ["Tuning-MSE (private)", "Tuning-Pairwise", "AFL", "FedRS", "FedProx (private)"])
+def test_other_methods_run_and_backends_agree(pools, name):
+    feds = _feds(pools, seeds=(0,))
+    for f in feds:
+        f.server_indices = np.arange(1000, 1100)
+    cfg = _cfg(rounds=1, optimizer="adam", lr=1e-3)
+    a = train(get_method(name), cfg.__class__(**{**cfg.__dict__, "backend": "vmap"}), pools, feds, progress=False)
+    b = train(get_method(name), cfg.__class__(**{**cfg.__dict__, "backend": "loop"}), pools, feds, progress=False)
+    for k in a.final_params:
+        torch.testing.assert_close(a.final_params[k], b.final_params[k], rtol=1e-3, atol=1e-4)
+
+
+def test_partial_participation_trains_a_fraction(pools):
+    feds = _feds(pools, seeds=(0,), clients=10, C=2)
+    tr = FederatedTrainer(get_method("FedAvg"), _cfg(participation=0.3, rounds=1), pools, feds, progress=False)
+    part = tr._participants([np.random.default_rng(0)])
+    assert part.shape == (1, 3) and len(set(part[0])) == 3
+
+
+def test_tuning_losses():
+    """eq. 6 and eq. 5 vanish when the central model equals the client; the all-pairs variant
+    (App B) penalises probability on a label no client holds, eq. 5 does not."""
+    present = torch.tensor([[True, True, False]])
+    h_k = torch.tensor([[[0.6, 0.4, 0.0]]])
+    w = torch.tensor([1.0])
+    same = torch.tensor([[0.6, 0.4, 0.0]])
+    assert tuning_loss(same, h_k, w, present, "mse") < 1e-12
+    assert tuning_loss(same, h_k, w, present, "pairwise") < 1e-12
+    scaled = torch.tensor([[0.3, 0.2, 0.5]])  # proportional on Y_k, mass on the absent label
+    assert tuning_loss(scaled, h_k, w, present, "pairwise") < 1e-12
+    assert tuning_loss(scaled, h_k, w, present, "pairwise_all") > 0.01
+    assert tuning_loss(scaled, h_k, w, present, "mse") > 0.01
+
+
+def test_private_with_scaffold_is_refused():
+    with pytest.raises(Exception, match="private"):
+        Method("x", client="scaffold", private=True)
