@@ -134,9 +134,16 @@ def _resolve_seeds(seeds, params: dict):
 
 def stamp_figure(fig, text: str = SYNTHETIC_STAMP):
     """A visible diagonal watermark and a red banner, so the figure cannot pass for a result."""
-    fig.text(0.5, 0.5, text, transform=fig.transFigure, ha="center", va="center", rotation=25,
-             fontsize=20, color="red", alpha=0.35, zorder=1000, fontweight="bold")
-    fig.text(0.01, 0.995, text, transform=fig.transFigure, ha="left", va="top", fontsize=9,
+    import math
+
+    w, h = fig.get_size_inches()
+    diag_pt = math.hypot(w, h) * 72
+    size = max(8.0, min(28.0, 0.8 * diag_pt / (0.62 * len(text))))
+    mark = fig.text(0.5, 0.5, text, transform=fig.transFigure, ha="center", va="center",
+                    rotation=math.degrees(math.atan2(h, w)), rotation_mode="anchor", fontsize=size,
+                    color="red", alpha=0.3, zorder=1000, fontweight="bold")
+    mark.set_in_layout(False)  # never enlarges the saved (tight) bounding box
+    fig.text(0.5, 1.0, text, transform=fig.transFigure, ha="center", va="bottom", fontsize=9,
              color="white", zorder=1001, bbox=dict(facecolor="red", edgecolor="none", pad=2))
     return fig
 
