@@ -167,7 +167,7 @@ def _one_line_error(e: BaseException) -> str:
 
 
 def cmd_reproduce(args) -> int:
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from fedpaper.artifacts import check_profile
     from fedpaper.paths import cache_dir

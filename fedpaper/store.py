@@ -184,7 +184,11 @@ _MISSING = _Missing()
 
 
 def _progress(total, initial, desc, enabled):
-    from tqdm.auto import tqdm
+    try:  # widgets in JupyterLab when ipywidgets is installed; plain text bars otherwise
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm
+    except ImportError:
+        from tqdm import tqdm
 
     if os.environ.get("FEDPAPER_PROGRESS", "1") == "0":
         enabled = False
