@@ -78,7 +78,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # The parts of fedpaper whose source changes results (names relative to fedpaper/, globs allowed;
 # a name matches <name>.py and every .py file under the folder <name>/).
-RESULT_MODULES = ("data", "partition", "models", "engine*", "algorithms", "metrics")
+RESULT_MODULES = ("data", "partition", "models", "engine*", "algorithms", "metrics", "experiment")
 
 
 @lru_cache(maxsize=None)
