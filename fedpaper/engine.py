@@ -49,8 +49,9 @@ class Pools:
     @classmethod
     def from_arrays(cls, x_train, y_train, x_test, y_test, num_classes, device="cpu") -> "Pools":
         t = lambda a, dt: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
-        return cls(t(x_train, torch.float32), t(y_train, torch.int64),
-                   t(x_test, torch.float32), t(y_test, torch.int64), num_classes)
+        ydt = torch.float32 if np.ndim(y_train) == 2 else torch.int64  # multi-hot labels: BCE
+        return cls(t(x_train, torch.float32), t(y_train, ydt),
+                   t(x_test, torch.float32), t(y_test, ydt), num_classes)
 
 
 @dataclass
@@ -169,27 +170,31 @@ class FederatedTrainer:
         self.template = build_model(config.model, **config.model_kwargs).to(self.device)
         self.cls_w, self.cls_b = classifier_param_names(self.template)
         self.buffers = {k: v for k, v in self.template.named_buffers()}
-        self.global_params = self._init_params()
+        self.global_params, self.global_buffers = self._init_params()
         self._setup_label_info()
         self.backend = self._choose_backend()
         self.server_state = server_alg.init_server_state(method, self)
         self.step_log = {}
 
     # ---- setup
-    def _init_params(self) -> dict:
-        per_run = []
+    def _init_params(self) -> tuple[dict, dict]:
+        """Each run's initial model (seeded by the run's seed), stacked: params and buffers [R, ...]."""
+        params, bufs = [], []
         for f in self.feds:
             torch.manual_seed(f.seed)
             net = build_model(self.cfg.model, **self.cfg.model_kwargs)
-            per_run.append({k: v.detach().to(self.device) for k, v in net.named_parameters()})
-        return {k: torch.stack([p[k] for p in per_run]) for k in per_run[0]}
+            params.append({k: v.detach().to(self.device) for k, v in net.named_parameters()})
+            bufs.append({k: v.detach().to(self.device) for k, v in net.named_buffers()})
+        stack = lambda d: {k: torch.stack([x[k] for x in d]) for k in d[0]}  # noqa: E731
+        return stack(params), stack(bufs)
 
     def _setup_label_info(self):
         y = self.pools.y_train.cpu().numpy()
         counts = np.zeros((self.R, self.M, self.K))
         for r, f in enumerate(self.feds):
             for i, idx in enumerate(f.client_indices):
-                counts[r, i] = np.bincount(y[np.asarray(idx)], minlength=self.K)
+                yi = y[np.asarray(idx, dtype=np.int64)]
+                counts[r, i] = yi.sum(0) if y.ndim == 2 else np.bincount(yi, minlength=self.K)
         self.counts = counts
         self.sizes = counts.sum(-1)
         present = counts > 0
@@ -205,6 +210,8 @@ class FederatedTrainer:
         if b not in ("auto", "vmap", "loop"):
             raise BadParameterError(f"backend={b!r}; choose 'auto', 'vmap' or 'loop'")
         if has_batchnorm(self.template):
+            if self.method.tuning:
+                raise BadParameterError("central tuning of a BatchNorm model is not supported; use a model without BatchNorm")
             return "loop"  # BatchNorm running statistics are updated in place: not vmap-safe
         if b != "auto":
             return b
@@ -213,14 +220,17 @@ class FederatedTrainer:
         return _calibrate_backend(self)
 
     # ---- one client step (functional, for a single slot)
-    def _slot_loss(self, params, x, y, mask, present, anchor):
+    def _slot_loss(self, params, buffers, x, y, mask, present, anchor):
         m = self.method
-        logits = functional_call(self.template, (params, self.buffers), (x,))
+        logits = functional_call(self.template, (params, buffers), (x,))
         if m.private:  # Alg. 1: the client's softmax runs over its own label set only
             logits = torch.where(present, logits, torch.full_like(logits, -1e9))
         elif m.client == "fedrs":  # FedRS eq. 6: scale logits of missing classes by alpha
             logits = logits * torch.where(present, 1.0, m.fedrs_alpha)
-        ce = F.cross_entropy(logits, y, reduction="none")
+        if y.dim() == 2:  # multi-label: BCE summed over classes (FedNCA-ML's loss)
+            ce = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
+        else:
+            ce = F.cross_entropy(logits, y, reduction="none")
         n = mask.sum().clamp(min=1)
         loss = (ce * mask).sum() / n
         if m.client == "fedprox":  # FedProx eq. 2; private: no term on the classifier (Sec 4.1)
@@ -229,17 +239,20 @@ class FederatedTrainer:
             loss = loss + 0.5 * m.mu * prox
         return loss, (ce * mask).sum().detach()
 
-    def _grads(self, params, x, y, mask, present, anchor):
+    def _grads(self, params, x, y, mask, present, anchor, buffers=None):
+        """Per-slot gradients. BatchNorm buffers (loop backend only) are updated in place per slot."""
         gfn = grad(self._slot_loss, has_aux=True)
+        buffers = buffers or {}
         if self.backend == "vmap":
-            return vmap(gfn, randomness="different")(params, x, y, mask, present, anchor)
-        outs = [gfn(_fast_layout({k: v[g] for k, v in params.items()}), _fast_layout(x[g]), y[g], mask[g],
-                    present[g], {k: v[g] for k, v in anchor.items()}) for g in range(x.shape[0])]
+            return vmap(gfn, randomness="different")(params, buffers, x, y, mask, present, anchor)
+        outs = [gfn(_fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
+                    _fast_layout(x[g]), y[g], mask[g], present[g], {k: v[g] for k, v in anchor.items()})
+                for g in range(x.shape[0])]
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 
     # ---- local training of all participating slots
-    def local_train(self, rnd: int, params: dict, slots: np.ndarray, rngs: list):
+    def local_train(self, rnd: int, params: dict, slots: np.ndarray, rngs: list, buffers=None):
         cfg, m = self.cfg, self.method
         r_idx, c_idx = slots[:, 0], slots[:, 1]
         rows = [np.asarray(self.feds[r].client_indices[c]) for r, c in slots]
@@ -257,7 +270,7 @@ class FederatedTrainer:
                 idx, mask = brows_t[:, s], bmask_t[:, s]
                 active = mask.any(1)
                 x, y = self.pools.x_train[idx], self.pools.y_train[idx]
-                grads, lsum = self._grads(params, x, y, mask.float(), present, anchor)
+                grads, lsum = self._grads(params, x, y, mask.float(), present, anchor, buffers)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
                 params, opt = opt_step(params, grads, opt, cfg.optimizer, cfg.lr, active)
@@ -285,7 +298,9 @@ class FederatedTrainer:
             if self.method.private:
                 params = server_alg.restrict_classifier(self, params, slots)
             slot_rngs = [rngs[r] for r in slots[:, 0]]
-            new, anchor, steps, loss = self.local_train(rnd, params, slots, slot_rngs)
+            bufs = {k: v[slots[:, 0]].clone() for k, v in self.global_buffers.items()}
+            new, anchor, steps, loss = self.local_train(rnd, params, slots, slot_rngs, bufs)
+            self.global_buffers = server_alg.aggregate_buffers(self, bufs, slots, part)
             n_samples += int(sum(len(self.feds[r].client_indices[c]) for r, c in slots)) * cfg.local_epochs
             self.global_params = server_alg.aggregate(self, new, anchor, steps, loss, slots, part)
             if self.method.tuning:
@@ -303,13 +318,16 @@ class FederatedTrainer:
         return np.stack([np.sort(rngs[r].choice(self.M, size=k, replace=False)) for r in range(self.R)])
 
     # ---- evaluation of every run's global model
-    def predict(self, params: dict, x_pool: torch.Tensor, rows: list, train=False) -> list:
-        """Logits of each run's model (params [R, ...]) on its own rows of x_pool."""
+    def predict(self, params: dict, x_pool: torch.Tensor, rows: list, train=False, buffers=None) -> list:
+        """Logits of each model (params [n, ...], buffers [n, ...] or the runs' global buffers) on
+        its own rows of x_pool."""
         self.template.train(train)
-        fwd = lambda p, x: functional_call(self.template, (p, self.buffers), (x,))  # noqa: E731
+        bufs = self.global_buffers if buffers is None else buffers
+        fwd = lambda p, x: functional_call(self.template, (p, b), (x,))  # noqa: E731
         out = []
         for r, rr in enumerate(rows):
             p = {k: v[r] for k, v in params.items()}
+            b = {k: v[r] for k, v in bufs.items()}
             rr = torch.as_tensor(np.asarray(rr), device=self.device)
             with torch.no_grad():
                 out.append(torch.cat([fwd(p, x_pool[rr[i:i + self.cfg.eval_batch]])
@@ -328,9 +346,8 @@ class FederatedTrainer:
             logits = self.predict(self.global_params, xp, idx)
             for r, (lg, ii) in enumerate(zip(logits, idx)):
                 y = yp[torch.as_tensor(np.asarray(ii), device=self.device)]
-                pred = lg.argmax(1)
-                results[(r, f"{split}_acc")] = (pred == y).float().mean().item() if len(y) else float("nan")
-                results[(r, f"{split}_f1")] = _macro_f1(y, pred, self.K)
+                for name, value in split_metrics(y, lg, self.K).items():
+                    results[(r, f"{split}_{name}")] = value
         loss_r = torch.zeros(self.R, device=self.device).index_add_(0, torch.as_tensor(slots[:, 0], device=self.device), loss)
         for r, f in enumerate(self.feds):
             row = {"run": r, "seed": f.seed, "round": rnd,
@@ -345,6 +362,22 @@ def _fast_layout(t):
     if isinstance(t, dict):
         return {k: _fast_layout(v) for k, v in t.items()}
     return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+
+
+def split_metrics(y, logits, K) -> dict:
+    """Single-label: accuracy and macro-F1. Multi-label (y multi-hot [N, K]): per-label accuracy,
+    macro-F1 (threshold 0.5 on sigmoid) and macro-AUC over the whole split (fedpaper.metrics)."""
+    if len(y) == 0:
+        return {"acc": float("nan"), "f1": float("nan")}
+    if y.dim() == 1:
+        pred = logits.argmax(1)
+        return {"acc": (pred == y).float().mean().item(), "f1": _macro_f1(y, pred, K)}
+    from .metrics import multilabel_auc, multilabel_f1
+
+    yt, sc = y.cpu().numpy(), logits.cpu().numpy()
+    return {"acc": float(((sc > 0) == (yt > 0.5)).mean()),
+            "f1": float(multilabel_f1(yt, sc, threshold=0.0, average="macro")),
+            "auc": float(multilabel_auc(yt, sc, average="macro"))}
 
 
 def _macro_f1(y, pred, K) -> float:

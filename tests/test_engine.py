@@ -156,3 +156,32 @@ def test_tuning_losses():
 def test_private_with_scaffold_is_refused():
     with pytest.raises(Exception, match="private"):
         Method("x", client="scaffold", private=True)
+
+
+def test_batchnorm_model_keeps_per_client_statistics_and_averages_them():
+    """ResNet-18 (BatchNorm) runs on the loop path; running statistics are per client, then averaged."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(24, 3, 8, 8, generator=g)
+    y = torch.randint(0, 4, (24,), generator=g)
+    pools = Pools.from_arrays(x, y, x[:8], y[:8], 4)
+    fed = Federation([np.arange(0, 8), np.arange(8, 24)], np.arange(8), seed=0)
+    cfg = TrainConfig(model="resnet18_cifar", model_kwargs=dict(num_classes=4), optimizer="sgd", lr=0.01,
+                      batch_size=8, rounds=1)
+    tr = FederatedTrainer(get_method("FedAvg"), cfg, pools, [fed], progress=False)
+    assert tr.backend == "loop"
+    before = tr.global_buffers["bn1.running_mean"].clone()
+    tr.run()
+    after = tr.global_buffers["bn1.running_mean"]
+    assert not torch.allclose(before, after)
+
+
+def test_multilabel_bce_trains_and_reports_auc():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 1, 28, 28, generator=g)
+    y = (torch.rand(64, 5, generator=g) < 0.3).float()
+    y[:, 0] = (x.mean((1, 2, 3)) > 0).float()  # one learnable label
+    pools = Pools.from_arrays(x, y, x, y, 5)
+    fed = Federation([np.arange(32), np.arange(32, 64)], np.arange(64), seed=0)
+    cfg = _cfg(model_kwargs=dict(in_channels=1, image_size=28, num_classes=5), rounds=2)
+    res = train(get_method("FedAvg"), cfg, pools, [fed], progress=False)
+    assert {"test_acc", "test_f1", "test_auc"} <= set(res.history.columns)

@@ -95,6 +95,24 @@ def aggregate(tr, new, anchor, steps, losses, slots, part) -> dict:
     return glob
 
 
+def aggregate_buffers(tr, bufs, slots, part) -> dict:
+    """Average the clients' float buffers (BatchNorm running statistics) with sample-size weights;
+    integer buffers (num_batches_tracked) take the first client's value."""
+    if not bufs:
+        return bufs
+    n = torch.as_tensor(tr.sizes[slots[:, 0], slots[:, 1]], dtype=torch.float32, device=tr.device)
+    run = torch.as_tensor(slots[:, 0], device=tr.device)
+    tot = torch.zeros(tr.R, device=tr.device).index_add_(0, run, n)
+    w = n / tot[run]
+    out = {}
+    for k, v in bufs.items():
+        if v.is_floating_point():
+            out[k] = torch.zeros_like(tr.global_buffers[k]).index_add_(0, run, w.view(-1, *([1] * (v.dim() - 1))) * v)
+        else:
+            out[k] = v[np.unique(slots[:, 0], return_index=True)[1]]
+    return out
+
+
 def _private_rows(tr, new, slots, glob) -> dict:
     """Row y of the classifier = sum over clients holding y of n_k/n'_y * row_k (Alg. 1, line 11);
     a row no participating client holds keeps its previous value (targets vague-10)."""
