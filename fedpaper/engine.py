@@ -3,9 +3,20 @@
 Client state is a dict of stacked parameter tensors whose leading dimension is the slot
 (run x participating client). Local training maps one functional SGD/Adam step over all slots
 with torch.func (`functional_call`, `grad`, `vmap`); clients with different data sizes are masked
-(a slot whose data is used up keeps its parameters), never looped over. On a CPU, where vmap
-turns convolutions into slower grouped ones, the same step can run slot by slot ("loop"); the
-"auto" backend times both once per shape and keeps the faster.
+(a slot whose data is used up keeps its parameters), never looped over. Three backends compute
+the per-slot gradients: "vmap" (torch.func over slots; the GPU default), "loop" (slot by slot,
+torch.func.grad on one slot's parameters) and "grouped" (for CNNs built as `features` +
+`classifier` from Conv2d/Linear/ReLU/MaxPool2d/Flatten/Dropout: all slots in one forward and
+backward pass, convolutions as one grouped convolution in channels_last layout and linear layers as
+batched matmuls). On a CPU, "auto" times the candidates once per model and shape and keeps the
+fastest. The backends compute the same function; they differ only by float rounding (and by
+which random numbers dropout draws).
+
+CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout (conv
+weights are stacked so that each slot's weight is a channels_last view), and on Linux/glibc the
+trainer raises malloc's mmap and trim thresholds once per process, because page faults from
+returning large activation buffers to the OS after every step cost up to ~40% of a step on small
+CNNs (set FEDPAPER_MALLOC_TUNING=0 to keep the process's malloc settings).
 
 Runs batched together share a method and a TrainConfig and differ in seed and partition; each
 run draws its batches from its own seeded generator, so a run's result does not depend on which
@@ -13,7 +24,10 @@ other runs it was batched with (except dropout noise under vmap, drawn from the 
 """
 from __future__ import annotations
 
+import ctypes
 import math
+import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -21,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from .algorithms import server as server_alg
@@ -129,11 +144,16 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
     tc = t.clamp(min=1)
     bc1, bc2 = 1 - b1 ** tc, 1 - b2 ** tc
     for k, p in params.items():
-        g, am = grads[k], _bcast(a, p)
-        m = state["m"][k] + am * (1 - b1) * (g - state["m"][k])
-        v = state["v"][k] + am * (1 - b2) * (g * g - state["v"][k])
-        denom = (v.sqrt() / _bcast(bc2.sqrt(), p)) + eps
-        new_p[k] = p - am * (lr / _bcast(bc1, p)) * m / denom
+        # m = m0 + am*(1-b1)*(g - m0); v = v0 + am*(1-b2)*(g*g - v0); denom = sqrt(v)/sqrt(bc2) + eps;
+        # p - am*(lr/bc1)*m/denom. Written with in-place ops on fresh temporaries (4 allocations instead
+        # of 13 per tensor); every product/sum is the same float operation as in the formula, so the
+        # result is bitwise the same.
+        g, am, m0, v0 = grads[k], _bcast(a, p), state["m"][k], state["v"][k]
+        m = torch.sub(g, m0).mul_(am * (1 - b1)).add_(m0)
+        v = torch.mul(g, g).sub_(v0).mul_(am * (1 - b2)).add_(v0)
+        denom = v.sqrt().div_(_bcast(bc2.sqrt(), p)).add_(eps)
+        upd = torch.mul(m, am * (lr / _bcast(bc1, p))).div_(denom)
+        new_p[k] = torch.sub(p, upd, out=upd)
         m_new[k], v_new[k] = m, v
     return new_p, {"m": m_new, "v": v_new, "t": t}
 
@@ -167,9 +187,15 @@ class FederatedTrainer:
         self.M = len(feds[0].client_indices)
         if any(len(f.client_indices) != self.M for f in feds):
             raise BadParameterError("runs trained together must have the same number of clients")
+        self._layout = lambda t: t  # noqa: E731 - GPU: layouts as they come (not measured here)
+        if self.device.type == "cpu":
+            _tune_cpu_allocator()
+            self._layout = _stacked_layout
         self.template = build_model(config.model, **config.model_kwargs).to(self.device)
         self.cls_w, self.cls_b = classifier_param_names(self.template)
         self.buffers = {k: v for k, v in self.template.named_buffers()}
+        self.grouped = _GroupedForward.build(self.template, tuple(pools.x_train.shape[1:]))  # None: not supported
+        self.calibration = None
         self.global_params, self.global_buffers = self._init_params()
         self._setup_label_info()
         self.backend = self._choose_backend()
@@ -185,7 +211,7 @@ class FederatedTrainer:
             net = build_model(self.cfg.model, **self.cfg.model_kwargs)
             params.append({k: v.detach().to(self.device) for k, v in net.named_parameters()})
             bufs.append({k: v.detach().to(self.device) for k, v in net.named_buffers()})
-        stack = lambda d: {k: torch.stack([x[k] for x in d]) for k in d[0]}  # noqa: E731
+        stack = lambda d: {k: self._layout(torch.stack([x[k] for x in d])) for k in d[0]}  # noqa: E731
         return stack(params), stack(bufs)
 
     def _setup_label_info(self):
@@ -207,12 +233,15 @@ class FederatedTrainer:
 
     def _choose_backend(self) -> str:
         b = self.cfg.backend
-        if b not in ("auto", "vmap", "loop"):
-            raise BadParameterError(f"backend={b!r}; choose 'auto', 'vmap' or 'loop'")
+        if b not in ("auto", "vmap", "loop", "grouped"):
+            raise BadParameterError(f"backend={b!r}; choose 'auto', 'vmap', 'loop' or 'grouped'")
         if has_batchnorm(self.template):
             if self.method.tuning:
                 raise BadParameterError("central tuning of a BatchNorm model is not supported; use a model without BatchNorm")
             return "loop"  # BatchNorm running statistics are updated in place: not vmap-safe
+        if b == "grouped" and self.grouped is None:
+            raise BadParameterError(f"backend='grouped' cannot run model {self.cfg.model!r} (it needs `features` + "
+                                    f"`classifier` built from {_GroupedForward.LAYERS}); use 'loop' or 'vmap'")
         if b != "auto":
             return b
         if self.device.type == "cuda":
@@ -239,8 +268,49 @@ class FederatedTrainer:
             loss = loss + 0.5 * m.mu * prox
         return loss, (ce * mask).sum().detach()
 
+    def _grouped_loss(self, params, x, y, mask, present, anchor):
+        """The sum over slots of `_slot_loss`, for all slots in one pass ("grouped" backend). The
+        slots' losses are independent, so its gradient holds each slot's own gradient."""
+        m = self.method
+        logits = self.grouped(params, x)  # [G, B, K]
+        if m.private:
+            logits = torch.where(present[:, None, :], logits, torch.full_like(logits, -1e9))
+        elif m.client == "fedrs":
+            logits = logits * torch.where(present, 1.0, m.fedrs_alpha)[:, None, :]
+        G, B, K = logits.shape
+        if y.dim() == 3:  # multi-label
+            ce = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
+        else:
+            ce = F.cross_entropy(logits.reshape(G * B, K), y.reshape(G * B), reduction="none").view(G, B)
+        n = mask.sum(1).clamp(min=1)
+        loss = (ce * mask).sum(1) / n
+        if m.client == "fedprox":
+            skip = {self.cls_w, self.cls_b} if m.private else set()
+            prox = sum(((params[k] - anchor[k]) ** 2).flatten(1).sum(1) for k in params if k not in skip)
+            loss = loss + 0.5 * m.mu * prox
+        return loss.sum(), (ce * mask).sum(1).detach()
+
+    def _grads_grouped(self, params, x, y, mask, present, anchor):
+        """Per-slot gradients by one autograd pass over chunks of at most ~_GROUPED_SAMPLES samples."""
+        G = x.shape[0]
+        chunk = max(1, _GROUPED_SAMPLES // max(1, x.shape[1]))
+        grads, lsums = {k: [] for k in params}, []
+        for lo in range(0, G, chunk):
+            sl = slice(lo, min(G, lo + chunk))
+            p = {k: v[sl].detach().requires_grad_(True) for k, v in params.items()}
+            loss, lsum = self._grouped_loss(p, x[sl], y[sl], mask[sl], present[sl],
+                                            {k: v[sl] for k, v in anchor.items()})
+            for k, g in zip(p, torch.autograd.grad(loss, list(p.values()))):
+                grads[k].append(g)
+            lsums.append(lsum)
+        if len(lsums) == 1:
+            return {k: g[0] for k, g in grads.items()}, lsums[0]
+        return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)
+
     def _grads(self, params, x, y, mask, present, anchor, buffers=None):
         """Per-slot gradients. BatchNorm buffers (loop backend only) are updated in place per slot."""
+        if self.backend == "grouped":
+            return self._grads_grouped(params, x, y, mask, present, anchor)
         gfn = grad(self._slot_loss, has_aux=True)
         buffers = buffers or {}
         if self.backend == "vmap":
@@ -257,6 +327,7 @@ class FederatedTrainer:
         r_idx, c_idx = slots[:, 0], slots[:, 1]
         rows = [np.asarray(self.feds[r].client_indices[c]) for r, c in slots]
         present = self.present[r_idx, c_idx]
+        params = {k: self._layout(v) for k, v in params.items()}
         anchor = {k: v.clone() for k, v in params.items()}
         opt = opt_init(params, cfg.optimizer)
         corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
@@ -269,7 +340,7 @@ class FederatedTrainer:
             for s in range(brows.shape[1]):
                 idx, mask = brows_t[:, s], bmask_t[:, s]
                 active = mask.any(1)
-                x, y = self.pools.x_train[idx], self.pools.y_train[idx]
+                x, y = _gather(self.pools.x_train, idx), _gather(self.pools.y_train, idx)
                 grads, lsum = self._grads(params, x, y, mask.float(), present, anchor, buffers)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
@@ -308,6 +379,8 @@ class FederatedTrainer:
             if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:
                 hist.extend(self._evaluate(rnd, loss, slots))
         self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend}
+        if self.calibration:
+            self.step_log["calibration_samples_per_s"] = self.calibration
         return TrainResult(pd.DataFrame(hist), {k: v.detach().cpu() for k, v in self.global_params.items()},
                            self.step_log)
 
@@ -364,6 +437,137 @@ def _fast_layout(t):
     return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
 
 
+def _gather(pool: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """pool[idx] for an index tensor [G, B], as one index_select of whole rows (a plain memcpy
+    per row; advanced indexing is several times slower on CPU)."""
+    return pool.index_select(0, idx.reshape(-1)).view(*idx.shape, *pool.shape[1:])
+
+
+def _stacked_layout(t: torch.Tensor) -> torch.Tensor:
+    """Stacked conv weights [G, O, I, kh, kw] stored as (G, O, kh, kw, I), so that each slot's
+    weight t[g] is a channels_last tensor and a [G*O, I, kh, kw] reshape (grouped backend) is a
+    channels_last view; no copy when t already has this layout. Other tensors are returned as they are."""
+    if t.dim() != 5:
+        return t
+    if t.permute(0, 1, 3, 4, 2).is_contiguous():
+        return t
+    return t.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+
+
+_GROUPED_SAMPLES = 2048  # the grouped backend trains at most this many samples (slots x batch) per pass
+
+
+class _GroupedForward:
+    """The forward pass of G copies of a model (stacked parameters [G, ...]) on inputs [G, B, ...].
+
+    For models whose forward is `classifier(features(x))` with `features` one of the LAYERS below
+    or an nn.Sequential of them, and `classifier` an nn.Linear (LeNet, PrivLabelsCNN, LogisticRegression). Image
+    activations are kept as one [B, G*C, H, W] channels_last tensor, so slot g's channels are the
+    block g*C..(g+1)*C-1: every Conv2d is one convolution with groups=G (channels_last is ~1.5-3x
+    faster than the default layout on CPU), pooling and ReLU act per channel, and Flatten reorders
+    to [G, B, C*H*W] in the model's own (C, H, W) order, after which Linear layers are batched
+    matmuls. `build` checks the result against functional_call on a random input before use."""
+
+    LAYERS = "Conv2d, Linear, ReLU, MaxPool2d, AvgPool2d, Flatten, Dropout, Identity"
+
+    def __init__(self, ops):
+        self.ops = ops  # [(kind, module, weight name, bias name)]
+
+    @classmethod
+    def build(cls, model: nn.Module, input_shape: tuple):
+        feats, head = getattr(model, "features", None), getattr(model, "classifier", None)
+        if not isinstance(feats, nn.Module) or not isinstance(head, nn.Linear) or list(model.buffers()):
+            return None
+        prefix = {mod: name for name, mod in model.named_modules()}
+        ops = []
+        for mod in [*(feats if isinstance(feats, nn.Sequential) else [feats]), head]:
+            w = f"{prefix[mod]}.weight" if getattr(mod, "weight", None) is not None else None
+            b = f"{prefix[mod]}.bias" if getattr(mod, "bias", None) is not None else None
+            if isinstance(mod, nn.Conv2d) and mod.padding_mode == "zeros" and not isinstance(mod.padding, str):
+                ops.append(("conv", mod, w, b))
+            elif isinstance(mod, nn.Linear):
+                ops.append(("linear", mod, w, b))
+            elif isinstance(mod, nn.Flatten) and mod.start_dim == 1 and mod.end_dim == -1:
+                ops.append(("flatten", mod, None, None))
+            elif isinstance(mod, (nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.Dropout, nn.Identity)):
+                ops.append(("elementwise" if isinstance(mod, (nn.ReLU, nn.Identity)) else type(mod).__name__,
+                             mod, None, None))
+            else:
+                return None
+        net = cls(ops)
+        try:  # the same function as the model itself? (eval mode: no dropout)
+            model.eval()
+            with torch.no_grad():
+                dev = next(model.parameters()).device
+                params = {k: _stacked_layout(torch.stack([v, v * 0.5])) for k, v in model.named_parameters()}
+                x = torch.randn(2, 3, *input_shape, device=dev)
+                out = net(params, x, train=False)
+                ref = torch.stack([functional_call(model, {k: v[g] for k, v in params.items()}, (x[g],))
+                                   for g in range(2)])
+            if out.shape != ref.shape or not torch.allclose(out, ref, rtol=1e-3, atol=1e-4):
+                return None
+        except Exception:  # noqa: BLE001 - any failure means: not supported, use another backend
+            return None
+        finally:
+            model.train(True)
+        return net
+
+    def __call__(self, params: dict, x: torch.Tensor, train: bool = True) -> torch.Tensor:
+        G, B = x.shape[:2]
+        if x.dim() == 5:  # images [G, B, C, H, W] -> [B, G*C, H, W], channels_last
+            C, H, W = x.shape[2:]
+            h = x.permute(1, 3, 4, 0, 2).contiguous().view(B, H, W, G * C).permute(0, 3, 1, 2)
+        else:
+            h = x
+        flat = x.dim() != 5
+        for kind, mod, wn, bn in self.ops:
+            if kind == "conv":
+                w = params[wn]
+                w = w.reshape(G * w.shape[1], *w.shape[2:])
+                b = params[bn].reshape(-1) if bn else None
+                h = F.conv2d(h, w.contiguous(memory_format=torch.channels_last), b, mod.stride, mod.padding,
+                             mod.dilation, G * mod.groups)
+            elif kind == "linear":
+                w = params[wn].transpose(1, 2)  # [G, in, out]
+                h = torch.baddbmm(params[bn].unsqueeze(1), h, w) if bn else torch.bmm(h, w)
+            elif kind == "flatten":
+                if not flat:  # [B, G*C, H, W] -> [G, B, C*H*W] in (C, H, W) order per slot
+                    h = h.reshape(B, G, -1, *h.shape[2:]).permute(1, 0, 2, 3, 4).reshape(G, B, -1)
+                else:
+                    h = h.reshape(G, B, -1)
+                flat = True
+            elif kind == "Dropout":
+                h = F.dropout(h, mod.p, training=train)
+            elif kind == "elementwise":
+                h = mod(h)
+            else:  # pooling acts per channel
+                h = mod(h)
+        return h
+
+
+_ALLOCATOR_TUNED = False
+
+
+def _tune_cpu_allocator():
+    """glibc only, once per process: keep freed memory in the heap (M_TRIM_THRESHOLD, and
+    M_MMAP_THRESHOLD so that large activation buffers come from the heap, not fresh mmaps).
+    Otherwise every training step returns its activation buffers to the OS and page-faults them
+    back in, which costs up to ~40% of a step for small CNNs on CPU. The process keeps its peak
+    heap instead. Results are unchanged. FEDPAPER_MALLOC_TUNING=0 disables it."""
+    global _ALLOCATOR_TUNED
+    if _ALLOCATOR_TUNED or os.environ.get("FEDPAPER_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
+        return
+    _ALLOCATOR_TUNED = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+        if not libc.mallopt(M_MMAP_THRESHOLD, 1 << 30):
+            libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # the largest value some glibc versions accept
+    except (OSError, AttributeError):  # not glibc (musl, ...): nothing to tune
+        pass
+
+
 def split_metrics(y, logits, K) -> dict:
     """Single-label: accuracy and macro-F1. Multi-label (y multi-hot [N, K]): per-label accuracy,
     macro-F1 (threshold 0.5 on sigmoid) and macro-AUC over the whole split (fedpaper.metrics)."""
@@ -414,28 +618,36 @@ class TrainResult:
 _BACKEND_CHOICE: dict = {}
 
 
+_CALIBRATION_SLOTS = 16  # calibrate on at most this many slots (per-slot cost is what is compared)
+
+
 def _calibrate_backend(tr: "FederatedTrainer") -> str:
-    """Time two local steps of the vmap and loop paths on this model/shape; keep the faster."""
+    """Time local steps of each candidate backend (vmap, loop, and grouped where the model allows)
+    on this model/shape and keep the fastest: one warm-up step each, then two timed rounds with the
+    backends interleaved, keeping each backend's faster round (robust to a busy machine)."""
     key = (tr.cfg.model, repr(sorted(tr.cfg.model_kwargs.items())), tr.R * tr.M, tr.cfg.batch_size,
-           tr.method.client, tr.method.private)
+           tr.method.client, tr.method.private, torch.get_num_threads())
     if key in _BACKEND_CHOICE:
-        return _BACKEND_CHOICE[key]
-    G, B = tr.R * tr.M, tr.cfg.batch_size
-    params = {k: v[np.zeros(G, dtype=int)].clone() for k, v in tr.global_params.items()}
+        choice, tr.calibration = _BACKEND_CHOICE[key]
+        return choice
+    G, B = min(tr.R * tr.M, _CALIBRATION_SLOTS), tr.cfg.batch_size
+    params = {k: _stacked_layout(v[np.zeros(G, dtype=int)].clone()) for k, v in tr.global_params.items()}
     idx = torch.randint(0, len(tr.pools.y_train), (G, B), device=tr.device)
     x, y = tr.pools.x_train[idx], tr.pools.y_train[idx]
     mask = torch.ones(G, B, device=tr.device)
     present = tr.present.reshape(-1, tr.K)[:G]
-    timings = {}
-    for backend in ("vmap", "loop"):
-        tr.backend = backend
-        tr._grads(params, x, y, mask, present, params)  # warm-up
-        t0 = time.perf_counter()
-        for _ in range(2):
+    candidates = ["vmap", "loop"] + (["grouped"] if tr.grouped is not None else [])
+    timings = {b: math.inf for b in candidates}
+    for rep in range(3):
+        for backend in candidates:
+            tr.backend = backend
+            t0 = time.perf_counter()
             tr._grads(params, x, y, mask, present, params)
-        timings[backend] = time.perf_counter() - t0
+            if rep:  # rep 0 is the warm-up
+                timings[backend] = min(timings[backend], time.perf_counter() - t0)
     choice = min(timings, key=timings.get)
-    _BACKEND_CHOICE[key] = choice
+    tr.calibration = {b: round(G * B / t, 1) for b, t in timings.items()}  # samples/s of the gradient step
+    _BACKEND_CHOICE[key] = (choice, tr.calibration)
     return choice
 
 
