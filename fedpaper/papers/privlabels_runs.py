@@ -1,0 +1,217 @@
+"""Run specs, federations and per-seed results of the private-label-sets experiments.
+
+One run = (data set, method, labels per client L, local epochs E, seed) at a profile's settings.
+A spec holds every parameter of the run (it is the cache key), so the bar plots (L = 3, 5), the
+accuracy-vs-L plots and the curves over rounds read the SAME cached runs.
+
+Federation of a run (App A; vague-3 to -6): `privlabels_split` (global stratified 80/20 split, the
+unlabeled server set drawn from the 80% part), then `private_label_partition(L, samples_per_client)`
+on the rest; each seed redraws the split, the label sets, the subsample, the initialisation and the
+data order. The quick profile evaluates on per-seed random subsets of the validation split and the
+test set (recorded in the spec and the notes).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from fedpaper.algorithms import Method, get_method
+from fedpaper.engine import Federation, TrainConfig
+from fedpaper.experiment import RunSetup, get_pools, pools_key, run_specs
+from fedpaper.metrics import summarize
+from fedpaper.partition import private_label_partition, privlabels_split
+
+PUBLIC = ["FedAvg", "FedProx", "FedRS", "Tuning-MSE", "Tuning-Pairwise"]
+PRIVATE = ["FedAvg", "FedProx", "Tuning-MSE", "Tuning-Pairwise"]  # FedRS needs the full label set (Sec 5)
+PAIRWISE_ALL = "Tuning-Pairwise (all pairs)"  # vague-7
+ROUNDS_METHODS = ["FedAvg", "Tuning-MSE", "Tuning-Pairwise"]  # Figs 5-8 (App C.1)
+EPOCH_METHODS = ["FedAvg", "Tuning-MSE", "Tuning-Pairwise"]  # Figs 11-13 (App C.3, vague-13)
+SETTINGS_ORDER = ["private", "public"]
+SPLIT_SEED, PARTITION_SEED, EVAL_SEED = 0, 10_000, 20_000  # offsets: independent streams per seed
+
+
+def method_for(name: str, setting: str, p: dict, *, sgd_tuning: bool = False) -> Method:
+    """The engine Method of a display name in a setting (private: Algorithm 1 / adapted FedProx)."""
+    private = setting == "private"
+    if name == PAIRWISE_ALL:
+        m = Method(f"{PAIRWISE_ALL}{' (private)' if private else ''}", private=private, tuning="pairwise_all")
+    else:
+        m = get_method(f"{name} (private)" if private and name != "FedRS" else name)
+    if name == "FedRS" and private:
+        raise ValueError("FedRS needs the full label set; it has no private-setting version (Sec 5)")
+    m = m.with_(mu=p["mu"], fedrs_alpha=p["fedrs_alpha"], tuning_epochs=p["tuning_epochs"])
+    if sgd_tuning and m.tuning:
+        m = m.with_(tuning_optimizer=p["epochs"]["tuning_optimizer"], tuning_lr=p["epochs"]["tuning_lr"])
+    return m
+
+
+def data_spec(dataset: str, p: dict) -> dict:
+    """Which images: the real data set, or (smoke) its synthetic stand-in."""
+    if p["profile"] == "smoke":
+        return {"name": dataset, "stand_in": dict(p["stand_ins"][dataset])}
+    return {"name": dataset, "stand_in": None}
+
+
+def run_spec(p: dict, dataset: str, name: str, setting: str, L: int, seed: int, *, epochs: int | None = None) -> dict:
+    """Every parameter of one run (the cache key)."""
+    sgd = epochs is not None
+    rounds = p["epochs"]["rounds"] if sgd else p["rounds"]
+    return {
+        "paper": "privlabels", "data": data_spec(dataset, p), "method": method_for(name, setting, p, sgd_tuning=sgd).spec(),
+        "display": name, "setting": setting, "L": int(L), "seed": int(seed),
+        "num_clients": p["num_clients"], "samples_per_client": p["samples_per_client"],
+        "val_fraction": p["val_fraction"], "server_size": p["server_size"][dataset],
+        "val_eval": p["val_eval"], "test_eval": p["test_eval"],
+        "model": {"widths": list(p["widths"]), "hidden": p["hidden"], "dropout": p["dropout"]},
+        "optimizer": p["optimizer"], "lr": p["lr"], "batch_size": p["batch_size"],
+        "local_epochs": int(epochs if sgd else p["local_epochs"]), "rounds": rounds,
+    }
+
+
+def _pkey(data: dict, data_root) -> tuple:
+    if data["stand_in"] is not None:
+        kw = dict(data["stand_in"])
+        kw["shape"] = tuple(kw["shape"])
+        return pools_key("synthetic-images", None, **kw)
+    return pools_key(data["name"], data_root)
+
+
+def pools(data: dict, data_root=None):
+    return get_pools(_pkey(data, data_root))
+
+
+@lru_cache(maxsize=64)
+def _federation(data_json: tuple, L, seed, m, spc, val_fraction, server_size, val_eval, test_eval, data_root):
+    data = {"name": data_json[0], "stand_in": dict(data_json[1]) if data_json[1] else None}
+    if data["stand_in"]:
+        data["stand_in"]["shape"] = list(data["stand_in"]["shape"])
+    pl = pools(data, data_root)
+    y = pl.y_train.cpu().numpy()
+    client_pool, val, server = privlabels_split(y, val_fraction, server_size, seed=SPLIT_SEED + seed)
+    part = private_label_partition(y, m, L, spc, seed=PARTITION_SEED + seed, pool=client_pool)
+    rng = np.random.default_rng(EVAL_SEED + seed)
+    test = np.arange(len(pl.y_test))
+    if val_eval and val_eval < len(val):
+        val = np.sort(rng.choice(val, val_eval, replace=False))
+    if test_eval and test_eval < len(test):
+        test = np.sort(rng.choice(test, test_eval, replace=False))
+    fed = Federation(part.client_indices, test, val_indices=val, server_indices=server, seed=seed,
+                     label_sets=[list(s) for s in part.meta["label_sets"]])
+    return fed, part
+
+
+def _data_key(data: dict) -> tuple:
+    si = data["stand_in"]
+    return (data["name"], tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in si.items())) if si else None)
+
+
+def federation(spec: dict, data_root=None):
+    """(Federation, Partition) of a spec; cached, identical for every method of a seed."""
+    return _federation(_data_key(spec["data"]), spec["L"], spec["seed"], spec["num_clients"],
+                       spec["samples_per_client"], spec["val_fraction"], spec["server_size"],
+                       spec["val_eval"], spec["test_eval"], None if data_root is None else str(data_root))
+
+
+def model_kwargs(spec: dict, data_root=None) -> dict:
+    x = pools(spec["data"], data_root).x_train
+    return {"in_channels": int(x.shape[1]), "num_classes": 10, "image_size": int(x.shape[-1]),
+            "widths": tuple(spec["model"]["widths"]), "hidden": spec["model"]["hidden"],
+            "dropout": spec["model"]["dropout"]}
+
+
+def builder(data_root=None, eval_batch=1024):
+    """build(spec) -> RunSetup for `run_specs`."""
+    def build(spec):
+        fed, _ = federation(spec, data_root)
+        cfg = TrainConfig("privlabels_cnn", model_kwargs(spec, data_root), optimizer=spec["optimizer"],
+                          lr=spec["lr"], batch_size=spec["batch_size"], local_epochs=spec["local_epochs"],
+                          rounds=spec["rounds"], eval_batch=eval_batch)
+        return RunSetup(Method(**spec["method"]), cfg, _pkey(spec["data"], data_root), fed)
+    return build
+
+
+def methods_of(setting: str, p: dict, L: int) -> list[str]:
+    names = list(PUBLIC if setting == "public" else PRIVATE)
+    if L in p["pairwise_all_labels"]:
+        names.append(PAIRWISE_ALL)
+    return names
+
+
+def main_specs(p: dict, dataset: str, labels, methods=None) -> list[dict]:
+    """Specs of the main sweep (E = 1, Adam tuning), ordered method > L > seed so that runs of a
+    method train as one batch. `methods` limits the display names (e.g. the rounds figures)."""
+    out = []
+    for setting in SETTINGS_ORDER:
+        for name in dict.fromkeys(PUBLIC + [PAIRWISE_ALL]):
+            for L in labels:
+                if name not in methods_of(setting, p, L) or (methods and name not in methods):
+                    continue
+                out += [run_spec(p, dataset, name, setting, L, s) for s in p["seeds"]]
+    return out
+
+
+def epoch_specs(p: dict, dataset: str, pairs, seeds) -> list[dict]:
+    """Specs of the local-epoch ablation (SGD central tuning, vague-13); pairs = [(E, L), ...]."""
+    out = []
+    for setting in SETTINGS_ORDER:
+        for name in EPOCH_METHODS:
+            for E, L in pairs:
+                out += [run_spec(p, dataset, name, setting, L, s, epochs=E) for s in seeds]
+    return out
+
+
+def sweep(specs: list[dict], p: dict, data_root=None, desc="privlabels") -> list[dict]:
+    return run_specs(specs, builder(data_root, p.get("eval_batch", 1024)), desc=desc)
+
+
+def per_seed(specs: list[dict], results: list[dict], dataset_label: str) -> pd.DataFrame:
+    """One row per run: dataset, setting, labels_per_client, local_epochs, method, seed, accuracy."""
+    return pd.DataFrame([{"dataset": dataset_label, "setting": s["setting"], "labels_per_client": s["L"],
+                          "local_epochs": s["local_epochs"], "method": s["display"], "seed": s["seed"],
+                          "accuracy": r["best"]["test_acc"], "best_round": r["best"]["round"]}
+                         for s, r in zip(specs, results)])
+
+
+def per_round(specs: list[dict], results: list[dict], dataset_label: str) -> pd.DataFrame:
+    rows = []
+    for s, r in zip(specs, results):
+        for h in r["history"]:
+            rows.append({"dataset": dataset_label, "setting": s["setting"], "labels_per_client": s["L"],
+                         "method": s["display"], "seed": s["seed"], "round": int(h["round"]),
+                         "accuracy": h["test_acc"]})
+    return pd.DataFrame(rows)
+
+
+SUMMARY_COLS = ["metric", "mean", "std", "ci_low", "ci_high", "n_seeds"]
+
+
+def summarise(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean, std (ddof=1) and 95% percentile-bootstrap CI (1000 resamples, vague-14) over seeds."""
+    rows = []
+    for k, g in df.groupby(keys, sort=False):
+        st = summarize(g["accuracy"].to_numpy())
+        rows.append({**dict(zip(keys, k if isinstance(k, tuple) else (k,))), "metric": "accuracy",
+                     "mean": st["mean"], "std": st["std"], "ci_low": st["ci_low"], "ci_high": st["ci_high"],
+                     "n_seeds": st["n"]})
+    return pd.DataFrame(rows, columns=keys + SUMMARY_COLS)
+
+
+def missing_labels(p: dict, dataset: str, labels, seeds, data_root=None) -> pd.DataFrame:
+    """Labels held by no client, per (L, seed), counted on the runs' own partitions (claim-19)."""
+    rows = []
+    for L in labels:
+        for s in seeds:
+            _, part = federation(run_spec(p, dataset, "FedAvg", "public", L, s), data_root)
+            held = set().union(*map(set, part.meta["label_sets"]))
+            rows.append({"labels_per_client": L, "seed": s, "missing": 10 - len(held)})
+    return pd.DataFrame(rows)
+
+
+def dataset_records(datasets, p: dict, data_root=None) -> list[dict]:
+    out = []
+    for d in datasets:
+        desc = getattr(pools(data_spec(d, p), data_root), "description", None) or {"name": d}
+        out.append(dict(desc, name=d))
+    return out
