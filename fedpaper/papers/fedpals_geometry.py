@@ -1,0 +1,179 @@
+"""FedPALS artifacts that need no image training: Fig 1 (ternary geometry), the label-marginal
+statistics of Figs 2a/2b/5a/5b/6a, and the synthetic Gaussian task of Fig 9 (App. A.5, B.4).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from fedpaper.algorithms import weights as W
+from fedpaper.metrics import summarize
+
+# ----------------------------------------------------------------------------- Fig 1 (vague-24)
+#: Panel A: the synthetic task's clients (M=2 < K=3) and a target outside their hull.
+#: Panel B: four clients of unequal size and a target inside their hull.
+FIG1_PANELS = {
+    "A": {"S": [[0.5, 0.5, 0.0], [0.5, 0.0, 0.5]], "n": [40, 18], "T": [0.0, 0.5, 0.5]},
+    "B": {"S": [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.45, 0.45, 0.1]],
+          "n": [60, 15, 10, 80], "T": [0.3, 0.3, 0.4]},
+}
+_VERTS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, math.sqrt(3) / 2]])
+
+
+def to_xy(p) -> np.ndarray:
+    """Barycentric coordinates on the 2-simplex -> points of the plane (equilateral triangle)."""
+    return np.asarray(p, dtype=float) @ _VERTS
+
+
+def fig1_panel(S, n, T) -> dict:
+    """alpha^0 (eq. 8), alpha^FA (eq. 4), the implied marginals and their L2 distances to T."""
+    S, n, T = np.asarray(S, float), np.asarray(n, float), np.asarray(T, float)
+    a0 = W.fedpals_weights(S, n, T, 0.0)
+    afa = W.fedavg_weights(n)
+    return {"S": S, "n": n, "T": T, "alpha0": a0, "alpha_fa": afa, "p0": a0 @ S, "pfa": afa @ S,
+            "d0": float(np.linalg.norm(a0 @ S - T)), "dfa": float(np.linalg.norm(afa @ S - T)),
+            "inside": W.projection_distance(S, T) < 1e-12}
+
+
+def fig1_table(panels=None) -> pd.DataFrame:
+    rows = []
+    for name, spec in (panels or FIG1_PANELS).items():
+        g = fig1_panel(**spec)
+        pts = [(f"S{i + 1}", s, g["alpha0"][i], g["alpha_fa"][i]) for i, s in enumerate(g["S"])]
+        pts += [("T", g["T"], None, None), ("alpha0 S (FedPALS)", g["p0"], None, None),
+                ("alphaFA S (FedAvg)", g["pfa"], None, None)]
+        for label, p, a0, afa in pts:
+            rows.append({"panel": name, "point": label, "p0": p[0], "p1": p[1], "p2": p[2],
+                         "alpha_fedpals": a0, "alpha_fedavg": afa, "metric": "", "value": np.nan})
+        for metric, v in (("l2_fedpals_to_T", g["d0"]), ("l2_fedavg_to_T", g["dfa"]),
+                          ("T_inside_hull", float(g["inside"]))):
+            rows.append({"panel": name, "point": "", "metric": metric, "value": v})
+    return pd.DataFrame(rows)
+
+
+def _simplex_axes(ax):
+    tri = np.vstack([_VERTS, _VERTS[:1]])
+    ax.plot(tri[:, 0], tri[:, 1], color="0.3", lw=1)
+    for v, lab, off in zip(_VERTS, ["Y=0", "Y=1", "Y=2"], [(-0.06, -0.05), (0.0, -0.05), (-0.03, 0.03)]):
+        ax.text(v[0] + off[0], v[1] + off[1], lab, fontsize=8)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def draw_fig1_panel(ax, sub: pd.DataFrame, title: str):
+    from scipy.spatial import ConvexHull
+
+    _simplex_axes(ax)
+    pts = sub[sub["point"] != ""].set_index("point")
+    clients = pts.loc[[i for i in pts.index if i.startswith("S")], ["p0", "p1", "p2"]].to_numpy(float)
+    xy = to_xy(clients)
+    if len(xy) >= 3:
+        hull = xy[ConvexHull(xy).vertices]
+        ax.fill(hull[:, 0], hull[:, 1], color="C0", alpha=0.15, label="Conv(S)")
+    else:
+        ax.plot(xy[:, 0], xy[:, 1], color="C0", lw=3, alpha=0.3, label="Conv(S)")
+    ax.scatter(xy[:, 0], xy[:, 1], color="C0", s=25, zorder=3)
+    for (x, y), name in zip(xy, [i for i in pts.index if i.startswith("S")]):
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    style = {"T": ("k", "*", 140), "alpha0 S (FedPALS)": ("C3", "o", 50), "alphaFA S (FedAvg)": ("C2", "s", 40)}
+    for name, (c, mk, sz) in style.items():
+        p = to_xy(pts.loc[name, ["p0", "p1", "p2"]].to_numpy(float))
+        ax.scatter([p[0]], [p[1]], color=c, marker=mk, s=sz, zorder=4, label=name.replace("alpha", "α"))
+    ax.set_title(title, fontsize=9)
+
+
+# ----------------------------------------------------------------------------- label marginals
+def distance_rows(parts_by_x: dict, dataset: str, xname: str) -> list[dict]:
+    """Mean ± std (ddof=1) of d(T, S) over the seeds' partitions at each grid value (vague-25)."""
+    rows = []
+    for x, parts in parts_by_x.items():
+        d = [W.projection_distance(p.marginals[:-1], p.marginals[-1]) for p in parts]
+        s = summarize(d, n_resamples=200)
+        rows.append({"dataset": dataset, xname: x, "metric": "projection_distance", "mean": s["mean"],
+                     "std": s["std"], "n_seeds": s["n"], "per_seed": ";".join(f"{v:.5f}" for v in d)})
+    return rows
+
+
+def marginal_rows(part, dataset: str, setting: str, class_names) -> list[dict]:
+    rows = []
+    for i, (cnt, mg) in enumerate(zip(part.counts, part.marginals)):
+        for k, name in enumerate(class_names):
+            rows.append({"dataset": dataset, "label_split": setting, "client": i,
+                         "role": "target" if i == part.num_clients - 1 else "train", "class": k,
+                         "class_name": name, "count": int(cnt[k]), "proportion": float(mg[k])})
+    return rows
+
+
+# ----------------------------------------------------------------------------- Fig 9 (App. A.5, B.4)
+def fig9_pools(deltas, seeds, n_test, n_val):
+    """One train/test pool holding every (delta, seed) task, and the Federation of each."""
+    from fedpaper.data import gaussian_task
+    from fedpaper.engine import Federation, Pools
+
+    xs, ys, xt, yt, feds, tasks = [], [], [], [], {}, {}
+    off_tr = off_te = 0
+    for d in deltas:
+        for s in seeds:
+            t = gaussian_task(d, seed=s, n_test=n_test, n_val=n_val)
+            parts = [t.clients[0], t.clients[1], (t.x_val, t.y_val)]
+            idx = []
+            for x, y in parts:
+                idx.append(np.arange(off_tr, off_tr + len(y)))
+                xs.append(x), ys.append(y)
+                off_tr += len(y)
+            xt.append(t.x_test), yt.append(t.y_test)
+            test = np.arange(off_te, off_te + len(t.y_test))
+            off_te += len(t.y_test)
+            feds[(d, s)] = Federation(idx[:2], test, val_indices=idx[2], target_marginal=t.target_marginal, seed=s)
+            tasks[(d, s)] = t
+    pools = Pools.from_arrays(np.concatenate(xs), np.concatenate(ys), np.concatenate(xt), np.concatenate(yt), 3)
+    return pools, feds, tasks
+
+
+def fig9_runs(p: dict) -> pd.DataFrame:
+    """Per (delta, seed, method): best-validation test accuracy; FedPALS over its lambda grid."""
+    from fedpaper.algorithms import get_method
+    from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
+    from fedpaper.engine import TrainConfig, train
+
+    deltas, seeds = p["deltas"], p["seeds"]
+    pools, feds, _ = fig9_pools(deltas, seeds, p["n_test"], p["n_val"])
+    cfg = TrainConfig("logreg", {"in_features": 2, "num_classes": 3}, lr=p["lr"], batch_size=p["batch_size"],
+                      local_epochs=1, rounds=p["rounds"], backend="vmap")
+    S, n = np.stack([S1, S2]), np.array([N1, N2], float)
+    by_lam: dict = {}  # runs sharing lambda train as one batch, whatever their delta
+    for d in deltas:
+        lams = {0.0} | {round(W.lambda_for_ess(S, n, target_marginal(d), f), 9) for f in p["ess_grid"]}
+        for lam in sorted(lams):
+            by_lam.setdefault(lam, []).extend((d, s) for s in seeds)
+    jobs = [("FedAvg", None, [(d, s) for d in deltas for s in seeds])]
+    jobs += [("FedPALS", lam, keys) for lam, keys in sorted(by_lam.items())]
+    rows = []
+    for name, lam, keys in jobs:
+        m = get_method(name) if lam is None else get_method(name, lam=float(lam))
+        res = train(m, cfg, pools, [feds[k] for k in keys], progress=False)
+        h = res.history
+        for r, k in enumerate(keys):
+            hr = h[h["run"] == r]
+            best = hr.loc[hr["val_acc"].idxmax()]
+            rows.append({"delta": k[0], "seed": k[1], "method": name, "lam": lam, "val_acc": best["val_acc"],
+                         "test_acc": best["test_acc"], "final_test_acc": hr["test_acc"].iloc[-1]})
+    return pd.DataFrame(rows)
+
+
+def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """FedPALS: per (delta, seed) the lambda with the best validation accuracy (vague-18)."""
+    from fedpaper.data.synthetic import S1, S2, target_marginal
+
+    runs = runs.sort_values(["delta", "seed", "method", "val_acc"], ascending=[True, True, True, False])
+    sel = runs.groupby(["delta", "seed", "method"], as_index=False).first()
+    rows = []
+    for (d, m), g in sel.groupby(["delta", "method"]):
+        s = summarize(100 * g["test_acc"].to_numpy(), n_resamples=200)
+        dist = W.projection_distance(np.stack([S1, S2]), target_marginal(d))
+        rows.append({"delta": d, "projection_distance": dist, "method": m, "metric": "accuracy_pct",
+                     "mean": s["mean"], "std": s["std"], "n_seeds": s["n"],
+                     "lambda_selected": ";".join("-" if pd.isna(x) else f"{x:g}" for x in g["lam"])})
+    return pd.DataFrame(rows)
