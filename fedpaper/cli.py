@@ -118,11 +118,13 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
     (True means all of `selected`.)"""
     from fedpaper.artifacts import committed_paths
     from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
+    from fedpaper.papers.catalog import OPTIONAL_DATASETS
 
     plan = Plan()
     for aid in selected:
         art = artifact(aid)
-        missing = [d for d in art.needed if not dataset_available(d, root)]
+        optional = OPTIONAL_DATASETS.get(aid, ())
+        missing = [d for d in art.needed if not dataset_available(d, root) and d not in optional]
         has_committed = committed_paths(aid)["csv"].is_file()
         if art.notebook is None:
             reason = f"not regenerated: {not_implemented_reason(aid)}"
