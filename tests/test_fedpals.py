@@ -1,0 +1,176 @@
+"""Fast unit tests of the FedPALS paper module (no real data, no long training)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedpaper.algorithms import weights as W
+from fedpaper.papers import fedpals_claims as CL
+from fedpaper.papers import get_claim
+from fedpaper.papers import fedpals_geometry as G
+from fedpaper.papers import fedpals_profiles as P
+from fedpaper.papers import fedpals_real as RL
+from fedpaper.papers import fedpals_runs as R
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    p = P.runs("smoke")
+    p.update(P.grid("smoke"))
+    return p
+
+
+def _spec(p, **kw):
+    return R.base_spec(p, "cifar10", kw.pop("split", {"scheme": "sparsity", "C": 3}), seed=kw.pop("seed", 0), **kw)
+
+
+def test_federation_target_is_last_partition(smoke):
+    spec = _spec(smoke)
+    fed = R.federation(spec)
+    y_tr, y_te = R.labels(spec["data"])
+    part = R.partition(spec["data"], spec["split"], 10, spec["per_client"], 0)
+    assert len(fed.client_indices) == 9
+    np.testing.assert_array_equal(fed.val_indices, part.client_indices[9])
+    np.testing.assert_allclose(fed.target_marginal, part.marginals[9])
+    assert not set(np.concatenate(fed.client_indices)) & set(fed.val_indices)
+    test_marg = np.bincount(y_te[fed.test_indices], minlength=10) / len(fed.test_indices)
+    np.testing.assert_allclose(test_marg, fed.target_marginal, atol=0.02)
+    assert len(fed.test_indices) <= smoke["test_n"]
+
+
+def test_seeds_redraw_the_partition(smoke):
+    a, b = R.federation(_spec(smoke, seed=0)), R.federation(_spec(smoke, seed=1))
+    assert not np.array_equal(a.val_indices, b.val_indices)
+
+
+def test_oracle_clients_follow_target(smoke):
+    spec = _spec(smoke, method="Oracle")
+    fed = R.federation(spec)
+    y_tr, _ = R.labels(spec["data"])
+    assert spec["method"] == "FedAvg" and spec["oracle"]
+    for c in fed.client_indices:
+        m = np.bincount(y_tr[c], minlength=10) / len(c)
+        np.testing.assert_allclose(m, fed.target_marginal, atol=0.1)
+    assert not set(np.concatenate(fed.client_indices)) & set(fed.val_indices)
+
+
+def test_dirichlet_federation(smoke):
+    fed = R.federation(_spec(smoke, split={"scheme": "dirichlet", "beta": 0.5}))
+    assert len(fed.client_indices) == 9 and abs(fed.target_marginal.sum() - 1) < 1e-9
+
+
+def test_lambda_grid_hits_ess():
+    rng = np.random.default_rng(0)
+    S = rng.dirichlet(np.full(10, 0.3), size=9)
+    n = rng.integers(50, 300, size=9).astype(float)
+    T = rng.dirichlet(np.full(10, 0.3))
+    grid = R.lambda_grid(S, n, T, [0.25, 0.5, 0.75])
+    assert grid[0] == ("lambda=0", 0.0)
+    for label, lam in grid[1:]:
+        ess = W.effective_sample_size(W.fedpals_weights(S, n, T, lam), n) / n.sum()
+        assert abs(ess - int(label.split()[1][:-1]) / 100) < 1e-3
+    assert len({lam for _, lam in grid}) == len(grid)
+
+
+def test_method_specs_expand_fedpals_grid(smoke):
+    p = dict(smoke, ess_grid=[0.5])
+    specs = R.method_specs(p, "cifar10", {"scheme": "sparsity", "C": 3}, ["FedPALS", "FedAvg"], [0, 1])
+    pals = [s for s in specs if s["method"] == "FedPALS"]
+    assert {s["lam"] for s in pals} >= {0.0} and len(pals) >= 2
+    assert [s["seed"] for s in specs if s["method"] == "FedAvg"] == [0, 1]
+
+
+def test_selected_keeps_best_validation_run():
+    specs = [{"seed": 0, "m": "a", "lam": 0.0}, {"seed": 0, "m": "a", "lam": 5.0}]
+    res = [{"history": [{"val_acc": 0.2}, {"val_acc": 0.4}]}, {"history": [{"val_acc": 0.6}]}]
+    sel = R.selected(specs, res, key=lambda s: s["m"])
+    assert sel[("a", 0)][0]["lam"] == 5.0
+
+
+def test_fig1_geometry():
+    b = G.fig1_panel(**G.FIG1_PANELS["B"])
+    assert b["inside"] and np.allclose(b["p0"], b["T"], atol=1e-9)
+    a = G.fig1_panel(**G.FIG1_PANELS["A"])
+    d, proj = W.projection_distance(a["S"], a["T"], return_projection=True)
+    assert not a["inside"] and np.allclose(a["p0"], proj, atol=1e-9)
+    np.testing.assert_allclose(a["p0"], [0.5, 0.25, 0.25], atol=1e-9)
+    assert a["dfa"] > a["d0"] and b["dfa"] > b["d0"]
+    xy = G.to_xy(np.eye(3))
+    assert np.allclose(np.linalg.norm(xy[0] - xy[1]), np.linalg.norm(xy[1] - xy[2]))
+
+
+def test_fig1_table_and_claim_32():
+    t = G.fig1_table()
+    ok, detail = CL.c32({"fedpals/fig1": t})
+    assert ok is True and "FedAvg" in detail
+
+
+def _t1(fedpals=90.0, oracle=95.0):
+    rows = []
+    for d, s in CL.T1_ROWS[:5]:
+        for m, v in {"FedPALS": fedpals, "FedAvg": 60.0, "FedProx": 61.0, "SCAFFOLD": 59.0, "AFL": 70.0,
+                     "FedRS": 65.0, "Oracle": oracle, "FedPALS (lambda=0)": 1.0}.items():
+            rows.append({"dataset": d, "label_split": s, "clients": 10, "method": m, "metric": "accuracy_pct",
+                         "mean": v, "std": 3.0, "n_seeds": 3})
+    return pd.DataFrame(rows)
+
+
+def test_table1_claims_on_fake_tables():
+    good = {"fedpals/table1": _t1()}
+    assert CL.c1(good)[0] is True and CL.c2(good)[0] == True  # noqa: E712
+    assert CL.c3(good)[0] is True and CL.c4(good)[0] == True  # noqa: E712
+    assert "PACS row not checkable" in CL.c1(good)[1]
+    bad = {"fedpals/table1": _t1(fedpals=65.0, oracle=85.0)}
+    assert CL.c1(bad)[0] is False and CL.c4(bad)[0] == False  # noqa: E712
+    assert CL.c1({})[0] is None
+
+
+def test_distance_and_fig9_claims():
+    fig2a = pd.DataFrame({"C": [2, 3, 10], "mean": [0.2, 0.1, 0.0]})
+    assert CL.c7({"fedpals/fig2a": fig2a})[0]
+    assert not CL.c7({"fedpals/fig2a": fig2a.assign(mean=[0.1, 0.2, 0.0])})[0]
+    fig9 = pd.DataFrame({"delta": [0, 0, 1, 1], "projection_distance": [0, 0, .375, .375],
+                         "method": ["FedAvg", "FedPALS"] * 2, "mean": [90, 95, 80, 85]})
+    assert CL.c24({"fedpals/fig9": fig9})[0] is True and CL.c23({"fedpals/fig9": fig9})[0] == True  # noqa: E712
+    assert CL.c24({"fedpals/fig9": fig9.assign(mean=[95, 90, 80, 85])})[0] == False  # noqa: E712
+
+
+def test_registered_checks_return_plain_bools():
+    t = {"fedpals/fig2a": pd.DataFrame({"C": [2, 3, 10], "mean": [0.2, 0.1, 0.0]})}
+    assert get_claim("fedpals/claim-7").check(t)[0] == True  # noqa: E712
+
+
+def test_numerical_claims():
+    assert CL.c30({})[0] == True  # noqa: E712
+    assert CL.c31({})[0] == True  # noqa: E712
+
+
+def test_pacs_split_on_stand_in():
+    rng = np.random.default_rng(0)
+    y_tr, y_te = rng.integers(0, 7, 3000), rng.integers(0, 7, 500)
+    sp = RL.pacs_split(y_tr, y_te, seed=0)
+    for k, c in enumerate(sp["clients"]):
+        assert k not in set(y_tr[c])
+    assert 2 not in set(y_tr[sp["val"]]) and 2 not in set(y_te[sp["test"]])
+    assert sp["T"][2] == 0 and abs(sp["T"].sum() - 1) < 1e-12
+    third = (3000 - 300) / 3
+    assert abs(len(sp["clients"][2]) - 0.1 * third * 6 / 7) < 15
+    allidx = np.concatenate(sp["clients"] + [sp["val"]])
+    assert len(np.unique(allidx)) == len(allidx)
+    n = np.array([len(c) for c in sp["clients"]], float)
+    S = np.stack([RL.marginal(y_tr[c], 7) for c in sp["clients"]])
+    a0, afa = W.fedpals_weights(S, n, sp["T"], 0.0), n / n.sum()
+    assert afa.argmin() == 2 and a0.argmax() == 2  # claim 10 on the stand-in
+
+
+def test_perturb_marginal_and_location_clients():
+    T = np.array([0.5, 0.5, 0.0])
+    assert np.allclose(RL.perturb_marginal(T, 0.0, 0), T)
+    tp = RL.perturb_marginal(T, 0.5, 1)
+    assert abs(tp.sum() - 1) < 1e-12 and (tp >= 0).all()
+    loc = np.repeat(np.arange(30), np.arange(1, 31))
+    clients = RL.location_clients(loc, 10, seed=0)
+    assert sum(len(c) for c in clients) == len(loc)
+    for c in clients:
+        for other in clients:
+            if other is not c:
+                assert not set(loc[c]) & set(loc[other])
