@@ -12,6 +12,11 @@ from fedpaper.papers import fedpals_real as RL
 from fedpaper.papers import fedpals_runs as R
 
 
+def _v(check, tables):
+    """A claim check as registered: (plain True/False/None, detail)."""
+    return CL._strict(check)(tables)
+
+
 @pytest.fixture(scope="module")
 def smoke():
     p = P.runs("smoke")
@@ -100,7 +105,7 @@ def test_fig1_geometry():
 
 def test_fig1_table_and_claim_32():
     t = G.fig1_table()
-    ok, detail = CL.c32({"fedpals/fig1": t})
+    ok, detail = _v(CL.c32, {"fedpals/fig1": t})
     assert ok is True and "FedAvg" in detail
 
 
@@ -116,32 +121,32 @@ def _t1(fedpals=90.0, oracle=95.0):
 
 def test_table1_claims_on_fake_tables():
     good = {"fedpals/table1": _t1()}
-    assert CL.c1(good)[0] is True and CL.c2(good)[0] == True  # noqa: E712
-    assert CL.c3(good)[0] is True and CL.c4(good)[0] == True  # noqa: E712
-    assert "PACS row not checkable" in CL.c1(good)[1]
+    assert _v(CL.c1, good)[0] is True and _v(CL.c2, good)[0] is True
+    assert _v(CL.c3, good)[0] is True and _v(CL.c4, good)[0] is True
+    assert "PACS row not checkable" in _v(CL.c1, good)[1]
     bad = {"fedpals/table1": _t1(fedpals=65.0, oracle=85.0)}
-    assert CL.c1(bad)[0] is False and CL.c4(bad)[0] == False  # noqa: E712
-    assert CL.c1({})[0] is None
+    assert _v(CL.c1, bad)[0] is False and _v(CL.c4, bad)[0] is False
+    assert _v(CL.c1, {})[0] is None
 
 
 def test_distance_and_fig9_claims():
     fig2a = pd.DataFrame({"C": [2, 3, 10], "mean": [0.2, 0.1, 0.0]})
-    assert CL.c7({"fedpals/fig2a": fig2a})[0]
-    assert not CL.c7({"fedpals/fig2a": fig2a.assign(mean=[0.1, 0.2, 0.0])})[0]
+    assert _v(CL.c7, {"fedpals/fig2a": fig2a})[0] is True
+    assert _v(CL.c7, {"fedpals/fig2a": fig2a.assign(mean=[0.1, 0.2, 0.0])})[0] is False
     fig9 = pd.DataFrame({"delta": [0, 0, 1, 1], "projection_distance": [0, 0, .375, .375],
                          "method": ["FedAvg", "FedPALS"] * 2, "mean": [90, 95, 80, 85]})
-    assert CL.c24({"fedpals/fig9": fig9})[0] is True and CL.c23({"fedpals/fig9": fig9})[0] == True  # noqa: E712
-    assert CL.c24({"fedpals/fig9": fig9.assign(mean=[95, 90, 80, 85])})[0] == False  # noqa: E712
+    assert _v(CL.c24, {"fedpals/fig9": fig9})[0] is True and _v(CL.c23, {"fedpals/fig9": fig9})[0] is True
+    assert _v(CL.c24, {"fedpals/fig9": fig9.assign(mean=[95, 90, 80, 85])})[0] is False
 
 
 def test_registered_checks_return_plain_bools():
     t = {"fedpals/fig2a": pd.DataFrame({"C": [2, 3, 10], "mean": [0.2, 0.1, 0.0]})}
-    assert get_claim("fedpals/claim-7").check(t)[0] == True  # noqa: E712
+    assert get_claim("fedpals/claim-7").check(t)[0] is True
 
 
 def test_numerical_claims():
-    assert CL.c30({})[0] == True  # noqa: E712
-    assert CL.c31({})[0] == True  # noqa: E712
+    assert _v(CL.c30, {})[0] is True
+    assert _v(CL.c31, {})[0] is True
 
 
 def test_pacs_split_on_stand_in():

@@ -235,11 +235,17 @@ def _acc_rows(g: pd.DataFrame, base: dict, metric="accuracy_pct", col="test_acc"
             "per_seed": ";".join(f"{v:.2f}" for v in g[col])}
 
 
+def _lam_key(r: pd.DataFrame) -> pd.Series:
+    """Grouping key of a run's lambda: its grid position for FedPALS (ESS-derived lambdas differ
+    between seeds), the value otherwise (-1: none)."""
+    return r["lam_index"].where(r["method"] == "FedPALS", r["lam"]).fillna(-1)
+
+
 def table4_table(runs: pd.DataFrame, p: dict) -> pd.DataFrame:
     """Table 4: every FedPALS lambda, FedProx+FedPALS (lambda=0) and the baselines (no FedRS)."""
     r = runs[runs["delta"].isna() & (runs["method"] != "Oracle") & (runs["method"] != "FedRS")]
     rows = []
-    for (m, lam), g in r.groupby(["method", r["lam"].fillna(-1)], sort=False):
+    for (m, lam), g in r.groupby(["method", _lam_key(r)], sort=False):
         lam_out = _lam_label(p, g.iloc[0]) if m == "FedPALS" else (None if lam == -1 else lam)
         rows.append(_acc_rows(g, {"dataset": "PACS", "clients": 3, "lambda": lam_out, "method": m}))
     return pd.DataFrame(rows)
@@ -265,7 +271,7 @@ def fig3a_table(runs: pd.DataFrame, p: dict, data_root=None) -> pd.DataFrame:
     FedAvg / FedPALS (lambda=0) weight of each client (claims 10, 28)."""
     r = runs[runs["delta"].isna()]
     rows = []
-    for (m, lam), g in r.groupby(["method", r["lam"].fillna(-1)], sort=False):
+    for (m, lam), g in r.groupby(["method", _lam_key(r)], sort=False):
         curves = np.array(g["curve"].tolist())
         label = _lam_label(p, g.iloc[0]) if m == "FedPALS" else (None if lam == -1 else lam)
         for t in range(curves.shape[1]):
