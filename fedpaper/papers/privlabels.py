@@ -87,9 +87,13 @@ def _run(name, p, compute, draw_fn, datasets, data_root, out_dir):
 
 
 def _seed_table(p, dataset, labels, data_root, methods=None):
-    specs = runs.main_specs(p, dataset, labels, methods)
-    res = runs.sweep(specs, p, data_root, desc=f"privlabels {dataset}")
-    return specs, res
+    """Runs of the given L (and methods), trained as part of the FULL grid of the data set, so
+    that whichever notebook runs first trains every method's runs in one batch and the others
+    read the same cached results."""
+    full = runs.main_specs(p, dataset, p["labels"])
+    res = runs.sweep(full, p, data_root, desc=f"privlabels {dataset}")
+    keep = [i for i, s in enumerate(full) if s["L"] in labels and (not methods or s["display"] in methods)]
+    return [full[i] for i in keep], [res[i] for i in keep]
 
 
 # ------------------------------------------------------------------------ Figs 2, 3 (accuracy vs L)
@@ -164,8 +168,14 @@ def _epoch_pairs(p, which):
     e = p["epochs"]
     if which == "fig11":
         return [(E, e["fig11_L"]) for E in e["E"]]
-    E = 5 if which == "fig12" else 3
-    return [(E, L) for L in e["labels"]]
+    return [(_fig_E(p, which), L) for L in e["labels"]]
+
+
+def _fig_E(p, which):
+    """Fig 12 uses E = 5, Fig 13 E = 3 (App C.3); a smaller grid (smoke) uses its own largest / middle E."""
+    grid = p["epochs"]["E"]
+    want = 5 if which == "fig12" else 3
+    return want if want in grid else (max(grid) if which == "fig12" else grid[len(grid) // 2])
 
 
 def epochs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
@@ -187,7 +197,7 @@ def epochs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
                 L = q["epochs"]["fig11_L"]
                 return draw.lines(t, "local_epochs", f"CIFAR-10, L = {L}: test accuracy vs local epochs per round "
                                   "(SGD central tuning)", subtitle(q, epochs=True), "local epochs per round E")
-            E = 5 if name == "fig12" else 3
+            E = _fig_E(q, name)
             return draw.lines(t, "labels_per_client", f"CIFAR-10, E = {E} local epochs: test accuracy vs labels "
                               "per client (SGD central tuning)", subtitle(q, epochs=True), "labels per client L")
         out.append(_run(name, p, compute, draw_fn, ["cifar10"], data_root, out_dir))

@@ -40,7 +40,305 @@ _TEXT = [
      "best method on Fashion-MNIST at every L."),
 ]
 
-CHECKS: dict = {}
+import numpy as np
+
+FIG2, FIG3 = "privlabels/fig2", "privlabels/fig3"
+STD = ["FedAvg", "FedProx", "FedRS", "Tuning-MSE", "Tuning-Pairwise"]
+TUNE = ["Tuning-MSE", "Tuning-Pairwise"]
+ADAPT = ["FedAvg", "FedProx"]
+
+
+def _acc(t):
+    return t[t["metric"] == "accuracy"] if "metric" in t else t
+
+
+def _need(tables, *ids):
+    miss = [i for i in ids if tables.get(i) is None]
+    return f"no committed table for {', '.join(miss)}" if miss else None
+
+
+def _below10(t):
+    Ls = sorted(L for L in t["labels_per_client"].unique() if L < 10)
+    return t[t["labels_per_client"].isin(Ls)], Ls
+
+
+def _avg(t, setting, methods, col="mean"):
+    """Per method: `col` averaged over the L values below 10 (where the methods differ)."""
+    a, _ = _below10(_acc(t))
+    a = a[(a["setting"] == setting) & a["method"].isin(methods)]
+    return a.groupby("method")[col].mean().reindex(methods)
+
+
+def _fmt(s):
+    return ", ".join(f"{k} {v:.3f}" for k, v in s.items())
+
+
+def _overlap(rows) -> bool:
+    return float(rows["ci_low"].max()) <= float(rows["ci_high"].min())
+
+
+def check_claim1(tables):
+    avail = [i for i in (FIG2, FIG3) if tables.get(i) is not None]
+    if not avail:
+        return None, "no committed table for privlabels/fig2, privlabels/fig3"
+    bad, n = [], 0
+    for aid in avail:
+        a = _acc(tables[aid])
+        for (setting, m), g in a.groupby(["setting", "method"]):
+            g = g.sort_values("labels_per_client")
+            lo, hi = g.iloc[0], g.iloc[-1]
+            rho = np.corrcoef(g["labels_per_client"], g["mean"])[0, 1] if len(g) > 2 else 1.0
+            n += 1
+            if not (lo["ci_high"] < hi["ci_low"] and rho > 0):
+                bad.append(f"{aid.split('/')[1]} {setting} {m}: L={lo['labels_per_client']} {lo['mean']:.3f} "
+                           f"[{lo['ci_low']:.3f}, {lo['ci_high']:.3f}] vs L={hi['labels_per_client']} {hi['mean']:.3f} "
+                           f"[{hi['ci_low']:.3f}, {hi['ci_high']:.3f}], corr(L, mean) {rho:.2f}")
+    if bad:
+        return False, f"{len(bad)} of {n} method/setting curves fail: " + "; ".join(bad)
+    return True, f"all {n} curves: smallest-L CI below the L=10 CI and accuracy increasing with L (corr > 0)"
+
+
+def _order(tables, aid, setting, test, methods=STD):
+    miss = _need(tables, aid)
+    if miss:
+        return None, miss
+    avg = _avg(tables[aid], setting, [m for m in methods if m in set(_acc(tables[aid])["method"])])
+    ok = bool(test(avg))
+    _, Ls = _below10(_acc(tables[aid]))
+    return ok, f"{setting}, mean accuracy over L in {Ls}: {_fmt(avg)}"
+
+
+def check_claim2(tables):
+    return _order(tables, FIG2, "public", lambda a: a.idxmax() == "FedRS")
+
+
+def check_claim3(tables):
+    return _order(tables, FIG2, "public", lambda a: a["Tuning-Pairwise"] > max(a["FedAvg"], a["FedProx"]))
+
+
+def check_claim4(tables):
+    return _order(tables, FIG2, "public",
+                  lambda a: a["Tuning-MSE"] < a["Tuning-Pairwise"] and a["Tuning-MSE"] <= a["FedAvg"])
+
+
+def check_claim5(tables):
+    return _order(tables, FIG2, "private", lambda a: min(a[TUNE]) > max(a[ADAPT]) and a.idxmax() == "Tuning-MSE",
+                  methods=ADAPT + TUNE)
+
+
+def check_claim6(tables):
+    ok, d = _order(tables, FIG2, "private", lambda a: a["Tuning-MSE"] > a["Tuning-Pairwise"],
+                   methods=TUNE + ["Tuning-Pairwise (all pairs)"])
+    return ok, d
+
+
+def _spread(tables, aid, setting):
+    s = _avg(tables[aid], setting, ADAPT + TUNE, col="std")
+    return s, s[TUNE].mean() > s[ADAPT].mean()
+
+
+def check_claim7(tables):
+    miss = _need(tables, FIG2)
+    if miss:
+        return None, miss
+    s, ok = _spread(tables, FIG2, "private")
+    return bool(ok), f"private, across-seed std averaged over L<10: {_fmt(s)}"
+
+
+def check_claim8(tables):
+    miss = _need(tables, "privlabels/fig1b")
+    if miss:
+        return None, miss
+    a = _acc(tables["privlabels/fig1b"])
+    a = a[(a["setting"] == "private") & a["method"].isin(ADAPT + TUNE)].set_index("method")["mean"]
+    top2 = set(a.sort_values(ascending=False).index[:2])
+    return top2 == set(TUNE), f"private, L=5: {_fmt(a)}"
+
+
+def check_claim9(tables):
+    avail = [i for i in (FIG2, FIG3) if tables.get(i) is not None]
+    if not avail:
+        return None, "no committed table for privlabels/fig2, privlabels/fig3"
+    bad, n, gaps = [], 0, []
+    for aid in avail:
+        a = _acc(tables[aid])
+        for m in ADAPT:
+            for L, g in a[a["method"] == m].groupby("labels_per_client"):
+                if set(g["setting"]) != {"private", "public"}:
+                    continue
+                n += 1
+                pr, pu = g[g["setting"] == "private"].iloc[0], g[g["setting"] == "public"].iloc[0]
+                gaps.append(pr["mean"] - pu["mean"])
+                if not _overlap(g):
+                    bad.append(f"{aid.split('/')[1]} {m} L={L}: private {pr['mean']:.3f} [{pr['ci_low']:.3f}, "
+                               f"{pr['ci_high']:.3f}] vs public {pu['mean']:.3f} [{pu['ci_low']:.3f}, {pu['ci_high']:.3f}]")
+    d = f"private - public mean gap from {min(gaps):+.3f} to {max(gaps):+.3f} over {n} pairs" if gaps else "no pairs"
+    return (not bad and n > 0), d + ("; CIs disjoint: " + "; ".join(bad) if bad else "; all CIs overlap")
+
+
+def check_claim10(tables):
+    miss = _need(tables, FIG3)
+    if miss:
+        return None, miss
+    a = _avg(tables[FIG3], "private", ADAPT + TUNE)
+    s, spread = _spread(tables, FIG3, "private")
+    ok = max(a[TUNE]) <= max(a[ADAPT]) and spread
+    return bool(ok), f"private, mean over L<10: {_fmt(a)}; std: {_fmt(s)}"
+
+
+def check_claim11(tables):
+    miss = _need(tables, "privlabels/fig4")
+    if miss:
+        return None, miss
+    a = _acc(tables["privlabels/fig4"])
+    a = a[(a["setting"] == "private") & a["method"].isin(ADAPT + TUNE)]
+    d = "; ".join(f"{r.method} {r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]" for r in a.itertuples())
+    return _overlap(a), f"private, L=3: {d}"
+
+
+def check_claim12(tables):
+    miss = _need(tables, FIG3)
+    if miss:
+        return None, miss
+    pu, pr = _avg(tables[FIG3], "public", TUNE), _avg(tables[FIG3], "private", TUNE)
+    ok = pu["Tuning-Pairwise"] > pu["Tuning-MSE"] and pr["Tuning-MSE"] > pr["Tuning-Pairwise"]
+    return bool(ok), f"mean over L<10, public: {_fmt(pu)}; private: {_fmt(pr)}"
+
+
+def check_claim13(tables):
+    miss = _need(tables, FIG3)
+    if miss:
+        return None, miss
+    base = ["FedAvg", "FedProx", "FedRS"]
+    a = _avg(tables[FIG3], "public", STD)
+    acc, Ls = _below10(_acc(tables[FIG3]))
+    acc = acc[(acc["setting"] == "public") & acc["method"].isin(base)]
+    overl = [L for L, g in acc.groupby("labels_per_client") if _overlap(g)]
+    ok = max(a[TUNE]) < min(a[base]) and len(overl) == len(Ls)
+    return bool(ok), f"public, mean over L<10: {_fmt(a)}; FedAvg/FedProx/FedRS CIs overlap at L in {overl} of {Ls}"
+
+
+def check_claim14(tables):
+    avail = [i for i in (FIG2, FIG3) if tables.get(i) is not None]
+    if not avail:
+        return None, "no committed table for privlabels/fig2, privlabels/fig3"
+    res, parts = [], []
+    for aid in avail:
+        a, Ls = _below10(_acc(tables[aid]))
+        a = a[a["setting"] == "private"].pivot_table(index="labels_per_client", columns="method", values="mean")
+        gain = a[TUNE].max(axis=1) - a["FedAvg"]
+        res.append(gain.loc[Ls[0]] > gain.loc[Ls[-1]])
+        parts.append(f"{aid.split('/')[1]}: best tuning - FedAvg = {gain.loc[Ls[0]]:+.3f} at L={Ls[0]}, "
+                     f"{gain.loc[Ls[-1]]:+.3f} at L={Ls[-1]}")
+    return all(res), "; ".join(parts)
+
+
+def _converge_round(g, frac=0.95):
+    g = g.sort_values("round")
+    lo, hi = g["mean"].iloc[0], g["mean"].max()
+    return int(g[g["mean"] >= lo + frac * (hi - lo)]["round"].iloc[0])
+
+
+def check_claim15(tables):
+    ids = [f"privlabels/fig{i}" for i in (5, 6, 7, 8)]
+    avail = [i for i in ids if tables.get(i) is not None]
+    if not avail:
+        return None, "no committed table for " + ", ".join(ids)
+    ok, parts = True, []
+    for aid in avail:
+        t = _acc(tables[aid])
+        R = int(t["round"].max())
+        conv = {m: _converge_round(g) for m, g in t.groupby("method")}
+        width = (t["ci_high"] - t["ci_low"]).groupby(t["method"]).mean()
+        similar = all(abs(conv[m] - conv["FedAvg"]) <= max(2, 0.2 * R) for m in TUNE if m in conv)
+        wider = all(width[m] > width["FedAvg"] for m in TUNE if m in width)
+        ok &= similar and wider
+        parts.append(f"{aid.split('/')[1]}: rounds to 95% of gain {conv}, mean CI width "
+                     + ", ".join(f"{m} {v:.3f}" for m, v in width.items()))
+    return ok, "; ".join(parts) + " (similar = within max(2, 20% of rounds))"
+
+
+def check_claim16(tables):
+    miss = _need(tables, "privlabels/fig11")
+    if miss:
+        return None, miss
+    a = _acc(tables["privlabels/fig11"])
+    bad, parts = [], []
+    for (s, m), g in a.groupby(["setting", "method"]):
+        rng = g["mean"].max() - g["mean"].min()
+        parts.append(f"{s} {m} range {rng:.3f}")
+        if not _overlap(g):
+            bad.append(f"{s} {m}")
+    return not bad, ("CIs over E overlap for every method" if not bad else "CIs over E disjoint for " +
+                     ", ".join(bad)) + "; " + "; ".join(parts)
+
+
+def check_claim17(tables):
+    ids = ["privlabels/fig12", "privlabels/fig13"]
+    avail = [i for i in ids if tables.get(i) is not None]
+    if not avail:
+        return None, "no committed table for " + ", ".join(ids)
+    ok, parts = True, []
+    for aid in avail:
+        a = _acc(tables[aid])
+        a = a[a["setting"] == "private"].groupby("method")["mean"].mean()
+        ok &= a["Tuning-MSE"] > a["Tuning-Pairwise"]
+        parts.append(f"{aid.split('/')[1]} private mean over L: MSE {a['Tuning-MSE']:.3f}, "
+                     f"Pairwise {a['Tuning-Pairwise']:.3f}")
+    return bool(ok), "; ".join(parts)
+
+
+def check_claim18(tables):
+    miss = _need(tables, "privlabels/appB")
+    if miss:
+        return None, miss
+    t = tables["privlabels/appB"]
+    v = lambda loss, metric: t[(t["loss"] == loss) & (t["metric"] == metric)].set_index("p9")["value"]  # noqa: E731
+    ident = float((v("pairwise_all", "label9_terms") - v("pairwise_all", "label9_terms_appB_formula")).abs().max())
+    gpa = v("pairwise_all", "dloss_dp9_others_fixed")
+    pos = bool((gpa[gpa.index > 0] > 0).all())
+    mse0 = float(v("mse", "dloss_dp9_others_fixed").abs().max())
+    ok = ident < 1e-9 and pos and mse0 < 1e-12
+    return ok, (f"all-pairs label-9 terms vs (h_k(y_j) p9)^2: max |diff| {ident:.1e}; all-pairs dL/dp9 > 0 for "
+                f"every p9 > 0: {pos}; MSE max |dL/dp9| (others fixed) {mse0:.1e}; through the softmax "
+                f"eq. (5) dL/dz9 ranges {v('pairwise', 'dloss_dz9_softmax').min():+.1e}.."
+                f"{v('pairwise', 'dloss_dz9_softmax').max():+.1e}")
+
+
+def check_claim19(tables):
+    aid = FIG2 if tables.get(FIG2) is not None else FIG3
+    if tables.get(aid) is None:
+        return None, "no committed table for privlabels/fig2, privlabels/fig3"
+    t = tables[aid]
+    t = t[t["metric"] == "labels_held_by_no_client"].sort_values("labels_per_client")
+    if t.empty:
+        return None, "no missing-label counts in the table"
+    exp = {int(L): 10 * (1 - L / 10) ** 10 for L in t["labels_per_client"]}
+    m = t.set_index("labels_per_client")["mean"]
+    ok = m.iloc[0] > m.iloc[-1] and bool((np.diff(m.to_numpy()) <= 1e-12).all()) and m.iloc[0] > 0
+    return bool(ok), ("mean labels held by no client over seeds (expected 10(1-L/10)^10): "
+                      + ", ".join(f"L={L}: {v:.2f} ({exp[int(L)]:.2f})" for L, v in m.items())
+                      + f"; n_seeds {int(t['n_seeds'].iloc[0])}; same label sets in fig2 and fig3 (same seeds)")
+
+
+def check_claim20(tables):
+    miss = _need(tables, FIG3)
+    if miss:
+        return None, miss
+    a = _acc(tables[FIG3])
+    a = a[a["setting"] == "private"]
+    bad, n = [], 0
+    for L, g in a.groupby("labels_per_client"):
+        best = g.loc[g["mean"].idxmax()]
+        fa = g[g["method"] == "FedAvg"].iloc[0]
+        n += 1
+        if fa["ci_high"] < best["ci_low"]:
+            bad.append(f"L={L}: FedAvg {fa['mean']:.3f} [{fa['ci_low']:.3f}, {fa['ci_high']:.3f}] vs best "
+                       f"{best['method']} {best['mean']:.3f} [{best['ci_low']:.3f}, {best['ci_high']:.3f}]")
+    return not bad, (f"FedAvg's CI reaches the best method's CI at all {n} L" if not bad else "; ".join(bad))
+
+
+CHECKS = {f"claim-{i}": globals()[f"check_claim{i}"] for i in range(1, 21)}
 
 CLAIMS = [Claim(f"privlabels/{cid}", text, artifacts=[f"privlabels/{a}" for a in arts], check=CHECKS.get(cid))
           for cid, arts, text in _TEXT]

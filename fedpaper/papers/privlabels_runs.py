@@ -12,6 +12,7 @@ test set (recorded in the spec and the notes).
 """
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
 import numpy as np
@@ -121,13 +122,13 @@ def model_kwargs(spec: dict, data_root=None) -> dict:
             "dropout": spec["model"]["dropout"]}
 
 
-def builder(data_root=None, eval_batch=1024):
+def builder(data_root=None, eval_batch=1024, backend="auto"):
     """build(spec) -> RunSetup for `run_specs`."""
     def build(spec):
         fed, _ = federation(spec, data_root)
         cfg = TrainConfig("privlabels_cnn", model_kwargs(spec, data_root), optimizer=spec["optimizer"],
                           lr=spec["lr"], batch_size=spec["batch_size"], local_epochs=spec["local_epochs"],
-                          rounds=spec["rounds"], eval_batch=eval_batch)
+                          rounds=spec["rounds"], eval_batch=eval_batch, backend=backend)
         return RunSetup(Method(**spec["method"]), cfg, _pkey(spec["data"], data_root), fed)
     return build
 
@@ -162,8 +163,47 @@ def epoch_specs(p: dict, dataset: str, pairs, seeds) -> list[dict]:
     return out
 
 
+def spec_key(spec: dict) -> str:
+    from fedpaper.store import spec_json
+
+    return spec_json(spec)
+
+
+def canonical(spec: dict, p: dict) -> dict:
+    """The run that actually trains for `spec`. With p["share_L10"], at L = 10 (every client holds
+    every label) Algorithm 1 is exactly FedAvg and FedRS restricts nothing (targets section 2,
+    implementation checks), so private FedAvg / tuning runs and FedRS reuse the public FedAvg /
+    tuning run of the same seed. Adapted FedProx has no proximal term on the classifier, so it is
+    not the same run and is trained itself."""
+    m = spec["method"]
+    if not p.get("share_L10") or spec["L"] != 10 or m["client"] == "fedprox":
+        return spec
+    if spec["display"] == "FedRS" or spec["setting"] == "private":
+        name = "FedAvg" if spec["display"] == "FedRS" else spec["display"]
+        sgd = m["tuning"] is not None and m["tuning_optimizer"] == "sgd"
+        return dict(spec, method=method_for(name, "public", p, sgd_tuning=sgd).spec(), display=name, setting="public")
+    return spec
+
+
+def _set_threads(p: dict) -> None:
+    """Small models on a shared CPU train several times faster with one intra-op thread."""
+    import torch
+
+    from fedpaper.experiment import default_device
+
+    if p.get("cpu_threads") and default_device() == "cpu":
+        torch.set_num_threads(int(p["cpu_threads"]))
+
+
 def sweep(specs: list[dict], p: dict, data_root=None, desc="privlabels") -> list[dict]:
-    return run_specs(specs, builder(data_root, p.get("eval_batch", 1024)), desc=desc)
+    """Results of the specs (cached); with share_L10, identical L = 10 runs are trained once."""
+    canon = [canonical(s, p) for s in specs]
+    uniq = list({spec_key(c): c for c in canon}.values())
+    _set_threads(p)
+    build = builder(data_root, p.get("eval_batch", 1024), p.get("backend", "auto"))
+    res = run_specs(uniq, build, desc=desc, progress=os.environ.get("FEDPAPER_PROGRESS", "1") != "0")
+    by = {spec_key(c): r for c, r in zip(uniq, res)}
+    return [by[spec_key(c)] for c in canon]
 
 
 def per_seed(specs: list[dict], results: list[dict], dataset_label: str) -> pd.DataFrame:

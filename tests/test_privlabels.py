@@ -1,0 +1,134 @@
+"""Fast unit tests of the private-label-sets pieces (specs, federations, App B, tables, claims)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedpaper.papers import privlabels_appb as appb
+from fedpaper.papers import privlabels_claims as pc
+from fedpaper.papers import privlabels_runs as runs
+from fedpaper.papers import privlabels_tables as tabs
+from fedpaper.papers.privlabels import _params
+from fedpaper.papers.privlabels_profiles import NOTES, SETTINGS
+
+
+def test_profiles_paper_setting_and_quick_notes():
+    p = SETTINGS["paper"]
+    assert (p["num_clients"], p["samples_per_client"], p["rounds"], p["seeds"]) == (10, 2000, 100, 10)
+    assert p["server_size"] == {"cifar10": 5000, "fashion-mnist": 6000}
+    assert (p["lr"], p["batch_size"], p["mu"], p["fedrs_alpha"], p["tuning_epochs"]) == (1e-3, 64, 0.01, 0.5, 3)
+    assert p["labels"] == list(range(2, 11)) and p["widths"] == [32, 32, 64, 64] and p["hidden"] == 512
+    assert NOTES["paper"] == [] and len(NOTES["quick"]) >= 5
+    assert {2, 3, 5, 10} <= set(SETTINGS["quick"]["labels"])
+
+
+def test_specs_coincide_across_artifacts_and_seed_innermost():
+    p = _params("smoke")
+    full = runs.main_specs(p, "cifar10", p["labels"])
+    L5 = runs.main_specs(p, "cifar10", [5])
+    keys = {runs.spec_key(s) for s in full}
+    assert all(runs.spec_key(s) in keys for s in L5)  # the bar plots read the same cached runs
+    assert [s["seed"] for s in full[:2]] == p["seeds"]  # seeds innermost: one engine batch per method
+    names = {(s["display"], s["setting"]) for s in full}
+    assert ("FedRS", "private") not in names and ("FedRS", "public") in names
+    assert ("Tuning-MSE", "private") in names
+
+
+def test_private_method_mapping():
+    p = _params("paper")
+    m = runs.method_for("FedProx", "private", p)
+    assert m.private and m.client == "fedprox" and m.mu == 0.01
+    assert runs.method_for("Tuning-Pairwise", "public", p).tuning == "pairwise"
+    assert runs.method_for(runs.PAIRWISE_ALL, "private", p).tuning == "pairwise_all"
+    assert runs.method_for("Tuning-MSE", "private", p, sgd_tuning=True).tuning_optimizer == "sgd"
+    with pytest.raises(ValueError):
+        runs.method_for("FedRS", "private", p)
+
+
+@pytest.mark.parametrize("L", [2, 5])
+def test_federation_sizes_label_sets_and_disjointness(L):
+    p = _params("smoke")
+    p["stand_ins"]["cifar10"] = dict(p["stand_ins"]["cifar10"], n_train=3000)
+    p["samples_per_client"] = 100
+    spec = runs.run_spec(p, "cifar10", "FedAvg", "private", L, seed=3)
+    fed, part = runs.federation(spec)
+    y = runs.pools(spec["data"]).y_train.numpy()
+    assert len(fed.client_indices) == 10
+    assert all(len(c) == 100 for c in fed.client_indices)
+    for c, s in zip(fed.client_indices, fed.label_sets):
+        assert len(s) == L and set(np.unique(y[c])) <= set(s)
+    allc = np.concatenate(fed.client_indices)
+    assert len(np.unique(allc)) == len(allc)
+    assert not (set(allc) & set(fed.server_indices)) and not (set(allc) & set(fed.val_indices))
+    spec2 = runs.run_spec(p, "cifar10", "Tuning-MSE", "public", L, seed=3)
+    fed2, _ = runs.federation(spec2)
+    assert all(np.array_equal(a, b) for a, b in zip(fed.client_indices, fed2.client_indices))
+
+
+def test_share_l10_maps_private_and_fedrs_to_public_runs():
+    p = _params("smoke")
+    p["share_L10"] = True
+    s_priv = runs.run_spec(p, "cifar10", "FedAvg", "private", 10, 0)
+    s_rs = runs.run_spec(p, "cifar10", "FedRS", "public", 10, 0)
+    s_pub = runs.run_spec(p, "cifar10", "FedAvg", "public", 10, 0)
+    s_prox = runs.run_spec(p, "cifar10", "FedProx", "private", 10, 0)
+    assert runs.canonical(s_priv, p) == runs.canonical(s_rs, p) == s_pub
+    assert runs.canonical(s_prox, p) == s_prox  # no prox term on the classifier: not the same run
+    assert runs.canonical(runs.run_spec(p, "cifar10", "FedAvg", "private", 5, 0), p)["setting"] == "private"
+
+
+def test_appb_gradient_signs_and_identity():
+    t = appb.compute(p9_grid=[0.0, 0.2, 0.5, 0.8])
+    g = t[(t["metric"] == "dloss_dp9_others_fixed")]
+    pa = g[g["loss"] == "pairwise_all"].set_index("p9")["value"]
+    assert (pa.loc[[0.2, 0.5, 0.8]] > 0).all() and abs(pa.loc[0.0]) < 1e-12  # pushes p9 towards 0
+    for kind in ("mse", "pairwise"):  # eq. 5 and eq. 6 have no term with label 9
+        assert np.allclose(g[g["loss"] == kind]["value"], 0.0)
+    terms = t[t["metric"] == "label9_terms"]["value"].to_numpy()
+    formula = t[t["metric"] == "label9_terms_appB_formula"]["value"].to_numpy()
+    assert np.allclose(terms, formula, atol=1e-10)
+    ok, _ = pc.check_claim18({"privlabels/appB": t})
+    assert ok is True
+
+
+def test_table1_matches_the_paper_layer_list():
+    p = _params("paper")
+    t = tabs.table1(p)
+    cifar = t[t["dataset"] == "cifar10"]
+    assert list(cifar["ours"].str.split().str[0]) == ["Conv", "Conv", "Max-pool", "Conv", "Conv", "Max-pool",
+                                                       "Flatten", "Linear", "Dropout", "Linear"]
+    assert cifar["output_shape"].iloc[-1] == "10" and "32 ch" in cifar["ours"].iloc[0]
+    t2 = tabs.table2(p)
+    assert set(t2["hyperparameter"]) >= {"learning rate", "batch size", "FedProx mu", "FedRS alpha"}
+
+
+def _fake(rows):
+    return pd.DataFrame([{"dataset": d, "setting": s, "labels_per_client": L, "method": m, "metric": "accuracy",
+                          "mean": mu, "std": 0.01, "ci_low": mu - w, "ci_high": mu + w, "n_seeds": 3}
+                         for d, s, L, m, mu, w in rows])
+
+
+def test_claim_checks_on_fake_tables():
+    rows = []
+    for s, ms in (("private", runs.PRIVATE), ("public", runs.PUBLIC)):
+        for i, m in enumerate(ms):
+            rows += [("cifar10", s, 2, m, 0.3 + 0.01 * i, 0.01), ("cifar10", s, 10, m, 0.6 + 0.01 * i, 0.01)]
+    t = _fake(rows)
+    ok, detail = pc.check_claim1({"privlabels/fig2": t})
+    assert ok is True, detail
+    t2 = t.copy()
+    t2.loc[(t2["labels_per_client"] == 2) & (t2["method"] == "FedAvg"), ["mean", "ci_low", "ci_high"]] = [0.7, 0.69, 0.71]
+    assert pc.check_claim1({"privlabels/fig2": t2})[0] is False
+    # claim-2: FedRS is index 2 of PUBLIC (0.32 at L=2) but Tuning-Pairwise (0.34) is higher -> fail
+    assert pc.check_claim2({"privlabels/fig2": t})[0] is False
+    # claim-9: private and public FedAvg are both 0.30 / 0.60 -> within CIs
+    assert pc.check_claim9({"privlabels/fig2": t})[0] is True
+    assert pc.check_claim1({})[0] is None
+
+
+def test_claim19_counts_missing_labels():
+    t = pd.DataFrame([{"dataset": "cifar10", "setting": "both", "labels_per_client": L, "method": "(partition)",
+                       "metric": "labels_held_by_no_client", "mean": v, "std": 0, "ci_low": 0, "ci_high": 1,
+                       "n_seeds": 3} for L, v in ((2, 1.0), (3, 0.33), (5, 0.0), (10, 0.0))])
+    assert pc.check_claim19({"privlabels/fig2": t})[0] is True
+    t.loc[0, "mean"] = 0.0
+    assert pc.check_claim19({"privlabels/fig2": t})[0] is False
