@@ -1,0 +1,131 @@
+"""Flower's Ray simulation running the same FedAvg workload as the other contenders.
+
+Used by benchmarks/bench_engine.py (contender "flower"). Flower's legacy `start_simulation`
+(flwr[simulation], Ray's virtual client engine) with:
+- each client's data loaded inside the Ray actor that runs it (`_client_data`, cached per actor
+  process as Flower's tutorials do with their dataset cache), not held by the client_fn closure;
+- the same local training as the plain loop (plain_loop.local_train: per-sample-normalising
+  Dataset, DataLoader(batch 64, shuffle), fresh Adam, model.train(), cross-entropy);
+- the FedAvg strategy (sample-weighted averaging), no client-side or server-side evaluation,
+  initial parameters given by the server (no start-up round trip to a client).
+
+Start-up (ray.init, actor creation) is timed apart from the rounds: it is the time from the
+`start_simulation` call to the first `configure_fit`. A round is timed from its `configure_fit`
+to the end of its `aggregate_fit`.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import torch
+
+import plain_loop
+
+_CACHE: dict = {}
+
+
+def _setting() -> dict:
+    """The workload, passed to the Ray actors through environment variables."""
+    return {
+        "model": os.environ["BENCH_MODEL"],
+        "clients": int(os.environ["BENCH_CLIENTS"]),
+        "samples": int(os.environ["BENCH_SAMPLES"]),
+        "batch": int(os.environ["BENCH_BATCH"]),
+        "lr": float(os.environ["BENCH_LR"]),
+        "seed": int(os.environ["BENCH_SEED"]),
+        "threads": int(os.environ.get("BENCH_CLIENT_THREADS", "1")),
+    }
+
+
+def client_rows(ds, clients: int, samples: int, seed: int) -> list:
+    """The benchmark's partition: privlabels' private_label_partition with L = 10 (every client
+    holds every label), `samples` samples per client."""
+    from fedpaper.partition import private_label_partition
+
+    part = private_label_partition(ds.y_train.numpy(), clients, 10, samples_per_client=samples, seed=seed)
+    return [np.asarray(i) for i in part.client_indices]
+
+
+def _client_data(pid: int):
+    """Load the data set and this client's loader inside the actor process (cached per process)."""
+    st = _setting()
+    if "ds" not in _CACHE:
+        from fedpaper.data import load_dataset
+
+        torch.set_num_threads(st["threads"])
+        _CACHE["ds"] = load_dataset("fashion-mnist")
+        _CACHE["rows"] = client_rows(_CACHE["ds"], st["clients"], st["samples"], st["seed"])
+    key = ("loader", pid)
+    if key not in _CACHE:
+        _CACHE[key] = plain_loop.client_loader(_CACHE["ds"], _CACHE["rows"][pid], st["batch"], st["seed"] + pid)
+    return _CACHE[key]
+
+
+def build_model(name: str) -> torch.nn.Module:
+    from fedpaper.models import build_model as fp_build
+
+    return fp_build(name, in_channels=1, image_size=28)
+
+
+def client_fn(context):
+    from flwr.client import NumPyClient
+
+    pid = int(context.node_config["partition-id"])
+    st = _setting()
+
+    class FlowerClient(NumPyClient):
+        def fit(self, parameters, config):
+            loader = _client_data(pid)
+            model = build_model(st["model"])
+            keys = list(model.state_dict())
+            model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in zip(keys, parameters)})
+            plain_loop.local_train(model, loader, st["lr"], 1)
+            return [v.detach().cpu().numpy() for v in model.state_dict().values()], len(loader.dataset), {}
+
+    return FlowerClient().to_client()
+
+
+def run(model: str, clients: int, samples: int, batch: int, lr: float, seed: int, rounds: int,
+        num_cpus_per_client: float) -> dict:
+    """Run `rounds` Flower rounds; return start-up seconds and per-round seconds."""
+    import flwr
+    from flwr.common import ndarrays_to_parameters
+    from flwr.server import ServerConfig
+    from flwr.server.strategy import FedAvg
+    from flwr.simulation import start_simulation
+
+    env = {"BENCH_MODEL": model, "BENCH_CLIENTS": str(clients), "BENCH_SAMPLES": str(samples),
+           "BENCH_BATCH": str(batch), "BENCH_LR": str(lr), "BENCH_SEED": str(seed),
+           "BENCH_CLIENT_THREADS": str(max(1, int(num_cpus_per_client)))}
+    os.environ.update(env)
+    torch.manual_seed(seed)
+    init = [v.detach().cpu().numpy() for v in build_model(model).state_dict().values()]
+    marks: dict = {"fit_start": {}, "fit_end": {}}
+
+    class TimedFedAvg(FedAvg):
+        def configure_fit(self, server_round, parameters, client_manager):
+            marks["fit_start"][server_round] = time.perf_counter()
+            return super().configure_fit(server_round, parameters, client_manager)
+
+        def aggregate_fit(self, server_round, results, failures):
+            out = super().aggregate_fit(server_round, results, failures)
+            marks["fit_end"][server_round] = time.perf_counter()
+            marks.setdefault("failures", []).append(len(failures))
+            marks.setdefault("results", []).append(len(results))
+            return out
+
+    strategy = TimedFedAvg(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=clients,
+                           min_evaluate_clients=0, min_available_clients=clients,
+                           initial_parameters=ndarrays_to_parameters(init))
+    t0 = time.perf_counter()
+    start_simulation(client_fn=client_fn, num_clients=clients, config=ServerConfig(num_rounds=rounds),
+                     strategy=strategy, client_resources={"num_cpus": num_cpus_per_client, "num_gpus": 0.0},
+                     ray_init_args={"include_dashboard": False, "ignore_reinit_error": True,
+                                    "num_cpus": os.cpu_count(), "runtime_env": {"env_vars": env}})
+    t_end = time.perf_counter()
+    rounds_s = [marks["fit_end"][r] - marks["fit_start"][r] for r in sorted(marks["fit_end"])]
+    return {"startup_s": marks["fit_start"][1] - t0 if 1 in marks["fit_start"] else None,
+            "round_s": rounds_s, "total_s": t_end - t0, "failures": marks.get("failures"),
+            "results": marks.get("results"), "flwr": flwr.__version__}
