@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -38,12 +39,12 @@ PROFILES = {
                   "val_fraction": 0.1, "small_fraction": 0.1, "hyper": _HYPER, "notes": []},
         "smoke": {"data": {"name": "synthetic-images", "kwargs": {"num_classes": 7, "n_train": 900, "n_test": 210,
                                                                   "shape": (3, 16, 16), "seed": 3}},
-                  "seeds": 2, "lambdas": "ess", "deltas": [1e-3, 0.5],
+                  "seeds": 2, "lambdas": "ess", "ess_fractions": [0.5], "deltas": [0.5],
                   "train": {"model": "lenet", "model_kwargs": {"c2": 16}, "optimizer": "sgd", "lr": 0.1,
                             "batch_size": 32, "local_epochs": 1, "rounds": 2, "participation": 1.0, "eval_every": 1},
                   "val_fraction": 0.1, "small_fraction": 0.1, "hyper": _HYPER,
                   "notes": ["SMOKE: synthetic 7-class 16x16 stand-in for PACS, LeNet instead of ResNet-50, "
-                            "lambda grid by ESS 25/50/75 %, 2 seeds, 2 rounds; not a result"]},
+                            "lambda grid {0, lambda_50} by ESS, Table 2 delta 0.5 only, 2 seeds, 2 rounds; not a result"]},
     },
     "iwildcam": {
         "paper": {"data": {"name": "iwildcam", "kwargs": {}}, "seeds": 3, "lambdas": IWILD_LAMBDAS, "num_clients": 100,
@@ -53,12 +54,13 @@ PROFILES = {
                   "hyper": _HYPER, "notes": []},
         "smoke": {"data": {"name": "synthetic-images", "kwargs": {"num_classes": 20, "n_train": 1600, "n_test": 300,
                                                                   "shape": (3, 16, 16), "seed": 4}},
-                  "seeds": 2, "lambdas": "ess", "num_clients": 100, "fig4_lambdas": "ess", "locations": 200,
+                  "seeds": 2, "lambdas": "ess", "ess_fractions": [0.5], "num_clients": 100, "fig4_lambdas": "ess",
+                  "locations": 200,
                   "train": {"model": "lenet", "model_kwargs": {"c2": 16}, "optimizer": "sgd", "lr": 0.1,
                             "batch_size": 16, "local_epochs": 1, "rounds": 2, "participation": 1.0, "eval_every": 1},
                   "hyper": _HYPER,
                   "notes": ["SMOKE: synthetic 20-class 16x16 stand-in for iWildCam with synthetic camera locations, "
-                            "100 tiny clients, LeNet instead of ResNet-50, lambda grid by ESS 25/50/75 %; not a result"]},
+                            "100 tiny clients, LeNet instead of ResNet-50, lambda grid {0, lambda_50} by ESS; not a result"]},
     },
 }
 PROFILES["pacs"]["quick"] = PROFILES["pacs"]["paper"]
@@ -90,7 +92,8 @@ def _config(spec: dict, num_classes: int, image_size: int) -> TrainConfig:
     if t["model"] == "lenet":
         kw.update(in_channels=3, image_size=image_size)
     dev = default_device()
-    return TrainConfig(model_kwargs=kw, device=dev, backend="auto", **t)
+    backend = "grouped" if dev == "cpu" and t["model"] == "lenet" else "auto"  # no per-shape calibration
+    return TrainConfig(model_kwargs=kw, device=dev, backend=os.environ.get("FEDPAPER_BACKEND", backend), **t)
 
 
 def _method(spec: dict):
@@ -171,12 +174,25 @@ def pacs_federation(spec: dict, data_root=None) -> Federation:
     return Federation(list(clients), sp["test"], val_indices=sp["val"], target_marginal=T, seed=spec["seed"])
 
 
+_LAMBDAS: dict = {}
+
+
+def lam_labels(p: dict) -> list:
+    """Display labels of the lambda grid: the values, or '0', 'ESS50', ... when set by ESS."""
+    if p["lambdas"] != "ess":
+        return list(p["lambdas"])
+    return ["0"] + [f"ESS{round(100 * f)}" for f in p["ess_fractions"]]
+
+
 def _pacs_lambdas(p: dict, seed: int, data_root) -> list[float]:
     if p["lambdas"] != "ess":
         return [float(x) for x in p["lambdas"]]
-    fed = pacs_federation(_pspec(p, seed, "FedPALS", 0.0), data_root)
-    y_tr, _ = _labels(p["data"], data_root)
-    return ess_lambdas(*_client_stats(fed, y_tr, len(fed.target_marginal)))
+    key = ("pacs", spec_json(p["data"]), spec_json(p["ess_fractions"]), int(seed), str(data_root))
+    if key not in _LAMBDAS:
+        fed = pacs_federation(_pspec(p, seed, "FedPALS", 0.0), data_root)
+        y_tr, _ = _labels(p["data"], data_root)
+        _LAMBDAS[key] = ess_lambdas(*_client_stats(fed, y_tr, len(fed.target_marginal)), p["ess_fractions"])
+    return _LAMBDAS[key]
 
 
 def _pspec(p, seed, method, lam=None, delta=None) -> dict:
@@ -225,7 +241,7 @@ def pacs_runs(p: dict, data_root=None) -> pd.DataFrame:
 
 def _lam_label(p, row) -> object:
     if p["lambdas"] == "ess" and row["lam_index"] is not None and row["lam_index"] == row["lam_index"]:
-        return ["0", "ESS25", "ESS50", "ESS75"][int(row["lam_index"])]
+        return lam_labels(p)[int(row["lam_index"])]
     return row["lam"]
 
 
@@ -288,7 +304,7 @@ def pacs_weight_rows(p: dict, data_root=None) -> pd.DataFrame:
         fed = pacs_federation(_pspec(p, s, "FedPALS", 0.0), data_root)
         S, n, T = _client_stats(fed, y_tr, len(fed.target_marginal))
         for i, lam in enumerate(_pacs_lambdas(p, s, data_root)):
-            label = ["0", "ESS25", "ESS50", "ESS75"][i] if p["lambdas"] == "ess" else lam
+            label = lam_labels(p)[i] if p["lambdas"] == "ess" else lam
             rows.append({"lambda": label, "metric": "ess_pct_of_N", "seed": s, "value": ess_pct(S, n, T, lam)})
         for i, (a0, afa) in enumerate(zip(W.fedpals_weights(S, n, T, 0.0), W.fedavg_weights(n))):
             rows.append({"metric": "weight_fedpals_lam0", "client": i, "seed": s, "value": a0,
@@ -414,8 +430,10 @@ def _iwild_train_many(chunk: list, data_root) -> list:
 def _iwild_lambdas(p, seed, data_root) -> list[float]:
     if p["lambdas"] != "ess":
         return [float(x) for x in p["lambdas"]]
-    S, n, T = iwild_stats(p, seed, data_root)
-    return ess_lambdas(S, n, T)
+    key = ("iwild", spec_json(p["data"]), spec_json(p["ess_fractions"]), int(seed), str(data_root))
+    if key not in _LAMBDAS:
+        _LAMBDAS[key] = ess_lambdas(*iwild_stats(p, seed, data_root), p["ess_fractions"])
+    return _LAMBDAS[key]
 
 
 def iwild_stats(p, seed, data_root=None):
@@ -426,7 +444,7 @@ def iwild_stats(p, seed, data_root=None):
 
 
 def iwild_specs(p: dict, data_root=None) -> list[dict]:
-    pp = {k: p.get(k) for k in ("data", "num_clients", "lambdas", "locations", "max_per_split")}
+    pp = {k: p.get(k) for k in ("data", "num_clients", "lambdas", "ess_fractions", "locations", "max_per_split")}
     base = {"paper": "fedpals", "task": "iwildcam", "p": pp, "train": p["train"], "hyper": p["hyper"]}
     specs = []
     n_lam = len(_iwild_lambdas(p, p["seeds"][0], data_root))
@@ -449,8 +467,7 @@ def iwild_runs(p: dict, data_root=None) -> pd.DataFrame:
     rows = []
     for s, r in zip(specs, results):
         f1, rnd = _best(r, "val_f1", "test_f1")
-        label = s["lam"] if p["lambdas"] != "ess" or s["lam_index"] is None else \
-            ["0", "ESS25", "ESS50", "ESS75"][s["lam_index"]]
+        label = s["lam"] if p["lambdas"] != "ess" or s["lam_index"] is None else lam_labels(p)[s["lam_index"]]
         rows.append({"method": s["method"], "lambda": label, "seed": s["seed"], "f1": f1, "best_round": rnd,
                      "curve": [h["test_f1"] for h in r["history"]]})
     return pd.DataFrame(rows)
@@ -477,7 +494,7 @@ def fig3b_table(runs: pd.DataFrame, p: dict, data_root=None) -> pd.DataFrame:
     for s in p["seeds"]:
         S, n, T = iwild_stats(p, s, data_root)
         for i, lam in enumerate(_iwild_lambdas(p, s, data_root)):
-            ess.append({"lambda": ["0", "ESS25", "ESS50", "ESS75"][i] if p["lambdas"] == "ess" else lam,
+            ess.append({"lambda": lam_labels(p)[i] if p["lambdas"] == "ess" else lam,
                         "value": ess_pct(S, n, T, lam)})
     e = pd.DataFrame(ess).groupby("lambda", sort=False)["value"].agg(["mean", "std", "count"])
     rows += [{"dataset": "iWildCam", "clients": 100, "lambda": lam, "method": "FedPALS", "metric": "ess_pct_of_N",
