@@ -69,7 +69,7 @@ def test_report_side_by_side_and_claims(figures_tmp, readme_tmp, empty_data_root
     assert "lossy data copy: cifar10" in text and "50 rounds instead of 100" in text
     assert "re-rendered here from committed results (pacs missing)" in text
     # not-regenerated list still names the others with reasons
-    assert "- `fedpals/table3` (iWildCam macro F1, validation-selected models): not implemented yet (open issue); data missing: iwildcam" in text
+    assert "- `fedpals/table3` (iWildCam macro F1, validation-selected models): data missing: iwildcam" in text
     assert "Not yet regenerated, so not compared:" in text and "`fedpals/table1`" in text
     assert "78 artifacts: 1 regenerated, 77 not regenerated." in text
 
