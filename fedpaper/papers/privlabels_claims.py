@@ -58,7 +58,7 @@ def _need(tables, *ids):
 
 
 def _below10(t):
-    Ls = sorted(L for L in t["labels_per_client"].unique() if L < 10)
+    Ls = sorted(int(L) for L in t["labels_per_client"].unique() if L < 10)
     return t[t["labels_per_client"].isin(Ls)], Ls
 
 
@@ -213,7 +213,7 @@ def check_claim13(tables):
     a = _avg(tables[FIG3], "public", STD)
     acc, Ls = _below10(_acc(tables[FIG3]))
     acc = acc[(acc["setting"] == "public") & acc["method"].isin(base)]
-    overl = [L for L, g in acc.groupby("labels_per_client") if _overlap(g)]
+    overl = [int(L) for L, g in acc.groupby("labels_per_client") if _overlap(g)]
     ok = max(a[TUNE]) < min(a[base]) and len(overl) == len(Ls)
     return bool(ok), f"public, mean over L<10: {_fmt(a)}; FedAvg/FedProx/FedRS CIs overlap at L in {overl} of {Ls}"
 
