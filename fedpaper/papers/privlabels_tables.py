@@ -59,6 +59,10 @@ def table1(p: dict) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _count(seeds) -> int:
+    return len(seeds) if isinstance(seeds, (list, tuple)) else int(seeds)
+
+
 def table2(p: dict) -> pd.DataFrame:
     e = p["epochs"]
     rows = [
@@ -74,8 +78,7 @@ def table2(p: dict) -> pd.DataFrame:
         ("central tuning", "3 epochs, Adam (SGD in App C.3)",
          f"{p['tuning_epochs']} epochs, Adam lr {p['lr']:g} (ablation: {e['tuning_optimizer']} lr {e['tuning_lr']:g})"),
         ("labels per client L", "2..10", ", ".join(map(str, p["labels"]))),
-        ("seeds", "10 (ablation 3)", f"{len(p['seeds']) if isinstance(p['seeds'], list) else p['seeds']} "
-                                     f"(ablation {e['seeds']})"),
+        ("seeds", "10 (ablation 3)", f"{_count(p['seeds'])} (ablation {_count(e['seeds'])})"),
         ("CNN widths / hidden", "n.g. ('3', vague-2)", f"{'-'.join(map(str, p['widths']))} / {p['hidden']}"),
     ]
     return pd.DataFrame([{"hyperparameter": a, "paper": b, "ours": str(c)} for a, b, c in rows])
