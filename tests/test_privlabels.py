@@ -132,3 +132,16 @@ def test_claim19_counts_missing_labels():
     assert pc.check_claim19({"privlabels/fig2": t})[0] is True
     t.loc[0, "mean"] = 0.0
     assert pc.check_claim19({"privlabels/fig2": t})[0] is False
+
+
+def test_paper_scale_federation_has_2000_per_client():
+    """The paper profile's layout on a 60k-image stand-in: 10 clients x 2000 images, L labels each,
+    server set and validation split disjoint from the clients (vague-3, -4, -6)."""
+    p = _params("paper")
+    p["profile"] = "smoke"  # use a synthetic stand-in of the real size
+    p["stand_ins"] = {"cifar10": {"num_classes": 10, "n_train": 50000, "n_test": 100, "shape": [1, 4, 4], "seed": 0}}
+    spec = runs.run_spec(p, "cifar10", "FedAvg", "private", 5, seed=0)
+    fed, part = runs.federation(spec)
+    assert [len(c) for c in fed.client_indices] == [2000] * 10
+    assert all(len(s) == 5 for s in fed.label_sets)
+    assert len(fed.server_indices) == 5000 and len(fed.val_indices) == 10000
