@@ -103,14 +103,19 @@ def _lines_compute(dataset, data_root):
         tab = runs.summarise(runs.per_seed(specs, res, dataset), KEYS)
         miss = runs.missing_labels(p, dataset, p["labels"], p["seeds"], data_root)
         extra = [{"dataset": dataset, "setting": "both", "labels_per_client": L, "method": "(partition)",
-                  "metric": "labels_held_by_no_client", "mean": g["missing"].mean(),
-                  "std": g["missing"].std(ddof=1) if len(g) > 1 else 0.0, "ci_low": g["missing"].min(),
-                  "ci_high": g["missing"].max(), "n_seeds": len(g)} for L, g in miss.groupby("labels_per_client")]
+                  "metric": metric, "mean": g[col].mean(), "std": g[col].std(ddof=1) if len(g) > 1 else 0.0,
+                  "ci_low": g[col].min(), "ci_high": g[col].max(), "n_seeds": len(g)}
+                 for metric, col in (("labels_held_by_no_client", "missing"), ("min_client_size", "min_client_size"))
+                 for L, g in miss.groupby("labels_per_client")]
         import pandas as pd
 
         tab = pd.concat([tab, pd.DataFrame(extra)], ignore_index=True)
-        return tab, _info(p, [dataset], data_root, m=p["num_clients"], participation=1.0,
-                          missing_labels_per_seed=miss.to_dict("records"))
+        info = _info(p, [dataset], data_root, m=p["num_clients"], participation=1.0,
+                     partition_per_seed=miss.to_dict("records"))
+        info["notes"] = list(info["notes"]) + [
+            "rows with method '(partition)' describe the seeds' partitions (labels held by no client, smallest "
+            "client); for them ci_low / ci_high are the min / max over seeds"]
+        return tab, info
     return compute
 
 

@@ -245,7 +245,9 @@ def missing_labels(p: dict, dataset: str, labels, seeds, data_root=None) -> pd.D
         for s in seeds:
             _, part = federation(run_spec(p, dataset, "FedAvg", "public", L, s), data_root)
             held = set().union(*map(set, part.meta["label_sets"]))
-            rows.append({"labels_per_client": L, "seed": s, "missing": 10 - len(held)})
+            rows.append({"labels_per_client": L, "seed": s, "missing": 10 - len(held),
+                         "min_client_size": int(min(len(c) for c in part.client_indices)),
+                         "short_clients": len(part.meta["short_clients"])})
     return pd.DataFrame(rows)
 
 
