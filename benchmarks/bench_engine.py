@@ -58,6 +58,7 @@ MODEL_TEXT = {
     "privlabels_cnn": "privlabels CNN as defined in fedpaper (conv 32-32-pool-64-64-pool, FC 3136-512, dropout 0.5, 10 classes)",
     "lenet": "LeNet-size CNN (conv 1-6 5x5, pool, conv 6-12 5x5, pool, FC 192-120-84-10)",
 }
+FOREIGN_MAX = 0.25  # a timed round counts as undisturbed when other processes used < this many cores
 CONTENDERS = ["plain", "plain_cl", "plain_malloc", "sequential", "batched-auto", "batched-vmap", "batched-loop",
               "batched-grouped", "flower-1cpu", "flower-2cpu"]
 LABEL = {
@@ -89,14 +90,27 @@ def _setup(args):
     return ds, rows, np, torch
 
 
-def _timed(fn, n):
-    """(wall seconds, process CPU seconds) of each of n calls."""
-    out = []
-    for _ in range(n):
-        w0, c0 = time.perf_counter(), time.process_time()
+def _rounds(fn, args) -> dict:
+    """Warm-up calls, then timed calls until `rounds` of them ran on an otherwise idle machine
+    (other processes below FOREIGN_MAX cores), at most rounds + extra timed calls."""
+    import cpu_meter
+
+    warm = []
+    for _ in range(args.warmup):
+        a = cpu_meter.snapshot()
         fn()
-        out.append((time.perf_counter() - w0, time.process_time() - c0))
-    return out
+        warm.append(cpu_meter.snapshot()[0] - a[0])
+    wall, own, foreign = [], [], []
+    while len(wall) < args.rounds + args.extra:
+        a = cpu_meter.snapshot()
+        fn()
+        b = cpu_meter.snapshot()
+        wall.append(b[0] - a[0])
+        own.append(cpu_meter.own_cores(a, b))
+        foreign.append(cpu_meter.foreign_cores(a, b))
+        if len(wall) >= args.rounds and sum(f < FOREIGN_MAX for f in foreign) >= args.rounds:
+            break
+    return {"warmup_s": warm, "round_s": wall, "own_cores": own, "foreign_cores": foreign}
 
 
 def worker(args) -> dict:
@@ -107,9 +121,12 @@ def worker(args) -> dict:
         import flower_sim
 
         cpus = 1 if c == "flower-1cpu" else 2
-        r = flower_sim.run(args.model, args.clients, args.samples, args.batch, args.lr, args.seed, n_total, cpus)
-        info.update(startup_s=r["startup_s"], warmup_s=r["round_s"][: args.warmup], round_s=r["round_s"][args.warmup:],
-                    cpu_s=None, flwr=r["flwr"], failures=r["failures"], results=r["results"], total_s=r["total_s"])
+        r = flower_sim.run(args.model, args.clients, args.samples, args.batch, args.lr, args.seed,
+                           n_total + args.extra, cpus)  # the number of rounds is fixed in advance
+        w = args.warmup
+        info.update(startup_s=r["startup_s"], warmup_s=r["round_s"][:w], round_s=r["round_s"][w:],
+                    own_cores=r["own_cores"][w:], foreign_cores=r["foreign_cores"][w:], flwr=r["flwr"],
+                    failures=r["failures"], results=r["results"], total_s=r["total_s"])
         import ray
 
         info["ray"] = ray.__version__
@@ -132,7 +149,7 @@ def worker(args) -> dict:
             g = g.to(memory_format=torch.channels_last)
             loaders = [_ChannelsLast(ld) for ld in loaders]
         info["startup_s"] = time.perf_counter() - t_start
-        times = _timed(lambda: plain_loop.fedavg_round(g, loaders, args.lr, 1), n_total)
+        times = _rounds(lambda: plain_loop.fedavg_round(g, loaders, args.lr, 1), args)
     else:
         from fedpaper.algorithms import get_method
         from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
@@ -147,7 +164,7 @@ def worker(args) -> dict:
             from fedpaper.engine_sequential import train_sequential
 
             info["startup_s"] = time.perf_counter() - t_start
-            times = _timed(lambda: train_sequential(method, cfg, pools, fed), n_total)
+            times = _rounds(lambda: train_sequential(method, cfg, pools, fed), args)
         else:
             t0 = time.perf_counter()
             tr = FederatedTrainer(method, cfg, pools, [fed], progress=False)
@@ -155,9 +172,8 @@ def worker(args) -> dict:
             info["startup_s"] = time.perf_counter() - t_start
             info["backend"] = tr.backend
             info["calibration_samples_per_s"] = tr.calibration
-            times = _timed(tr.run, n_total)
-    info.update(warmup_s=[t[0] for t in times[: args.warmup]], round_s=[t[0] for t in times[args.warmup:]],
-                cpu_s=[t[1] for t in times[args.warmup:]], threads=torch.get_num_threads())
+            times = _rounds(tr.run, args)
+    info.update(times, threads=torch.get_num_threads())
     return info
 
 
@@ -220,7 +236,7 @@ def loadavg() -> list:
 
 def run_contender(args, model: str, contender: str) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", contender, "--model", model,
-           "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--clients", str(args.clients),
+           "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--extra", str(args.extra), "--clients", str(args.clients),
            "--samples", str(args.samples), "--batch", str(args.batch), "--lr", str(args.lr),
            "--seed", str(args.seed), "--threads", str(args.threads)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BENCH), str(REPO), os.environ.get("PYTHONPATH", "")]),
@@ -239,14 +255,20 @@ def run_contender(args, model: str, contender: str) -> dict:
     return res
 
 
-def summarise(res: dict, samples_per_round: int) -> dict:
+def summarise(res: dict, samples_per_round: int, rounds: int) -> dict:
+    """Median over the timed rounds that ran with other processes below FOREIGN_MAX cores (all
+    timed rounds, flagged as disturbed, when fewer than `rounds` of them did)."""
     if "error" in res or not res.get("round_s"):
         return res
-    med = statistics.median(res["round_s"])
+    clean = [i for i, f in enumerate(res["foreign_cores"]) if f < FOREIGN_MAX]
+    res["disturbed"] = len(clean) < rounds
+    used = list(range(len(res["round_s"]))) if res["disturbed"] else clean
+    res["rounds_used"] = used
+    med = statistics.median(res["round_s"][i] for i in used)
     res["median_s"] = med
     res["samples_per_s"] = samples_per_round / med
-    if res.get("cpu_s"):
-        res["cpu_per_wall"] = statistics.median(c / w for c, w in zip(res["cpu_s"], res["round_s"]))
+    res["own_cores_median"] = statistics.median(res["own_cores"][i] for i in used)
+    res["foreign_cores_median"] = statistics.median(res["foreign_cores"][i] for i in used)
     return res
 
 
@@ -270,8 +292,11 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
           f"({'; '.join(m['torch_parallel'])})",
           f"- flwr {m.get('flwr')}, ray {m.get('ray', '–')}; kernel {m['kernel']}",
           f"- Load average (1, 5, 15 min) before the run: {meta['load_before']}; after: {meta['load_after']}. "
-          "Each row also lists the 1-minute load average just before it started; the machine is shared, "
-          "and the run held `/tmp/fedpaper-quick.lock`, which other engineers' long runs also take.", "",
+          "The machine is shared: the run held `/tmp/fedpaper-quick.lock` (which other engineers' long runs "
+          "also take) and measured, for every timed round, how many cores other processes kept busy "
+          f"(`/proc/stat` minus the contender's own process tree). Rounds during which other processes used "
+          f"{FOREIGN_MAX} cores or more are listed but left out of the median and replaced by up to "
+          f"{args.extra} extra rounds.", "",
           "## Workload", "",
           f"FedAvg, {args.clients} clients x {args.samples} real Fashion-MNIST training samples "
           f"(private_label_partition, L=10, seed {args.seed}), Adam lr {args.lr}, batch {args.batch}, 1 local "
@@ -287,14 +312,14 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
         fl = best_flower["samples_per_s"] if best_flower else None
         L += [f"## {model}: {MODEL_TEXT[model]}", "",
               "| contender | s / round (median) | samples / s | vs plain loop | vs Flower (best) | start-up s | "
-              "CPU use (cores) | load before | notes |",
+              "own CPU (cores) | other processes (cores) | notes |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for c in CONTENDERS:
             r = by.get(c)
             if r is None:
                 continue
             if "error" in r:
-                L.append(f"| {LABEL[c]} | failed | | | | | | {r['load_before'][0]} | {r['error'][:300].replace(chr(10), ' ')} |")
+                L.append(f"| {LABEL[c]} | failed | | | | | | | {r['error'][:300].replace(chr(10), ' ')} |")
                 continue
             note = []
             if r.get("backend"):
@@ -305,11 +330,16 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
             if c.startswith("flower"):
                 note.append(f"warm-up round {fmt(r['warmup_s'][0] if r['warmup_s'] else None, 1)} s "
                             "(actors import torch, load data)")
-            note.append("rounds " + ", ".join(f"{t:.2f}" for t in r["round_s"]))
+            note.append("timed rounds (s) " + ", ".join(
+                f"{t:.2f}" + ("" if i in r["rounds_used"] else " (disturbed, not used)")
+                for i, t in enumerate(r["round_s"])))
+            if r.get("disturbed"):
+                note.append("**fewer than the required undisturbed rounds: median over all rounds**")
             sps = r["samples_per_s"]
             L.append(f"| {LABEL[c]} | {fmt(r['median_s'])} | {sps:,.0f} | "
                      f"{fmt(sps / plain if plain else None)}x | {fmt(sps / fl if fl else None)}x | "
-                     f"{fmt(r.get('startup_s'), 1)} | {fmt(r.get('cpu_per_wall'), 2)} | {r['load_before'][0]} | "
+                     f"{fmt(r.get('startup_s'), 1)} | {fmt(r.get('own_cores_median'), 2)} | "
+                     f"{fmt(r.get('foreign_cores_median'), 2)} | "
                      f"{'; '.join(note)} |")
         auto = by.get("batched-auto", {}).get("samples_per_s")
         L.append("")
@@ -352,9 +382,10 @@ NOTES = """## Notes
   two cores are shared (num_cpus=1: two actors with one thread each; num_cpus=2: one actor with two
   threads). Start-up is from the `start_simulation` call to the first round; the warm-up round
   (actors importing torch and loading data) is listed in the notes column and not counted.
-- Timings on a shared 2-core VM move by 10-20% from run to run; the `load before` column and the
-  `CPU use` column (process CPU seconds / wall seconds; about 2 means the process had both cores)
-  show how busy the machine was.
+- Timings on a shared 2-core VM move by 10-20% from run to run (compare the `auto` and the explicit
+  `grouped` rows, which run the same code). `own CPU` is the contender's process tree CPU seconds
+  per wall second (2 = both cores; OpenMP threads that spin-wait count as busy); `other processes`
+  is the median over the used rounds of the cores that other processes kept busy.
 """
 
 
@@ -364,6 +395,8 @@ def main(argv=None):
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--extra", type=int, default=3,
+                    help="extra timed rounds allowed to replace rounds disturbed by other processes")
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=64)
@@ -391,10 +424,10 @@ def main(argv=None):
     for model in args.models:
         for c in contenders:
             print(f"[{datetime.now().strftime('%H:%M:%S')}] {model} {c} (load {loadavg()[0]})", flush=True)
-            r = summarise(run_contender(args, model, c), args.clients * args.samples)
+            r = summarise(run_contender(args, model, c), args.clients * args.samples, args.rounds)
             results.append(r)
-            print("   ", {k: r.get(k) for k in ("median_s", "samples_per_s", "startup_s", "backend", "cpu_per_wall", "error")},
-                  flush=True)
+            print("   ", {k: r.get(k) for k in ("median_s", "samples_per_s", "startup_s", "backend", "own_cores_median",
+                                             "foreign_cores_median", "disturbed", "error")}, flush=True)
             json_path = out.with_suffix(".json")
             json_path.write_text(json.dumps({**meta, "results": results}, indent=1))
     meta["load_after"] = loadavg()

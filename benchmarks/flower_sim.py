@@ -21,6 +21,7 @@ import time
 import numpy as np
 import torch
 
+import cpu_meter
 import plain_loop
 
 _CACHE: dict = {}
@@ -106,12 +107,12 @@ def run(model: str, clients: int, samples: int, batch: int, lr: float, seed: int
 
     class TimedFedAvg(FedAvg):
         def configure_fit(self, server_round, parameters, client_manager):
-            marks["fit_start"][server_round] = time.perf_counter()
+            marks["fit_start"][server_round] = cpu_meter.snapshot()
             return super().configure_fit(server_round, parameters, client_manager)
 
         def aggregate_fit(self, server_round, results, failures):
             out = super().aggregate_fit(server_round, results, failures)
-            marks["fit_end"][server_round] = time.perf_counter()
+            marks["fit_end"][server_round] = cpu_meter.snapshot()
             marks.setdefault("failures", []).append(len(failures))
             marks.setdefault("results", []).append(len(results))
             return out
@@ -125,7 +126,10 @@ def run(model: str, clients: int, samples: int, batch: int, lr: float, seed: int
                      ray_init_args={"include_dashboard": False, "ignore_reinit_error": True,
                                     "num_cpus": os.cpu_count(), "runtime_env": {"env_vars": env}})
     t_end = time.perf_counter()
-    rounds_s = [marks["fit_end"][r] - marks["fit_start"][r] for r in sorted(marks["fit_end"])]
-    return {"startup_s": marks["fit_start"][1] - t0 if 1 in marks["fit_start"] else None,
-            "round_s": rounds_s, "total_s": t_end - t0, "failures": marks.get("failures"),
-            "results": marks.get("results"), "flwr": flwr.__version__}
+    done = sorted(marks["fit_end"])
+    return {"startup_s": marks["fit_start"][1][0] - t0 if 1 in marks["fit_start"] else None,
+            "round_s": [marks["fit_end"][r][0] - marks["fit_start"][r][0] for r in done],
+            "own_cores": [cpu_meter.own_cores(marks["fit_start"][r], marks["fit_end"][r]) for r in done],
+            "foreign_cores": [cpu_meter.foreign_cores(marks["fit_start"][r], marks["fit_end"][r]) for r in done],
+            "total_s": t_end - t0, "failures": marks.get("failures"), "results": marks.get("results"),
+            "flwr": flwr.__version__}
