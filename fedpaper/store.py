@@ -34,6 +34,7 @@ def atomic_path(path: str | os.PathLike):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", suffix=path.suffix, dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; artifacts and caches are ordinary readable files
     try:
         yield Path(tmp)
         _fsync_file(tmp)
@@ -78,7 +79,16 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # The parts of fedpaper whose source changes results (names relative to fedpaper/, globs allowed;
 # a name matches <name>.py and every .py file under the folder <name>/).
-RESULT_MODULES = ("data", "partition", "models", "engine*", "algorithms", "metrics", "experiment")
+# The paper modules that build federations and run specs count too; their claim checks, drawing and
+# tables (papers/*_claims, *_draw, *_tables) only read results and are left out.
+RESULT_MODULES = ("data", "partition", "models", "engine*", "algorithms", "metrics", "experiment",
+                  "papers/fedpals", "papers/fedpals_geometry", "papers/fedpals_profiles", "papers/fedpals_real",
+                  "papers/fedpals_runs", "papers/fedpals_train", "papers/privlabels", "papers/privlabels_appb",
+                  "papers/privlabels_profiles", "papers/privlabels_runs")
+# `fedpaper reproduce` pins the code version of its whole run here, so that a source edit while a
+# long run goes on cannot invalidate the cache of the notebooks still to come (they run in kernels
+# that inherit the environment).
+CODE_VERSION_ENV = "FEDPAPER_CODE_VERSION"
 
 
 @lru_cache(maxsize=None)
@@ -102,7 +112,11 @@ def _code_version(modules: tuple[str, ...], package_dir: str) -> str:
 
 
 def code_version(modules: Sequence[str] = RESULT_MODULES, package_dir=PACKAGE_DIR) -> str:
-    """Hash of the source files that affect results (computed once per process and module list)."""
+    """Hash of the source files that affect results (computed once per process and module list;
+    the default list's hash can be pinned for a whole run with FEDPAPER_CODE_VERSION)."""
+    pinned = os.environ.get(CODE_VERSION_ENV)
+    if pinned and tuple(modules) == RESULT_MODULES and Path(package_dir) == PACKAGE_DIR:
+        return pinned
     return _code_version(tuple(modules), str(package_dir))
 
 

@@ -165,3 +165,29 @@ def test_sigkilled_sweep_restarts(tmp_path):
     res = run_sweep(specs(8), run, store=st, progress=False)
     assert calls == [5, 6, 7]
     assert [r["acc"] for r in res] == list(range(8))
+
+
+def test_code_version_can_be_pinned_for_a_run(monkeypatch, tmp_path):
+    from fedpaper import store as S
+
+    real = S.code_version()
+    monkeypatch.setenv(S.CODE_VERSION_ENV, "pinned0123456789")
+    assert S.code_version() == "pinned0123456789"
+    assert S.ResultStore(tmp_path).code == "pinned0123456789"
+    monkeypatch.delenv(S.CODE_VERSION_ENV)
+    assert S.code_version() == real
+
+
+def test_result_modules_cover_the_paper_run_builders():
+    from fedpaper import store as S
+
+    files = {f"papers/{n}" for n in ("privlabels_runs", "privlabels_profiles", "fedpals_runs", "fedpals_train")}
+    assert files <= set(S.RESULT_MODULES)
+    assert not any(m.endswith(("_claims", "_draw", "_tables")) for m in S.RESULT_MODULES)
+
+
+def test_atomic_files_are_world_readable(tmp_path):
+    from fedpaper import store as S
+
+    p = S.atomic_write_text(tmp_path / "a.csv", "x\n")
+    assert p.stat().st_mode & 0o777 == 0o644
