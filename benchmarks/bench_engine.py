@@ -351,6 +351,8 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
                      + (f"**{auto / fl:.2f}x, {'met' if ok2 else 'NOT met'}**" if fl else "**Flower not measured**")
                      + ".")
             L.append("")
+    L += ["The privlabels CNN's ceiling on this CPU (fp32 work per sample, matmul speed, best plain "
+          "training throughput of one model): [roofline.md](roofline.md), from `benchmarks/roofline.py`.", ""]
     L += ["## GPU targets", "",
           "Not measured: no GPU in this session (batched >= 20x the plain loop on one H100; the whole "
           "privlabels paper-profile sweep projected under 15 minutes). No CPU-based projection is given.", ""]
