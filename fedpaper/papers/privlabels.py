@@ -26,7 +26,7 @@ Choices where the paper is vague (targets/privlabels.md section 4; the defaults 
 - vague-6: each label's pool split in equal disjoint shards among its holders; each client's union
   subsampled uniformly (not stratified) to samples_per_client.
 - vague-7: Tuning-Pairwise is eq. (5) with pairs inside Y_k; the all-pairs variant ("Tuning-Pairwise
-  (all pairs)") runs where the profile lists it (paper: every L; quick: not run, for time) and is
+  (all pairs)") runs where the profile lists it (paper: every L; quick: L = 2 only, for time) and is
   the form the App B demonstration analyses.
 - vague-8: client probabilities as produced (private: softmax over Y_k; public: the full softmax's
   entries on Y_k), central h a softmax over all labels, no renormalisation.
