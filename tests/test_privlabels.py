@@ -118,6 +118,10 @@ def test_claim_checks_on_fake_tables():
     t2 = t.copy()
     t2.loc[(t2["labels_per_client"] == 2) & (t2["method"] == "FedAvg"), ["mean", "ci_low", "ci_high"]] = [0.7, 0.69, 0.71]
     assert pc.check_claim1({"privlabels/fig2": t2})[0] is False
+    # a method run at one L only (quick: the all-pairs variant at L=2) is skipped, and said so
+    t3 = pd.concat([t, _fake([("cifar10", "private", 2, runs.PAIRWISE_ALL, 0.5, 0.01)])], ignore_index=True)
+    ok, detail = pc.check_claim1({"privlabels/fig2": t3})
+    assert ok is True and "one L only" in detail and runs.PAIRWISE_ALL in detail
     # claim-2: FedRS is index 2 of PUBLIC (0.32 at L=2) but Tuning-Pairwise (0.34) is higher -> fail
     assert pc.check_claim2({"privlabels/fig2": t})[0] is False
     # claim-9: private and public FedAvg are both 0.30 / 0.60 -> within CIs
