@@ -25,6 +25,7 @@ other runs it was batched with (except dropout noise under vmap, drawn from the 
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import sys
@@ -38,6 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from .algorithms import penalties as penalties_alg
 from .algorithms import server as server_alg
 from .algorithms.methods import Method
 from .errors import BadParameterError
@@ -249,106 +251,84 @@ class FederatedTrainer:
         return _calibrate_backend(self)
 
     # ---- one client step (functional, for a single slot)
-    def _slot_loss(self, params, buffers, x, y, mask, present, anchor):
-        m = self.method
-        logits = functional_call(self.template, (params, buffers), (x,))
-        if m.private:  # Alg. 1: the client's softmax runs over its own label set only
-            logits = torch.where(present, logits, torch.full_like(logits, -1e9))
-        elif m.client == "fedrs":  # FedRS eq. 6: scale logits of missing classes by alpha
-            logits = logits * torch.where(present, 1.0, m.fedrs_alpha)
-        if y.dim() == 2:  # multi-label: BCE summed over classes (FedNCA-ML's loss)
-            ce = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
-        else:
-            ce = F.cross_entropy(logits, y, reduction="none")
-        n = mask.sum().clamp(min=1)
-        loss = (ce * mask).sum() / n
-        if m.client == "fedprox":  # FedProx eq. 2; private: no term on the classifier (Sec 4.1)
-            skip = {self.cls_w, self.cls_b} if m.private else set()
-            prox = sum(((params[k] - anchor[k]) ** 2).sum() for k in params if k not in skip)
-            loss = loss + 0.5 * m.mu * prox
-        return loss, (ce * mask).sum().detach()
+    def _slot_loss(self, params, buffers, batch, present, anchor, method):
+        logits = functional_call(self.template, (params, buffers), (batch["x"],))
+        return client_loss(logits, batch, present, params, anchor, method, (self.cls_w, self.cls_b))
 
-    def _grouped_loss(self, params, x, y, mask, present, anchor):
-        """The sum over slots of `_slot_loss`, for all slots in one pass ("grouped" backend). The
-        slots' losses are independent, so its gradient holds each slot's own gradient."""
-        m = self.method
-        logits = self.grouped(params, x)  # [G, B, K]
-        if m.private:
-            logits = torch.where(present[:, None, :], logits, torch.full_like(logits, -1e9))
-        elif m.client == "fedrs":
-            logits = logits * torch.where(present, 1.0, m.fedrs_alpha)[:, None, :]
-        G, B, K = logits.shape
-        if y.dim() == 3:  # multi-label
-            ce = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
-        else:
-            ce = F.cross_entropy(logits.reshape(G * B, K), y.reshape(G * B), reduction="none").view(G, B)
-        n = mask.sum(1).clamp(min=1)
-        loss = (ce * mask).sum(1) / n
-        if m.client == "fedprox":
-            skip = {self.cls_w, self.cls_b} if m.private else set()
-            prox = sum(((params[k] - anchor[k]) ** 2).flatten(1).sum(1) for k in params if k not in skip)
-            loss = loss + 0.5 * m.mu * prox
-        return loss.sum(), (ce * mask).sum(1).detach()
-
-    def _grads_grouped(self, params, x, y, mask, present, anchor):
-        """Per-slot gradients by one autograd pass over chunks of at most ~_GROUPED_SAMPLES samples."""
-        G = x.shape[0]
-        chunk = max(1, _GROUPED_SAMPLES // max(1, x.shape[1]))
+    def _grads_grouped(self, params, batch, present, anchor, method):
+        """Per-slot gradients ("grouped" backend): the sum over slots of `client_loss` for all slots
+        in one pass, over chunks of at most ~_GROUPED_SAMPLES samples. The slots' losses are
+        independent, so the gradient of their sum holds each slot's own gradient."""
+        G = batch["x"].shape[0]
+        chunk = max(1, _GROUPED_SAMPLES // max(1, batch["x"].shape[1]))
         grads, lsums = {k: [] for k in params}, []
         for lo in range(0, G, chunk):
             sl = slice(lo, min(G, lo + chunk))
             p = {k: v[sl].detach().requires_grad_(True) for k, v in params.items()}
-            loss, lsum = self._grouped_loss(p, x[sl], y[sl], mask[sl], present[sl],
-                                            {k: v[sl] for k, v in anchor.items()})
-            for k, g in zip(p, torch.autograd.grad(loss, list(p.values()))):
+            b = {k: v[sl] for k, v in batch.items()}
+            loss, lsum = client_loss(self.grouped(p, b["x"]), b, present[sl], p,
+                                     {k: v[sl] for k, v in anchor.items()}, method, (self.cls_w, self.cls_b))
+            for k, g in zip(p, torch.autograd.grad(loss.sum(), list(p.values()))):
                 grads[k].append(g)
             lsums.append(lsum)
         if len(lsums) == 1:
             return {k: g[0] for k, g in grads.items()}, lsums[0]
         return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)
 
-    def _grads(self, params, x, y, mask, present, anchor, buffers=None):
-        """Per-slot gradients. BatchNorm buffers (loop backend only) are updated in place per slot."""
+    def _grads(self, params, batch, present, anchor, method, buffers=None):
+        """Per-slot gradients of `method`'s client loss on `batch` (a dict of [G, B, ...] tensors:
+        x, y, mask and the optional entries `client_loss` reads). BatchNorm buffers (loop backend
+        only) are updated in place per slot."""
         if self.backend == "grouped":
-            return self._grads_grouped(params, x, y, mask, present, anchor)
-        gfn = grad(self._slot_loss, has_aux=True)
+            return self._grads_grouped(params, batch, present, anchor, method)
+        gfn = grad(functools.partial(self._slot_loss, method=method), has_aux=True)
         buffers = buffers or {}
         if self.backend == "vmap":
-            return vmap(gfn, randomness="different")(params, buffers, x, y, mask, present, anchor)
+            return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
         outs = [gfn(_fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
-                    _fast_layout(x[g]), y[g], mask[g], present[g], {k: v[g] for k, v in anchor.items()})
-                for g in range(x.shape[0])]
+                    _fast_layout({k: v[g] for k, v in batch.items()}), present[g],
+                    {k: v[g] for k, v in anchor.items()})
+                for g in range(batch["x"].shape[0])]
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 
     # ---- local training of all participating slots
     def local_train(self, rnd: int, params: dict, slots: np.ndarray, rngs: list, buffers=None):
-        cfg, m = self.cfg, self.method
-        r_idx, c_idx = slots[:, 0], slots[:, 1]
+        """The round's local training of the participating slots (rows of (run, client))."""
+        m = self.method
         rows = [np.asarray(self.feds[r].client_indices[c]) for r, c in slots]
-        present = self.present[r_idx, c_idx]
+        present = self.present[slots[:, 0], slots[:, 1]]
+        corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
+        return self.train_slots(params, rows, present, rngs, m, self.cfg.local_epochs, buffers, corr)
+
+    def train_slots(self, params, rows, present, rngs, method, epochs, buffers=None, corr=None):
+        """Train G models (params [G, ...]) for `epochs` epochs over their own rows of the training
+        pool with `method`'s client objective, the clients' optimiser and batch size; returns the
+        new params, the start params (anchor), the steps each took and its mean training loss.
+        Used for the clients' local training and for the server's own training (server_train)."""
+        cfg = self.cfg
         params = {k: self._layout(v) for k, v in params.items()}
         anchor = {k: v.clone() for k, v in params.items()}
         opt = opt_init(params, cfg.optimizer)
-        corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
-        steps_done = torch.zeros(len(slots), device=self.device)
-        loss_sum = torch.zeros(len(slots), device=self.device)
-        for _ in range(cfg.local_epochs):
+        steps_done = torch.zeros(len(rows), device=self.device)
+        loss_sum = torch.zeros(len(rows), device=self.device)
+        for _ in range(epochs):
             brows, bmask = epoch_batches(rows, cfg.batch_size, rngs)
             brows_t = torch.as_tensor(brows, device=self.device)
             bmask_t = torch.as_tensor(bmask, device=self.device)
             for s in range(brows.shape[1]):
                 idx, mask = brows_t[:, s], bmask_t[:, s]
                 active = mask.any(1)
-                x, y = _gather(self.pools.x_train, idx), _gather(self.pools.y_train, idx)
-                grads, lsum = self._grads(params, x, y, mask.float(), present, anchor, buffers)
+                batch = {"x": _gather(self.pools.x_train, idx), "y": _gather(self.pools.y_train, idx),
+                         "mask": mask.float()}
+                grads, lsum = self._grads(params, batch, present, anchor, method, buffers)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
                 params, opt = opt_step(params, grads, opt, cfg.optimizer, cfg.lr, active)
                 steps_done += active.float()
                 loss_sum += lsum
         n = torch.as_tensor([len(r) for r in rows], device=self.device, dtype=torch.float32)
-        train_loss = loss_sum / (n * cfg.local_epochs).clamp(min=1)
+        train_loss = loss_sum / (n * epochs).clamp(min=1)
         return params, anchor, steps_done, train_loss
 
     # ---- rounds
@@ -428,6 +408,43 @@ class FederatedTrainer:
             row.update({k: v for (rr, k), v in results.items() if rr == r})
             rows.append(row)
         return rows
+
+
+# ----------------------------------------------------------------------------- the client loss
+def client_loss(logits, batch, present, params, anchor, method, classifier):
+    """The client objective of `method` for one slot (logits [B, K], params of the slot) or for
+    stacked slots (logits [G, B, K], params [G, ...]): the per-slot loss ([] or [G]) and the
+    per-slot sum of the rows' losses (reported as the training loss).
+
+    batch: x, y (class indices [.., B] or multi-hot [.., B, K]), mask ([.., B], 1 for real rows).
+    The loss is the mean over real rows of CE (BCE summed over classes for multi-hot labels,
+    FedNCA-ML's loss), with the client's logits restricted as the method says (`_restrict`),
+    plus the method's penalties (algorithms.penalties). present: [K] or [G, K], the client's labels."""
+    logits = _restrict(logits, present, method)
+    ce = _row_loss(logits, batch["y"])
+    mask = batch["mask"]
+    loss = (ce * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    pen = penalties_alg.total(params, anchor, method, penalties_alg.PenaltyState(logits.dim() - 2, classifier))
+    if pen is not None:
+        loss = loss + pen
+    return loss, (ce * mask).sum(-1).detach()
+
+
+def _restrict(logits, present, method):
+    """private: the client's softmax runs over its own label set only (privlabels Alg. 1); fedrs:
+    logits of its missing classes scaled by alpha (FedRS, Li & Zhan 2021 eq. 6)."""
+    if method.private:
+        return torch.where(present.unsqueeze(-2), logits, torch.full_like(logits, -1e9))
+    if method.client == "fedrs":
+        return logits * torch.where(present, 1.0, method.fedrs_alpha).unsqueeze(-2)
+    return logits
+
+
+def _row_loss(logits, y):
+    """Per-row loss [.., B]: cross-entropy for class indices, BCE summed over classes for multi-hot y."""
+    if y.dim() == logits.dim():  # multi-label
+        return F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
 
 
 def _fast_layout(t):
@@ -643,7 +660,7 @@ def _calibrate_backend(tr: "FederatedTrainer") -> str:
         for backend in candidates:
             tr.backend = backend
             t0 = time.perf_counter()
-            tr._grads(params, x, y, mask, present, params)
+            tr._grads(params, {"x": x, "y": y, "mask": mask}, present, params, tr.method)
             if rep:  # rep 0 is the warm-up
                 timings[backend] = min(timings[backend], time.perf_counter() - t0)
     choice = min(timings, key=timings.get)

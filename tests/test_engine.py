@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from fedpaper.algorithms import Method, get_method
+from fedpaper.algorithms import Method, get_method, standard_methods
 from fedpaper.algorithms.server import restrict_classifier, tuning_loss
 from fedpaper.data import synthetic_images
 from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, train
 from fedpaper.engine_sequential import train_sequential
+from fedpaper.errors import BadParameterError, UnknownNameError
 from fedpaper.partition import private_label_partition, sparsity_partition
 
 torch.set_num_threads(1)
@@ -37,12 +38,14 @@ def _cfg(**kw):
     return TrainConfig(**base)
 
 
-@pytest.mark.parametrize("name", ["FedAvg", "FedProx", "SCAFFOLD"])
-@pytest.mark.parametrize("backend", ["vmap", "loop"])
+@pytest.mark.parametrize("name", ["FedAvg", "FedProx", "SCAFFOLD", "FedAvg+l2"])
+@pytest.mark.parametrize("backend", ["vmap", "loop", "grouped"])
 def test_batched_equals_sequential(pools, name, backend):
-    """Both backends give the same parameters after training (clients of unequal sizes: masking)."""
+    """Every backend gives the same parameters after training (clients of unequal sizes: masking);
+    the "l2" penalty against the sequential reference's optimiser weight_decay."""
     feds = _feds(pools)
-    method = get_method(name, mu=0.1) if name == "FedProx" else get_method(name)
+    method = {"FedProx": lambda: get_method(name, mu=0.1),
+              "FedAvg+l2": lambda: Method(name, penalties=("l2",), weight_decay=0.05)}.get(name, lambda: get_method(name))()
     cfg = _cfg(backend=backend)
     assert len({len(c) for c in feds[0].client_indices}) > 1  # unequal sizes exercise the masks
     res = train(method, cfg, pools, feds, progress=False)
@@ -185,3 +188,53 @@ def test_multilabel_bce_trains_and_reports_auc():
     cfg = _cfg(model_kwargs=dict(in_channels=1, image_size=28, num_classes=5), rounds=2)
     res = train(get_method("FedAvg"), cfg, pools, [fed], progress=False)
     assert {"test_acc", "test_f1", "test_auc"} <= set(res.history.columns)
+
+
+# ----------------------------------------------------------------------------- extension points
+OLD_SPEC_KEYS = {"name", "client", "server", "private", "tuning", "mu", "fedrs_alpha", "lam", "afl_step",
+                 "tuning_epochs", "tuning_optimizer", "tuning_lr"}
+
+
+def test_spec_of_existing_methods_is_unchanged():
+    """Cache keys: new fields at their defaults are left out of Method.spec()."""
+    for m in standard_methods().values():
+        assert set(m.spec()) == OLD_SPEC_KEYS
+        assert m.spec() == {k: getattr(m, k) for k in OLD_SPEC_KEYS}
+    m = Method("x", penalties=["l2"], weight_decay=1e-3)
+    assert m.penalties == ("l2",) and m.spec()["penalties"] == ("l2",) and m.spec()["weight_decay"] == 1e-3
+
+
+@pytest.mark.parametrize("kw, match", [(dict(penalties=("fedcurv",)), "unknown penalty"),
+                                       (dict(weight_decay=-1.0), "weight_decay"),
+                                       (dict(client="fedprox", penalties=("prox",)), "twice")])
+def test_bad_extension_values_are_refused(kw, match):
+    with pytest.raises((BadParameterError, UnknownNameError), match=match):
+        Method("x", **kw)
+
+
+def _step_grads(tr, method, params, anchor, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    G, B = next(iter(params.values())).shape[0], 8
+    idx = torch.randint(0, len(tr.pools.y_train), (G, B), generator=g)
+    mask = torch.ones(G, B)
+    mask[0, 5:] = 0
+    batch = {"x": tr.pools.x_train[idx], "y": tr.pools.y_train[idx], "mask": mask}
+    return tr._grads(params, batch, tr.present[0, :G], anchor, method)[0]
+
+
+@pytest.mark.parametrize("backend", ["vmap", "loop", "grouped"])
+@pytest.mark.parametrize("private", [False, True])
+def test_penalty_gradients_are_analytic(pools, backend, private):
+    """d/dw [mu/2 ||w - w_t||^2 + wd/2 ||w||^2] = mu (w - w_t) + wd w; no prox term on the
+    classifier with private label sets (privlabels Sec 4.1)."""
+    feds = _feds(pools, seeds=(0,))
+    tr = FederatedTrainer(get_method("FedAvg"), _cfg(backend=backend), pools, feds, progress=False)
+    params = {k: torch.stack([v[0], v[0] * 0.9, v[0] + 0.01]) for k, v in tr.global_params.items()}
+    anchor = {k: v + 0.1 * torch.randn_like(v) for k, v in params.items()}
+    plain = Method("plain", private=private)
+    reg = Method("reg", client="fedprox", mu=0.3, penalties=("l2",), weight_decay=0.2, private=private)
+    g0, g1 = _step_grads(tr, plain, params, anchor), _step_grads(tr, reg, params, anchor)
+    for k in params:
+        mu = 0.0 if private and k in (tr.cls_w, tr.cls_b) else 0.3
+        want = mu * (params[k] - anchor[k]) + 0.2 * params[k]
+        torch.testing.assert_close(g1[k] - g0[k], want, rtol=1e-4, atol=1e-5)
