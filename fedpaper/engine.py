@@ -40,6 +40,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from .algorithms import penalties as penalties_alg
+from .algorithms import semisup
 from .algorithms import server as server_alg
 from .algorithms.methods import Method
 from .errors import BadParameterError
@@ -202,6 +203,7 @@ class FederatedTrainer:
         self._setup_label_info()
         self.backend = self._choose_backend()
         self.server_state = server_alg.init_server_state(method, self)
+        self.aug_rngs = self._aug_rngs()
         self.step_log = {}
 
     # ---- setup
@@ -215,6 +217,11 @@ class FederatedTrainer:
             bufs.append({k: v.detach().to(self.device) for k, v in net.named_buffers()})
         stack = lambda d: {k: self._layout(torch.stack([x[k] for x in d])) for k in d[0]}  # noqa: E731
         return stack(params), stack(bufs)
+
+    def _aug_rngs(self) -> list:
+        """Per-run generators for augmentation draws (mixup, unlabeled batches), apart from the
+        batch-order generators, so that switching augmentation on does not change the batches."""
+        return [np.random.default_rng([f.seed, 7919, 1]) for f in self.feds]
 
     def _setup_label_info(self):
         y = self.pools.y_train.cpu().numpy()
@@ -299,9 +306,10 @@ class FederatedTrainer:
         rows = [np.asarray(self.feds[r].client_indices[c]) for r, c in slots]
         present = self.present[slots[:, 0], slots[:, 1]]
         corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
-        return self.train_slots(params, rows, present, rngs, m, self.cfg.local_epochs, buffers, corr)
+        aug = [self.aug_rngs[r] for r in slots[:, 0]]
+        return self.train_slots(params, rows, present, rngs, m, self.cfg.local_epochs, buffers, corr, aug)
 
-    def train_slots(self, params, rows, present, rngs, method, epochs, buffers=None, corr=None):
+    def train_slots(self, params, rows, present, rngs, method, epochs, buffers=None, corr=None, aug_rngs=None):
         """Train G models (params [G, ...]) for `epochs` epochs over their own rows of the training
         pool with `method`'s client objective, the clients' optimiser and batch size; returns the
         new params, the start params (anchor), the steps each took and its mean training loss.
@@ -321,6 +329,8 @@ class FederatedTrainer:
                 active = mask.any(1)
                 batch = {"x": _gather(self.pools.x_train, idx), "y": _gather(self.pools.y_train, idx),
                          "mask": mask.float()}
+                if method.mixup_alpha > 0:
+                    batch.update(semisup.mixup(batch["x"], batch["y"], bmask[:, s], method.mixup_alpha, aug_rngs))
                 grads, lsum = self._grads(params, batch, present, anchor, method, buffers)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
@@ -338,6 +348,7 @@ class FederatedTrainer:
         cfg = self.cfg
         hist = []
         rngs = [np.random.default_rng([f.seed, 7919]) for f in self.feds]
+        self.aug_rngs = self._aug_rngs()
         t0 = time.perf_counter()
         n_samples = 0
         bar = tqdm(range(1, cfg.rounds + 1), desc=f"{self.method.name} x{self.R}", disable=not self.progress,
@@ -416,12 +427,16 @@ def client_loss(logits, batch, present, params, anchor, method, classifier):
     stacked slots (logits [G, B, K], params [G, ...]): the per-slot loss ([] or [G]) and the
     per-slot sum of the rows' losses (reported as the training loss).
 
-    batch: x, y (class indices [.., B] or multi-hot [.., B, K]), mask ([.., B], 1 for real rows).
+    batch: x, y (class indices [.., B] or multi-hot [.., B, K]), mask ([.., B], 1 for real rows);
+    with mixup also y2 (the permuted rows' targets) and lam ([] or [G]).
     The loss is the mean over real rows of CE (BCE summed over classes for multi-hot labels,
     FedNCA-ML's loss), with the client's logits restricted as the method says (`_restrict`),
     plus the method's penalties (algorithms.penalties). present: [K] or [G, K], the client's labels."""
     logits = _restrict(logits, present, method)
     ce = _row_loss(logits, batch["y"])
+    if "y2" in batch:  # mixup (Zhang et al. 2018): lambda l(y) + (1 - lambda) l(y[pi]), semisup.mixup
+        lam = batch["lam"].unsqueeze(-1)
+        ce = lam * ce + (1 - lam) * _row_loss(logits, batch["y2"])
     mask = batch["mask"]
     loss = (ce * mask).sum(-1) / mask.sum(-1).clamp(min=1)
     pen = penalties_alg.total(params, anchor, method, penalties_alg.PenaltyState(logits.dim() - 2, classifier))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedpaper.algorithms import Method, get_method, standard_methods
+from fedpaper.algorithms import Method, get_method, semisup, standard_methods
 from fedpaper.algorithms.server import restrict_classifier, tuning_loss
 from fedpaper.data import synthetic_images
 from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, train
@@ -206,7 +206,8 @@ def test_spec_of_existing_methods_is_unchanged():
 
 @pytest.mark.parametrize("kw, match", [(dict(penalties=("fedcurv",)), "unknown penalty"),
                                        (dict(weight_decay=-1.0), "weight_decay"),
-                                       (dict(client="fedprox", penalties=("prox",)), "twice")])
+                                       (dict(client="fedprox", penalties=("prox",)), "twice"),
+                                       (dict(mixup_alpha=-0.5), "mixup_alpha")])
 def test_bad_extension_values_are_refused(kw, match):
     with pytest.raises((BadParameterError, UnknownNameError), match=match):
         Method("x", **kw)
@@ -238,3 +239,36 @@ def test_penalty_gradients_are_analytic(pools, backend, private):
         mu = 0.0 if private and k in (tr.cls_w, tr.cls_b) else 0.3
         want = mu * (params[k] - anchor[k]) + 0.2 * params[k]
         torch.testing.assert_close(g1[k] - g0[k], want, rtol=1e-4, atol=1e-5)
+
+
+def test_mixup_off_and_at_lambda_one_is_plain_training(pools, monkeypatch):
+    """mixup_alpha=0 is FedAvg; so is mixup with lambda fixed at 1 (x and the loss unmixed)."""
+    feds = _feds(pools, seeds=(0, 1))
+    cfg = _cfg(backend="vmap")
+    plain = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    off = train(Method("FedAvg", mixup_alpha=0.0), cfg, pools, feds, progress=False).final_params
+    monkeypatch.setattr(semisup, "draw_lambda", lambda rng, alpha: 1.0)
+    for backend in ("vmap", "loop", "grouped"):
+        one = train(Method("mix", mixup_alpha=0.75), _cfg(backend=backend), pools, feds, progress=False).final_params
+        for k in plain:
+            assert torch.equal(off[k], plain[k])
+            torch.testing.assert_close(one[k], plain[k], rtol=1e-5, atol=1e-6)
+
+
+def test_mixup_mixes_real_rows_only():
+    rng = np.random.default_rng(0)
+    x = torch.arange(2 * 6, dtype=torch.float32).view(2, 6, 1)
+    y = torch.arange(2 * 6).view(2, 6)
+    mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=bool)
+    out = semisup.mixup(x, y, mask, 0.75, [rng, rng])
+    assert sorted(out["y2"][0, :4].tolist()) == [0, 1, 2, 3] and out["y2"][0, 4:].tolist() == [4, 5]
+    lam = out["lam"].view(2, 1, 1)
+    y2 = out["y2"].unsqueeze(-1).float()
+    torch.testing.assert_close(out["x"], lam * x + (1 - lam) * y2)  # here x equals the row's label
+
+
+@pytest.mark.parametrize("backend", ["vmap", "grouped"])
+def test_short_run_with_mixup_learns(pools, backend):
+    feds = _feds(pools, seeds=(0,), C=10, clients=3)
+    res = train(Method("mix", mixup_alpha=0.75), _cfg(rounds=4, backend=backend), pools, feds, progress=False)
+    assert res.history["test_acc"].iloc[-1] > 0.5  # chance is 0.1

@@ -14,7 +14,7 @@ from .penalties import PENALTIES, active
 CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
 SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
 TUNING_LOSSES = (None, "mse", "pairwise", "pairwise_all")
-EXTENSION_FIELDS = ("penalties", "weight_decay")
+EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Method:
              (eq. 5, pairs inside Y_k), "pairwise_all" (all label pairs, the form App B analyses).
     penalties: extra client loss terms by name (algorithms.penalties.PENALTIES), added after
              FedProx's; "l2" is wd/2 ||w||^2 with wd = weight_decay.
+    mixup_alpha: mixup of the clients' batches with lambda ~ Beta(a, a) (Zhang et al. 2018 eq. 1;
+             FedMT App C.1: a = 0.75); 0 = off. See algorithms.semisup.mixup.
 
     Fields in EXTENSION_FIELDS were added after results were first cached: spec() leaves them out
     while they hold their defaults, so the cache keys of existing methods do not change.
@@ -53,6 +55,7 @@ class Method:
     tuning_lr: float | None = None  # None: the clients' learning rate (privlabels App A)
     penalties: tuple = ()
     weight_decay: float = 0.0
+    mixup_alpha: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "penalties", (self.penalties,) if isinstance(self.penalties, str)
@@ -64,6 +67,8 @@ class Method:
             raise BadParameterError(f"penalties {active(self)} name a term twice (client='fedprox' adds 'prox')")
         if self.weight_decay < 0:
             raise BadParameterError(f"weight_decay={self.weight_decay} must be >= 0")
+        if not self.mixup_alpha >= 0:
+            raise BadParameterError(f"mixup_alpha={self.mixup_alpha} must be >= 0 (0 = no mixup)")
         if self.client not in CLIENT_OBJECTIVES:
             raise UnknownNameError(f"unknown client objective {self.client!r}; known: {CLIENT_OBJECTIVES}")
         if self.server not in SERVER_AGGREGATORS:
