@@ -79,12 +79,15 @@ class Federation:
     client_indices index the training pool; val_indices the training pool (e.g. the FedPALS target
     partition or privlabels' 20% split); test_indices the test pool; server_indices the unlabeled
     server set (training pool, labels unused). label_marginals/target_marginal feed FedPALS.
+    client_unlabeled_indices (optional) index the training pool: each client's unlabeled rows,
+    trained on with pseudo-labels (Method.pseudo_label_threshold); their labels are never read.
     """
 
     client_indices: list
     test_indices: np.ndarray
     val_indices: np.ndarray | None = None
     server_indices: np.ndarray | None = None
+    client_unlabeled_indices: list | None = None  # per client: rows whose labels are never read
     target_marginal: np.ndarray | None = None
     seed: int = 0
     label_sets: list | None = None  # default: the labels present in each client's data
@@ -162,12 +165,13 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
 
 
 # ----------------------------------------------------------------------------- batching
-def epoch_batches(client_rows: list, batch_size: int, rngs: list) -> tuple[np.ndarray, np.ndarray]:
-    """Per-slot shuffled minibatches for one epoch, padded: rows [G, S, B] and mask [G, S, B].
+def epoch_batches(client_rows: list, batch_size: int, rngs: list, steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-slot shuffled minibatches for one epoch, padded: rows [G, S, B] and mask [G, S, B]
+    (S: enough steps for the largest slot, or `steps` when that is more).
 
     Slot g uses rngs[g] (its run's generator), so its order never depends on the other slots."""
     sizes = [len(r) for r in client_rows]
-    steps = max(1, math.ceil(max(sizes) / batch_size))
+    steps = max(1, math.ceil(max(sizes) / batch_size), steps or 1)
     rows = np.zeros((len(client_rows), steps * batch_size), dtype=np.int64)
     mask = np.zeros_like(rows, dtype=bool)
     for g, (r, rng) in enumerate(zip(client_rows, rngs)):
@@ -203,6 +207,7 @@ class FederatedTrainer:
         self._setup_label_info()
         self.backend = self._choose_backend()
         self.server_state = server_alg.init_server_state(method, self)
+        self._check_extensions()
         self.aug_rngs = self._aug_rngs()
         self.step_log = {}
 
@@ -217,6 +222,14 @@ class FederatedTrainer:
             bufs.append({k: v.detach().to(self.device) for k, v in net.named_buffers()})
         stack = lambda d: {k: self._layout(torch.stack([x[k] for x in d])) for k in d[0]}  # noqa: E731
         return stack(params), stack(bufs)
+
+    def _check_extensions(self):
+        m = self.method
+        if m.pseudo_label_threshold is not None:
+            if any(f.client_unlabeled_indices is None or len(f.client_unlabeled_indices) != self.M for f in self.feds):
+                raise BadParameterError("pseudo_label_threshold needs Federation.client_unlabeled_indices (one row list per client)")
+            if self.pools.y_train.dim() == 2:
+                raise BadParameterError("pseudo-labels need single-label data; these labels are multi-hot")
 
     def _aug_rngs(self) -> list:
         """Per-run generators for augmentation draws (mixup, unlabeled batches), apart from the
@@ -307,23 +320,60 @@ class FederatedTrainer:
         present = self.present[slots[:, 0], slots[:, 1]]
         corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
         aug = [self.aug_rngs[r] for r in slots[:, 0]]
-        return self.train_slots(params, rows, present, rngs, m, self.cfg.local_epochs, buffers, corr, aug)
+        unl = None if m.pseudo_label_threshold is None else self._pseudo_labelled(params, slots, buffers)
+        return self.train_slots(params, rows, present, rngs, m, self.cfg.local_epochs, buffers, corr, aug, unl)
 
-    def train_slots(self, params, rows, present, rngs, method, epochs, buffers=None, corr=None, aug_rngs=None):
+    def _pseudo_labelled(self, params, slots, buffers) -> dict:
+        """Each slot's unlabeled rows with pseudo-labels from the broadcast model (semisup.pseudo_labels),
+        once per round as in FedMT Alg. 1 line 9 and SemiFL: the broadcast model is fixed during the
+        round, so per-batch labelling would give the same labels at a forward pass per batch and
+        epoch. Eval mode (no dropout, BatchNorm running statistics). Padded to [G, N]: rows, y, keep."""
+        urows = [np.asarray(self.feds[r].client_unlabeled_indices[c], dtype=np.int64) for r, c in slots]
+        bufs = buffers if buffers else {k: v[slots[:, 0]] for k, v in self.global_buffers.items()}
+        logits = self.predict(params, self.pools.x_train, urows, buffers=bufs)
+        G, N = len(urows), max(1, max(len(u) for u in urows))
+        out = {"rows": torch.zeros(G, N, dtype=torch.int64), "y": torch.zeros(G, N, dtype=torch.int64),
+               "keep": torch.zeros(G, N, dtype=torch.bool)}
+        for g, (u, lg) in enumerate(zip(urows, logits)):
+            y_hat, keep = semisup.pseudo_labels(lg, self.method.pseudo_label_threshold)
+            out["rows"][g, :len(u)], out["y"][g, :len(u)], out["keep"][g, :len(u)] = torch.as_tensor(u), y_hat, keep
+        out = {k: v.to(self.device) for k, v in out.items()}
+        out["sizes"] = [len(u) for u in urows]
+        return out
+
+    def _add_unlabeled(self, batch, unl, pos, valid) -> torch.Tensor:
+        """Append the unlabeled batch at positions pos [G, B] (valid: real rows) to `batch`; returns
+        which slots have unlabeled rows in it."""
+        batch["x"] = torch.cat([batch["x"], _gather(self.pools.x_train, torch.gather(unl["rows"], 1, pos))], 1)
+        batch["yu"] = torch.gather(unl["y"], 1, pos)
+        batch["ukeep"] = (torch.gather(unl["keep"], 1, pos) & valid).float()
+        batch["umask"] = valid.float()
+        return valid.any(1)
+
+    def train_slots(self, params, rows, present, rngs, method, epochs, buffers=None, corr=None, aug_rngs=None,
+                    unlabeled=None):
         """Train G models (params [G, ...]) for `epochs` epochs over their own rows of the training
         pool with `method`'s client objective, the clients' optimiser and batch size; returns the
         new params, the start params (anchor), the steps each took and its mean training loss.
-        Used for the clients' local training and for the server's own training (server_train)."""
+        Used for the clients' local training and for the server's own training (server_train).
+        unlabeled (from _pseudo_labelled): each step also trains on a batch of the slot's
+        pseudo-labelled rows (an epoch is then one pass over both, the longer one setting the steps);
+        their order and mixup's draws come from aug_rngs."""
         cfg = self.cfg
         params = {k: self._layout(v) for k, v in params.items()}
         anchor = {k: v.clone() for k, v in params.items()}
         opt = opt_init(params, cfg.optimizer)
         steps_done = torch.zeros(len(rows), device=self.device)
         loss_sum = torch.zeros(len(rows), device=self.device)
+        steps = None if unlabeled is None else math.ceil(max(unlabeled["sizes"]) / cfg.batch_size)
         for _ in range(epochs):
-            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs)
+            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs, steps)
             brows_t = torch.as_tensor(brows, device=self.device)
             bmask_t = torch.as_tensor(bmask, device=self.device)
+            if unlabeled is not None:
+                upos, umask = epoch_batches([np.arange(n) for n in unlabeled["sizes"]], cfg.batch_size, aug_rngs,
+                                            brows.shape[1])
+                upos, umask = torch.as_tensor(upos, device=self.device), torch.as_tensor(umask, device=self.device)
             for s in range(brows.shape[1]):
                 idx, mask = brows_t[:, s], bmask_t[:, s]
                 active = mask.any(1)
@@ -331,6 +381,8 @@ class FederatedTrainer:
                          "mask": mask.float()}
                 if method.mixup_alpha > 0:
                     batch.update(semisup.mixup(batch["x"], batch["y"], bmask[:, s], method.mixup_alpha, aug_rngs))
+                if unlabeled is not None:
+                    active = active | self._add_unlabeled(batch, unlabeled, upos[:, s], umask[:, s])
                 grads, lsum = self._grads(params, batch, present, anchor, method, buffers)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
@@ -428,17 +480,24 @@ def client_loss(logits, batch, present, params, anchor, method, classifier):
     per-slot sum of the rows' losses (reported as the training loss).
 
     batch: x, y (class indices [.., B] or multi-hot [.., B, K]), mask ([.., B], 1 for real rows);
-    with mixup also y2 (the permuted rows' targets) and lam ([] or [G]).
+    with mixup also y2 (the permuted rows' targets) and lam ([] or [G]); with pseudo-labels x has
+    B + B_u rows, the last B_u unlabeled, with yu (pseudo-labels), ukeep (kept and real) and umask
+    (real) [.., B_u], and the loss adds pseudo_label_weight * the FixMatch loss on them.
     The loss is the mean over real rows of CE (BCE summed over classes for multi-hot labels,
     FedNCA-ML's loss), with the client's logits restricted as the method says (`_restrict`),
     plus the method's penalties (algorithms.penalties). present: [K] or [G, K], the client's labels."""
     logits = _restrict(logits, present, method)
+    if "yu" in batch:  # rows after the B labelled ones are the unlabeled batch
+        logits, logits_u = logits[..., :batch["mask"].shape[-1], :], logits[..., batch["mask"].shape[-1]:, :]
     ce = _row_loss(logits, batch["y"])
     if "y2" in batch:  # mixup (Zhang et al. 2018): lambda l(y) + (1 - lambda) l(y[pi]), semisup.mixup
         lam = batch["lam"].unsqueeze(-1)
         ce = lam * ce + (1 - lam) * _row_loss(logits, batch["y2"])
     mask = batch["mask"]
     loss = (ce * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    if "yu" in batch:  # FixMatch eq. 4: kept rows' CE over the unlabeled batch size
+        lu = (_row_loss(logits_u, batch["yu"]) * batch["ukeep"]).sum(-1) / batch["umask"].sum(-1).clamp(min=1)
+        loss = loss + method.pseudo_label_weight * lu
     pen = penalties_alg.total(params, anchor, method, penalties_alg.PenaltyState(logits.dim() - 2, classifier))
     if pen is not None:
         loss = loss + pen

@@ -207,7 +207,11 @@ def test_spec_of_existing_methods_is_unchanged():
 @pytest.mark.parametrize("kw, match", [(dict(penalties=("fedcurv",)), "unknown penalty"),
                                        (dict(weight_decay=-1.0), "weight_decay"),
                                        (dict(client="fedprox", penalties=("prox",)), "twice"),
-                                       (dict(mixup_alpha=-0.5), "mixup_alpha")])
+                                       (dict(mixup_alpha=-0.5), "mixup_alpha"),
+                                       (dict(pseudo_label_threshold=0.0), r"\(0, 1\]"),
+                                       (dict(pseudo_label_threshold=1.5), r"\(0, 1\]"),
+                                       (dict(pseudo_label_weight=-1.0), "pseudo_label_weight"),
+                                       (dict(pseudo_label_threshold=0.9, private=True), "private")])
 def test_bad_extension_values_are_refused(kw, match):
     with pytest.raises((BadParameterError, UnknownNameError), match=match):
         Method("x", **kw)
@@ -272,3 +276,59 @@ def test_short_run_with_mixup_learns(pools, backend):
     feds = _feds(pools, seeds=(0,), C=10, clients=3)
     res = train(Method("mix", mixup_alpha=0.75), _cfg(rounds=4, backend=backend), pools, feds, progress=False)
     assert res.history["test_acc"].iloc[-1] > 0.5  # chance is 0.1
+
+
+def _semi_feds(pools, seeds=(0,)):
+    """Each client keeps the first 60% of its rows labelled and the rest unlabeled."""
+    out = []
+    for f in _feds(pools, seeds=seeds):
+        cut = [int(0.6 * len(c)) for c in f.client_indices]
+        out.append(Federation([c[:k] for c, k in zip(f.client_indices, cut)], f.test_indices, seed=f.seed,
+                              client_unlabeled_indices=[c[k:] for c, k in zip(f.client_indices, cut)]))
+    return out
+
+
+def test_pseudo_labels_never_read_the_unlabeled_rows_labels(pools):
+    feds = _semi_feds(pools)
+    method, cfg = Method("pl", pseudo_label_threshold=0.12), _cfg(rounds=3, backend="vmap")
+    unl = np.concatenate(feds[0].client_unlabeled_indices)
+    y = pools.y_train.clone()
+    y[unl] = y[unl][torch.randperm(len(unl), generator=torch.Generator().manual_seed(0))]
+    assert (y != pools.y_train).any()
+    shuffled = Pools(pools.x_train, y, pools.x_test, pools.y_test, pools.num_classes)
+    a = train(method, cfg, pools, feds, progress=False).final_params
+    b = train(method, cfg, shuffled, feds, progress=False).final_params
+    plain = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert max((a[k] - plain[k]).abs().max() for k in a) > 1e-3  # rounds 2-3 keep pseudo-labels: a real change
+
+
+@pytest.mark.parametrize("backend", ["vmap", "loop", "grouped"])
+def test_pseudo_labels_at_threshold_one_are_plain_training(pools, backend):
+    """No prediction reaches confidence 1.0 here, so nothing is kept: the FedAvg update (SGD)."""
+    feds = _semi_feds(pools)
+    cfg = _cfg(backend=backend)
+    a = train(Method("pl", pseudo_label_threshold=1.0), cfg, pools, feds, progress=False).final_params
+    b = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
+
+
+def test_pseudo_label_rule():
+    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1], [0.4, 0.5, 0.1]]))
+    y_hat, keep = semisup.pseudo_labels(logits, 0.6)
+    assert y_hat.tolist() == [0, 1] and keep.tolist() == [True, False]
+
+
+def test_extensions_agree_across_backends(pools):
+    feds = _semi_feds(pools)
+    m = Method("all", mixup_alpha=0.75, pseudo_label_threshold=0.11, penalties=("l2",), weight_decay=0.01)
+    out = [train(m, _cfg(backend=b), pools, feds, progress=False).final_params for b in ("vmap", "loop", "grouped")]
+    for o in out[1:]:
+        for k in o:
+            torch.testing.assert_close(o[k], out[0][k], rtol=1e-4, atol=1e-5)
+
+
+def test_pseudo_labels_need_unlabeled_rows(pools):
+    with pytest.raises(BadParameterError, match="client_unlabeled_indices"):
+        FederatedTrainer(Method("pl", pseudo_label_threshold=0.9), _cfg(), pools, _feds(pools, seeds=(0,)), progress=False)

@@ -14,7 +14,7 @@ from .penalties import PENALTIES, active
 CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
 SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
 TUNING_LOSSES = (None, "mse", "pairwise", "pairwise_all")
-EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha")
+EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha", "pseudo_label_threshold", "pseudo_label_weight")
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class Method:
              FedProx's; "l2" is wd/2 ||w||^2 with wd = weight_decay.
     mixup_alpha: mixup of the clients' batches with lambda ~ Beta(a, a) (Zhang et al. 2018 eq. 1;
              FedMT App C.1: a = 0.75); 0 = off. See algorithms.semisup.mixup.
+    pseudo_label_threshold: FixMatch pseudo-labels on each client's unlabeled rows
+             (Federation.client_unlabeled_indices; Sohn et al. 2020 eq. 4, SemiFL/FedMT xi = 0.95),
+             with weight pseudo_label_weight; None = off. See algorithms.semisup.pseudo_labels.
 
     Fields in EXTENSION_FIELDS were added after results were first cached: spec() leaves them out
     while they hold their defaults, so the cache keys of existing methods do not change.
@@ -56,6 +59,8 @@ class Method:
     penalties: tuple = ()
     weight_decay: float = 0.0
     mixup_alpha: float = 0.0
+    pseudo_label_threshold: float | None = None
+    pseudo_label_weight: float = 1.0
 
     def __post_init__(self):
         object.__setattr__(self, "penalties", (self.penalties,) if isinstance(self.penalties, str)
@@ -69,6 +74,12 @@ class Method:
             raise BadParameterError(f"weight_decay={self.weight_decay} must be >= 0")
         if not self.mixup_alpha >= 0:
             raise BadParameterError(f"mixup_alpha={self.mixup_alpha} must be >= 0 (0 = no mixup)")
+        if self.pseudo_label_threshold is not None and not 0 < self.pseudo_label_threshold <= 1:
+            raise BadParameterError(f"pseudo_label_threshold={self.pseudo_label_threshold} must lie in (0, 1] (None = off)")
+        if not self.pseudo_label_weight >= 0:
+            raise BadParameterError(f"pseudo_label_weight={self.pseudo_label_weight} must be >= 0")
+        if self.pseudo_label_threshold is not None and self.private:
+            raise BadParameterError("pseudo-labels with private label sets are not supported; use private=False")
         if self.client not in CLIENT_OBJECTIVES:
             raise UnknownNameError(f"unknown client objective {self.client!r}; known: {CLIENT_OBJECTIVES}")
         if self.server not in SERVER_AGGREGATORS:

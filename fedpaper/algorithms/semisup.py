@@ -33,3 +33,11 @@ def mixup(x: torch.Tensor, y: torch.Tensor, mask: np.ndarray, alpha: float, rngs
     x2 = torch.take_along_dim(x, perm_t.view(G, B, *([1] * (x.dim() - 2))), dim=1)
     y2 = torch.take_along_dim(y, perm_t.view(G, B, *([1] * (y.dim() - 2))), dim=1)
     return {"x": lx * x + (1 - lx) * x2, "y2": y2, "lam": lam_t}
+
+
+def pseudo_labels(logits: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """FixMatch pseudo-labels (Sohn et al. 2020, Sec. 2.2 and eq. 4; SemiFL, Diao et al. 2022;
+    FedMT Alg. 1 lines 9-10): y_hat = argmax_k p_k(x) of the broadcast global model's softmax, kept
+    where max_k p_k(x) >= threshold. logits: [N, K]; returns y_hat [N] and keep [N] (bool)."""
+    conf, y_hat = torch.softmax(logits, -1).max(-1)
+    return y_hat, conf >= threshold
