@@ -8,9 +8,10 @@ the per-slot gradients: "vmap" (torch.func over slots; the GPU default), "loop" 
 torch.func.grad on one slot's parameters) and "grouped" (for CNNs built as `features` +
 `classifier` from Conv2d/Linear/ReLU/MaxPool2d/Flatten/Dropout: all slots in one forward and
 backward pass, convolutions as one grouped convolution in channels_last layout and linear layers as
-batched matmuls). On a CPU, "auto" times the candidates once per model and shape and keeps the
-fastest. The backends compute the same function; they differ only by float rounding (and by
-which random numbers dropout draws).
+batched matmuls). All backends compute the same client objective, `client_loss` (restricted
+logits, CE or BCE, mixup, pseudo-labels, the penalties of algorithms.penalties). On a CPU, "auto"
+times the candidates once per model and shape and keeps the fastest. The backends compute the
+same function; they differ only by float rounding (and by which random numbers dropout draws).
 
 CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout (conv
 weights are stacked so that each slot's weight is a channels_last view), and on Linux/glibc the
@@ -165,7 +166,8 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
 
 
 # ----------------------------------------------------------------------------- batching
-def epoch_batches(client_rows: list, batch_size: int, rngs: list, steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def epoch_batches(client_rows: list, batch_size: int, rngs: list,
+                  steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-slot shuffled minibatches for one epoch, padded: rows [G, S, B] and mask [G, S, B]
     (S: enough steps for the largest slot, or `steps` when that is more).
 
@@ -227,9 +229,12 @@ class FederatedTrainer:
         m = self.method
         if m.pseudo_label_threshold is not None:
             if any(f.client_unlabeled_indices is None or len(f.client_unlabeled_indices) != self.M for f in self.feds):
-                raise BadParameterError("pseudo_label_threshold needs Federation.client_unlabeled_indices (one row list per client)")
+                raise BadParameterError("pseudo_label_threshold needs Federation.client_unlabeled_indices "
+                                        "(one row list per client)")
             if self.pools.y_train.dim() == 2:
                 raise BadParameterError("pseudo-labels need single-label data; these labels are multi-hot")
+        if m.server_train_epochs and any(f.server_indices is None or not len(f.server_indices) for f in self.feds):
+            raise BadParameterError("server_train_epochs > 0 needs labelled server rows in Federation.server_indices")
 
     def _aug_rngs(self) -> list:
         """Per-run generators for augmentation draws (mixup, unlabeled batches), apart from the
@@ -417,6 +422,8 @@ class FederatedTrainer:
             self.global_buffers = server_alg.aggregate_buffers(self, bufs, slots, part)
             n_samples += int(sum(len(self.feds[r].client_indices[c]) for r, c in slots)) * cfg.local_epochs
             self.global_params = server_alg.aggregate(self, new, anchor, steps, loss, slots, part)
+            if self.method.server_train_epochs:
+                self.global_params = server_alg.server_train(self, rngs)
             if self.method.tuning:
                 self.global_params = server_alg.central_tuning(self, new, slots, part, rngs)
             if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:

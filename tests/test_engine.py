@@ -211,7 +211,9 @@ def test_spec_of_existing_methods_is_unchanged():
                                        (dict(pseudo_label_threshold=0.0), r"\(0, 1\]"),
                                        (dict(pseudo_label_threshold=1.5), r"\(0, 1\]"),
                                        (dict(pseudo_label_weight=-1.0), "pseudo_label_weight"),
-                                       (dict(pseudo_label_threshold=0.9, private=True), "private")])
+                                       (dict(pseudo_label_threshold=0.9, private=True), "private"),
+                                       (dict(server_train_epochs=-1), "server_train_epochs"),
+                                       (dict(server_train_epochs=0.5), "server_train_epochs")])
 def test_bad_extension_values_are_refused(kw, match):
     with pytest.raises((BadParameterError, UnknownNameError), match=match):
         Method("x", **kw)
@@ -284,7 +286,8 @@ def _semi_feds(pools, seeds=(0,)):
     for f in _feds(pools, seeds=seeds):
         cut = [int(0.6 * len(c)) for c in f.client_indices]
         out.append(Federation([c[:k] for c, k in zip(f.client_indices, cut)], f.test_indices, seed=f.seed,
-                              client_unlabeled_indices=[c[k:] for c, k in zip(f.client_indices, cut)]))
+                              client_unlabeled_indices=[c[k:] for c, k in zip(f.client_indices, cut)],
+                              server_indices=np.arange(1000, 1100)))
     return out
 
 
@@ -322,7 +325,8 @@ def test_pseudo_label_rule():
 
 def test_extensions_agree_across_backends(pools):
     feds = _semi_feds(pools)
-    m = Method("all", mixup_alpha=0.75, pseudo_label_threshold=0.11, penalties=("l2",), weight_decay=0.01)
+    m = Method("all", mixup_alpha=0.75, pseudo_label_threshold=0.11, penalties=("l2",), weight_decay=0.01,
+               server_train_epochs=1)
     out = [train(m, _cfg(backend=b), pools, feds, progress=False).final_params for b in ("vmap", "loop", "grouped")]
     for o in out[1:]:
         for k in o:
@@ -332,3 +336,35 @@ def test_extensions_agree_across_backends(pools):
 def test_pseudo_labels_need_unlabeled_rows(pools):
     with pytest.raises(BadParameterError, match="client_unlabeled_indices"):
         FederatedTrainer(Method("pl", pseudo_label_threshold=0.9), _cfg(), pools, _feds(pools, seeds=(0,)), progress=False)
+
+
+def test_server_training_off_and_on(pools):
+    feds = _semi_feds(pools)
+    cfg = _cfg(rounds=1, backend="vmap")
+    plain = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    off = train(Method("FedAvg", server_train_epochs=0), cfg, pools, feds, progress=False).final_params
+    on = train(Method("st", server_train_epochs=1), cfg, pools, feds, progress=False).final_params
+    assert all(torch.equal(off[k], plain[k]) for k in plain)
+    assert max((on[k] - plain[k]).abs().max() for k in plain) > 1e-3
+    with pytest.raises(BadParameterError, match="server_indices"):
+        FederatedTrainer(Method("st", server_train_epochs=1), cfg, pools, _feds(pools, seeds=(0,)), progress=False)
+
+
+def test_server_training_teaches_a_class_only_the_server_holds(pools):
+    """FedMT's setting in miniature: no client holds class 0, the server has 20 labelled images of
+    each class; training on them each round gives the global model class 0."""
+    y = pools.y_train.numpy()
+    rng = np.random.default_rng(0)
+    server = np.concatenate([rng.choice(np.flatnonzero(y == k), 20, replace=False) for k in range(10)])
+    rest = np.setdiff1d(np.flatnonzero(y != 0), server)
+    fed = Federation(list(np.array_split(rng.permutation(rest), 3)), np.arange(300), server_indices=server, seed=0)
+    cfg = _cfg(rounds=3)
+    test0 = pools.y_test[:300] == 0
+
+    def acc0(method):
+        res = FederatedTrainer(method, cfg, pools, [fed], progress=False)
+        res.run()
+        pred = res.predict(res.global_params, pools.x_test, [np.arange(300)])[0].argmax(1)
+        return (pred[test0] == 0).float().mean().item()
+
+    assert acc0(get_method("FedAvg")) < 0.1 < 0.5 < acc0(Method("st", server_train_epochs=1))

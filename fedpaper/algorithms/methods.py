@@ -14,7 +14,8 @@ from .penalties import PENALTIES, active
 CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
 SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
 TUNING_LOSSES = (None, "mse", "pairwise", "pairwise_all")
-EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha", "pseudo_label_threshold", "pseudo_label_weight")
+EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha", "pseudo_label_threshold", "pseudo_label_weight",
+                    "server_train_epochs")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Method:
     pseudo_label_threshold: FixMatch pseudo-labels on each client's unlabeled rows
              (Federation.client_unlabeled_indices; Sohn et al. 2020 eq. 4, SemiFL/FedMT xi = 0.95),
              with weight pseudo_label_weight; None = off. See algorithms.semisup.pseudo_labels.
+    server_train_epochs: after aggregation, the server trains the global model for this many
+             epochs on its labelled rows Federation.server_indices (FedMT Alg. 1 procedure A);
+             0 = off. See server.server_train.
 
     Fields in EXTENSION_FIELDS were added after results were first cached: spec() leaves them out
     while they hold their defaults, so the cache keys of existing methods do not change.
@@ -61,6 +65,7 @@ class Method:
     mixup_alpha: float = 0.0
     pseudo_label_threshold: float | None = None
     pseudo_label_weight: float = 1.0
+    server_train_epochs: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "penalties", (self.penalties,) if isinstance(self.penalties, str)
@@ -78,6 +83,8 @@ class Method:
             raise BadParameterError(f"pseudo_label_threshold={self.pseudo_label_threshold} must lie in (0, 1] (None = off)")
         if not self.pseudo_label_weight >= 0:
             raise BadParameterError(f"pseudo_label_weight={self.pseudo_label_weight} must be >= 0")
+        if not (isinstance(self.server_train_epochs, int) and self.server_train_epochs >= 0):
+            raise BadParameterError(f"server_train_epochs={self.server_train_epochs!r} must be an integer >= 0")
         if self.pseudo_label_threshold is not None and self.private:
             raise BadParameterError("pseudo-labels with private label sets are not supported; use private=False")
         if self.client not in CLIENT_OBJECTIVES:
