@@ -8,9 +8,10 @@ the per-slot gradients: "vmap" (torch.func over slots; the GPU default), "loop" 
 torch.func.grad on one slot's parameters) and "grouped" (for CNNs built as `features` +
 `classifier` from Conv2d/Linear/ReLU/MaxPool2d/Flatten/Dropout: all slots in one forward and
 backward pass, convolutions as one grouped convolution in channels_last layout and linear layers as
-batched matmuls). On a CPU, "auto" times the candidates once per model and shape and keeps the
-fastest. The backends compute the same function; they differ only by float rounding (and by
-which random numbers dropout draws).
+batched matmuls). All backends compute the same client objective, `client_loss` (restricted
+logits, CE or BCE, mixup, pseudo-labels, the penalties of algorithms.penalties). On a CPU, "auto"
+times the candidates once per model and shape and keeps the fastest. The backends compute the
+same function; they differ only by float rounding (and by which random numbers dropout draws).
 
 CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout (conv
 weights are stacked so that each slot's weight is a channels_last view), and on Linux/glibc the
@@ -25,6 +26,7 @@ other runs it was batched with (except dropout noise under vmap, drawn from the 
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import sys
@@ -38,6 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from .algorithms import penalties as penalties_alg
+from .algorithms import semisup
 from .algorithms import server as server_alg
 from .algorithms.methods import Method
 from .errors import BadParameterError
@@ -76,12 +80,15 @@ class Federation:
     client_indices index the training pool; val_indices the training pool (e.g. the FedPALS target
     partition or privlabels' 20% split); test_indices the test pool; server_indices the unlabeled
     server set (training pool, labels unused). label_marginals/target_marginal feed FedPALS.
+    client_unlabeled_indices (optional) index the training pool: each client's unlabeled rows,
+    trained on with pseudo-labels (Method.pseudo_label_threshold); their labels are never read.
     """
 
     client_indices: list
     test_indices: np.ndarray
     val_indices: np.ndarray | None = None
     server_indices: np.ndarray | None = None
+    client_unlabeled_indices: list | None = None  # per client: rows whose labels are never read
     target_marginal: np.ndarray | None = None
     seed: int = 0
     label_sets: list | None = None  # default: the labels present in each client's data
@@ -159,12 +166,14 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
 
 
 # ----------------------------------------------------------------------------- batching
-def epoch_batches(client_rows: list, batch_size: int, rngs: list) -> tuple[np.ndarray, np.ndarray]:
-    """Per-slot shuffled minibatches for one epoch, padded: rows [G, S, B] and mask [G, S, B].
+def epoch_batches(client_rows: list, batch_size: int, rngs: list,
+                  steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-slot shuffled minibatches for one epoch, padded: rows [G, S, B] and mask [G, S, B]
+    (S: enough steps for the largest slot, or `steps` when that is more).
 
     Slot g uses rngs[g] (its run's generator), so its order never depends on the other slots."""
     sizes = [len(r) for r in client_rows]
-    steps = max(1, math.ceil(max(sizes) / batch_size))
+    steps = max(1, math.ceil(max(sizes) / batch_size), steps or 1)
     rows = np.zeros((len(client_rows), steps * batch_size), dtype=np.int64)
     mask = np.zeros_like(rows, dtype=bool)
     for g, (r, rng) in enumerate(zip(client_rows, rngs)):
@@ -200,6 +209,8 @@ class FederatedTrainer:
         self._setup_label_info()
         self.backend = self._choose_backend()
         self.server_state = server_alg.init_server_state(method, self)
+        self._check_extensions()
+        self.aug_rngs = self._aug_rngs()
         self.step_log = {}
 
     # ---- setup
@@ -213,6 +224,22 @@ class FederatedTrainer:
             bufs.append({k: v.detach().to(self.device) for k, v in net.named_buffers()})
         stack = lambda d: {k: self._layout(torch.stack([x[k] for x in d])) for k in d[0]}  # noqa: E731
         return stack(params), stack(bufs)
+
+    def _check_extensions(self):
+        m = self.method
+        if m.pseudo_label_threshold is not None:
+            if any(f.client_unlabeled_indices is None or len(f.client_unlabeled_indices) != self.M for f in self.feds):
+                raise BadParameterError("pseudo_label_threshold needs Federation.client_unlabeled_indices "
+                                        "(one row list per client)")
+            if self.pools.y_train.dim() == 2:
+                raise BadParameterError("pseudo-labels need single-label data; these labels are multi-hot")
+        if m.server_train_epochs and any(f.server_indices is None or not len(f.server_indices) for f in self.feds):
+            raise BadParameterError("server_train_epochs > 0 needs labelled server rows in Federation.server_indices")
+
+    def _aug_rngs(self) -> list:
+        """Per-run generators for augmentation draws (mixup, unlabeled batches), apart from the
+        batch-order generators, so that switching augmentation on does not change the batches."""
+        return [np.random.default_rng([f.seed, 7919, 1]) for f in self.feds]
 
     def _setup_label_info(self):
         y = self.pools.y_train.cpu().numpy()
@@ -249,106 +276,126 @@ class FederatedTrainer:
         return _calibrate_backend(self)
 
     # ---- one client step (functional, for a single slot)
-    def _slot_loss(self, params, buffers, x, y, mask, present, anchor):
-        m = self.method
-        logits = functional_call(self.template, (params, buffers), (x,))
-        if m.private:  # Alg. 1: the client's softmax runs over its own label set only
-            logits = torch.where(present, logits, torch.full_like(logits, -1e9))
-        elif m.client == "fedrs":  # FedRS eq. 6: scale logits of missing classes by alpha
-            logits = logits * torch.where(present, 1.0, m.fedrs_alpha)
-        if y.dim() == 2:  # multi-label: BCE summed over classes (FedNCA-ML's loss)
-            ce = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
-        else:
-            ce = F.cross_entropy(logits, y, reduction="none")
-        n = mask.sum().clamp(min=1)
-        loss = (ce * mask).sum() / n
-        if m.client == "fedprox":  # FedProx eq. 2; private: no term on the classifier (Sec 4.1)
-            skip = {self.cls_w, self.cls_b} if m.private else set()
-            prox = sum(((params[k] - anchor[k]) ** 2).sum() for k in params if k not in skip)
-            loss = loss + 0.5 * m.mu * prox
-        return loss, (ce * mask).sum().detach()
+    def _slot_loss(self, params, buffers, batch, present, anchor, method):
+        logits = functional_call(self.template, (params, buffers), (batch["x"],))
+        return client_loss(logits, batch, present, params, anchor, method, (self.cls_w, self.cls_b))
 
-    def _grouped_loss(self, params, x, y, mask, present, anchor):
-        """The sum over slots of `_slot_loss`, for all slots in one pass ("grouped" backend). The
-        slots' losses are independent, so its gradient holds each slot's own gradient."""
-        m = self.method
-        logits = self.grouped(params, x)  # [G, B, K]
-        if m.private:
-            logits = torch.where(present[:, None, :], logits, torch.full_like(logits, -1e9))
-        elif m.client == "fedrs":
-            logits = logits * torch.where(present, 1.0, m.fedrs_alpha)[:, None, :]
-        G, B, K = logits.shape
-        if y.dim() == 3:  # multi-label
-            ce = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
-        else:
-            ce = F.cross_entropy(logits.reshape(G * B, K), y.reshape(G * B), reduction="none").view(G, B)
-        n = mask.sum(1).clamp(min=1)
-        loss = (ce * mask).sum(1) / n
-        if m.client == "fedprox":
-            skip = {self.cls_w, self.cls_b} if m.private else set()
-            prox = sum(((params[k] - anchor[k]) ** 2).flatten(1).sum(1) for k in params if k not in skip)
-            loss = loss + 0.5 * m.mu * prox
-        return loss.sum(), (ce * mask).sum(1).detach()
-
-    def _grads_grouped(self, params, x, y, mask, present, anchor):
-        """Per-slot gradients by one autograd pass over chunks of at most ~_GROUPED_SAMPLES samples."""
-        G = x.shape[0]
-        chunk = max(1, _GROUPED_SAMPLES // max(1, x.shape[1]))
+    def _grads_grouped(self, params, batch, present, anchor, method):
+        """Per-slot gradients ("grouped" backend): the sum over slots of `client_loss` for all slots
+        in one pass, over chunks of at most ~_GROUPED_SAMPLES samples. The slots' losses are
+        independent, so the gradient of their sum holds each slot's own gradient."""
+        G = batch["x"].shape[0]
+        chunk = max(1, _GROUPED_SAMPLES // max(1, batch["x"].shape[1]))
         grads, lsums = {k: [] for k in params}, []
         for lo in range(0, G, chunk):
             sl = slice(lo, min(G, lo + chunk))
             p = {k: v[sl].detach().requires_grad_(True) for k, v in params.items()}
-            loss, lsum = self._grouped_loss(p, x[sl], y[sl], mask[sl], present[sl],
-                                            {k: v[sl] for k, v in anchor.items()})
-            for k, g in zip(p, torch.autograd.grad(loss, list(p.values()))):
+            b = {k: v[sl] for k, v in batch.items()}
+            loss, lsum = client_loss(self.grouped(p, b["x"]), b, present[sl], p,
+                                     {k: v[sl] for k, v in anchor.items()}, method, (self.cls_w, self.cls_b))
+            for k, g in zip(p, torch.autograd.grad(loss.sum(), list(p.values()))):
                 grads[k].append(g)
             lsums.append(lsum)
         if len(lsums) == 1:
             return {k: g[0] for k, g in grads.items()}, lsums[0]
         return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)
 
-    def _grads(self, params, x, y, mask, present, anchor, buffers=None):
-        """Per-slot gradients. BatchNorm buffers (loop backend only) are updated in place per slot."""
+    def _grads(self, params, batch, present, anchor, method, buffers=None):
+        """Per-slot gradients of `method`'s client loss on `batch` (a dict of [G, B, ...] tensors:
+        x, y, mask and the optional entries `client_loss` reads). BatchNorm buffers (loop backend
+        only) are updated in place per slot."""
         if self.backend == "grouped":
-            return self._grads_grouped(params, x, y, mask, present, anchor)
-        gfn = grad(self._slot_loss, has_aux=True)
+            return self._grads_grouped(params, batch, present, anchor, method)
+        gfn = grad(functools.partial(self._slot_loss, method=method), has_aux=True)
         buffers = buffers or {}
         if self.backend == "vmap":
-            return vmap(gfn, randomness="different")(params, buffers, x, y, mask, present, anchor)
+            return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
         outs = [gfn(_fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
-                    _fast_layout(x[g]), y[g], mask[g], present[g], {k: v[g] for k, v in anchor.items()})
-                for g in range(x.shape[0])]
+                    _fast_layout({k: v[g] for k, v in batch.items()}), present[g],
+                    {k: v[g] for k, v in anchor.items()})
+                for g in range(batch["x"].shape[0])]
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 
     # ---- local training of all participating slots
     def local_train(self, rnd: int, params: dict, slots: np.ndarray, rngs: list, buffers=None):
-        cfg, m = self.cfg, self.method
-        r_idx, c_idx = slots[:, 0], slots[:, 1]
+        """The round's local training of the participating slots (rows of (run, client))."""
+        m = self.method
         rows = [np.asarray(self.feds[r].client_indices[c]) for r, c in slots]
-        present = self.present[r_idx, c_idx]
+        present = self.present[slots[:, 0], slots[:, 1]]
+        corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
+        aug = [self.aug_rngs[r] for r in slots[:, 0]]
+        unl = None if m.pseudo_label_threshold is None else self._pseudo_labelled(params, slots, buffers)
+        return self.train_slots(params, rows, present, rngs, m, self.cfg.local_epochs, buffers, corr, aug, unl)
+
+    def _pseudo_labelled(self, params, slots, buffers) -> dict:
+        """Each slot's unlabeled rows with pseudo-labels from the broadcast model (semisup.pseudo_labels),
+        once per round as in FedMT Alg. 1 line 9 and SemiFL: the broadcast model is fixed during the
+        round, so per-batch labelling would give the same labels at a forward pass per batch and
+        epoch. Eval mode (no dropout, BatchNorm running statistics). Padded to [G, N]: rows, y, keep."""
+        urows = [np.asarray(self.feds[r].client_unlabeled_indices[c], dtype=np.int64) for r, c in slots]
+        bufs = buffers if buffers else {k: v[slots[:, 0]] for k, v in self.global_buffers.items()}
+        logits = self.predict(params, self.pools.x_train, urows, buffers=bufs)
+        G, N = len(urows), max(1, max(len(u) for u in urows))
+        out = {"rows": torch.zeros(G, N, dtype=torch.int64), "y": torch.zeros(G, N, dtype=torch.int64),
+               "keep": torch.zeros(G, N, dtype=torch.bool)}
+        for g, (u, lg) in enumerate(zip(urows, logits)):
+            y_hat, keep = semisup.pseudo_labels(lg, self.method.pseudo_label_threshold)
+            out["rows"][g, :len(u)], out["y"][g, :len(u)], out["keep"][g, :len(u)] = torch.as_tensor(u), y_hat, keep
+        out = {k: v.to(self.device) for k, v in out.items()}
+        out["sizes"] = [len(u) for u in urows]
+        return out
+
+    def _add_unlabeled(self, batch, unl, pos, valid) -> torch.Tensor:
+        """Append the unlabeled batch at positions pos [G, B] (valid: real rows) to `batch`; returns
+        which slots have unlabeled rows in it."""
+        batch["x"] = torch.cat([batch["x"], _gather(self.pools.x_train, torch.gather(unl["rows"], 1, pos))], 1)
+        batch["yu"] = torch.gather(unl["y"], 1, pos)
+        batch["ukeep"] = (torch.gather(unl["keep"], 1, pos) & valid).float()
+        batch["umask"] = valid.float()
+        return valid.any(1)
+
+    def train_slots(self, params, rows, present, rngs, method, epochs, buffers=None, corr=None, aug_rngs=None,
+                    unlabeled=None):
+        """Train G models (params [G, ...]) for `epochs` epochs over their own rows of the training
+        pool with `method`'s client objective, the clients' optimiser and batch size; returns the
+        new params, the start params (anchor), the steps each took and its mean training loss.
+        Used for the clients' local training and for the server's own training (server_train).
+        unlabeled (from _pseudo_labelled): each step also trains on a batch of the slot's
+        pseudo-labelled rows (an epoch is then one pass over both, the longer one setting the steps);
+        their order and mixup's draws come from aug_rngs."""
+        cfg = self.cfg
         params = {k: self._layout(v) for k, v in params.items()}
         anchor = {k: v.clone() for k, v in params.items()}
         opt = opt_init(params, cfg.optimizer)
-        corr = server_alg.scaffold_correction(self, slots) if m.client == "scaffold" else None
-        steps_done = torch.zeros(len(slots), device=self.device)
-        loss_sum = torch.zeros(len(slots), device=self.device)
-        for _ in range(cfg.local_epochs):
-            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs)
+        steps_done = torch.zeros(len(rows), device=self.device)
+        loss_sum = torch.zeros(len(rows), device=self.device)
+        steps = None if unlabeled is None else math.ceil(max(unlabeled["sizes"]) / cfg.batch_size)
+        for _ in range(epochs):
+            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs, steps)
             brows_t = torch.as_tensor(brows, device=self.device)
             bmask_t = torch.as_tensor(bmask, device=self.device)
+            if unlabeled is not None:
+                upos, umask = epoch_batches([np.arange(n) for n in unlabeled["sizes"]], cfg.batch_size, aug_rngs,
+                                            brows.shape[1])
+                upos, umask = torch.as_tensor(upos, device=self.device), torch.as_tensor(umask, device=self.device)
             for s in range(brows.shape[1]):
                 idx, mask = brows_t[:, s], bmask_t[:, s]
                 active = mask.any(1)
-                x, y = _gather(self.pools.x_train, idx), _gather(self.pools.y_train, idx)
-                grads, lsum = self._grads(params, x, y, mask.float(), present, anchor, buffers)
+                batch = {"x": _gather(self.pools.x_train, idx), "y": _gather(self.pools.y_train, idx),
+                         "mask": mask.float()}
+                if method.mixup_alpha > 0:
+                    batch.update(semisup.mixup(batch["x"], batch["y"], bmask[:, s], method.mixup_alpha, aug_rngs))
+                if unlabeled is not None:
+                    active = active | self._add_unlabeled(batch, unlabeled, upos[:, s], umask[:, s])
+                grads, lsum = self._grads(params, batch, present, anchor, method, buffers)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
                 params, opt = opt_step(params, grads, opt, cfg.optimizer, cfg.lr, active)
                 steps_done += active.float()
                 loss_sum += lsum
         n = torch.as_tensor([len(r) for r in rows], device=self.device, dtype=torch.float32)
-        train_loss = loss_sum / (n * cfg.local_epochs).clamp(min=1)
+        train_loss = loss_sum / (n * epochs).clamp(min=1)
         return params, anchor, steps_done, train_loss
 
     # ---- rounds
@@ -358,6 +405,7 @@ class FederatedTrainer:
         cfg = self.cfg
         hist = []
         rngs = [np.random.default_rng([f.seed, 7919]) for f in self.feds]
+        self.aug_rngs = self._aug_rngs()
         t0 = time.perf_counter()
         n_samples = 0
         bar = tqdm(range(1, cfg.rounds + 1), desc=f"{self.method.name} x{self.R}", disable=not self.progress,
@@ -374,6 +422,8 @@ class FederatedTrainer:
             self.global_buffers = server_alg.aggregate_buffers(self, bufs, slots, part)
             n_samples += int(sum(len(self.feds[r].client_indices[c]) for r, c in slots)) * cfg.local_epochs
             self.global_params = server_alg.aggregate(self, new, anchor, steps, loss, slots, part)
+            if self.method.server_train_epochs:
+                self.global_params = server_alg.server_train(self, rngs)
             if self.method.tuning:
                 self.global_params = server_alg.central_tuning(self, new, slots, part, rngs)
             if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:
@@ -428,6 +478,54 @@ class FederatedTrainer:
             row.update({k: v for (rr, k), v in results.items() if rr == r})
             rows.append(row)
         return rows
+
+
+# ----------------------------------------------------------------------------- the client loss
+def client_loss(logits, batch, present, params, anchor, method, classifier):
+    """The client objective of `method` for one slot (logits [B, K], params of the slot) or for
+    stacked slots (logits [G, B, K], params [G, ...]): the per-slot loss ([] or [G]) and the
+    per-slot sum of the rows' losses (reported as the training loss).
+
+    batch: x, y (class indices [.., B] or multi-hot [.., B, K]), mask ([.., B], 1 for real rows);
+    with mixup also y2 (the permuted rows' targets) and lam ([] or [G]); with pseudo-labels x has
+    B + B_u rows, the last B_u unlabeled, with yu (pseudo-labels), ukeep (kept and real) and umask
+    (real) [.., B_u], and the loss adds pseudo_label_weight * the FixMatch loss on them.
+    The loss is the mean over real rows of CE (BCE summed over classes for multi-hot labels,
+    FedNCA-ML's loss), with the client's logits restricted as the method says (`_restrict`),
+    plus the method's penalties (algorithms.penalties). present: [K] or [G, K], the client's labels."""
+    logits = _restrict(logits, present, method)
+    if "yu" in batch:  # rows after the B labelled ones are the unlabeled batch
+        logits, logits_u = logits[..., :batch["mask"].shape[-1], :], logits[..., batch["mask"].shape[-1]:, :]
+    ce = _row_loss(logits, batch["y"])
+    if "y2" in batch:  # mixup (Zhang et al. 2018): lambda l(y) + (1 - lambda) l(y[pi]), semisup.mixup
+        lam = batch["lam"].unsqueeze(-1)
+        ce = lam * ce + (1 - lam) * _row_loss(logits, batch["y2"])
+    mask = batch["mask"]
+    loss = (ce * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    if "yu" in batch:  # FixMatch eq. 4: kept rows' CE over the unlabeled batch size
+        lu = (_row_loss(logits_u, batch["yu"]) * batch["ukeep"]).sum(-1) / batch["umask"].sum(-1).clamp(min=1)
+        loss = loss + method.pseudo_label_weight * lu
+    pen = penalties_alg.total(params, anchor, method, penalties_alg.PenaltyState(logits.dim() - 2, classifier))
+    if pen is not None:
+        loss = loss + pen
+    return loss, (ce * mask).sum(-1).detach()
+
+
+def _restrict(logits, present, method):
+    """private: the client's softmax runs over its own label set only (privlabels Alg. 1); fedrs:
+    logits of its missing classes scaled by alpha (FedRS, Li & Zhan 2021 eq. 6)."""
+    if method.private:
+        return torch.where(present.unsqueeze(-2), logits, torch.full_like(logits, -1e9))
+    if method.client == "fedrs":
+        return logits * torch.where(present, 1.0, method.fedrs_alpha).unsqueeze(-2)
+    return logits
+
+
+def _row_loss(logits, y):
+    """Per-row loss [.., B]: cross-entropy for class indices, BCE summed over classes for multi-hot y."""
+    if y.dim() == logits.dim():  # multi-label
+        return F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
 
 
 def _fast_layout(t):
@@ -643,7 +741,7 @@ def _calibrate_backend(tr: "FederatedTrainer") -> str:
         for backend in candidates:
             tr.backend = backend
             t0 = time.perf_counter()
-            tr._grads(params, x, y, mask, present, params)
+            tr._grads(params, {"x": x, "y": y, "mask": mask}, present, params, tr.method)
             if rep:  # rep 0 is the warm-up
                 timings[backend] = min(timings[backend], time.perf_counter() - t0)
     choice = min(timings, key=timings.get)

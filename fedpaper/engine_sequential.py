@@ -1,7 +1,8 @@
 """The sequential reference backend: one client at a time, an ordinary nn.Module and a
 torch.optim optimiser, written the plain way. It draws the same minibatches as the batched engine
 (`epoch_batches` with the run's generator), so the two must agree to float tolerance; tests check
-this for FedAvg, FedProx and SCAFFOLD. It is also the "fedpaper sequential" line of the benchmark.
+this for FedAvg, FedProx and SCAFFOLD, and for the "l2" penalty, which here is the optimiser's own
+weight_decay (an independent implementation of the same gradient). It is also the "fedpaper sequential" line of the benchmark.
 """
 from __future__ import annotations
 
@@ -18,20 +19,27 @@ from .errors import BadParameterError
 from .models import build_model
 
 SUPPORTED = {("local", "fedavg"), ("fedprox", "fedavg"), ("scaffold", "fedavg")}
+_PLAIN_KEYS = set(Method("plain").spec())  # a method with other extensions set is not supported
 
 
-def _optimizer(cfg: TrainConfig, params):
+def _optimizer(cfg: TrainConfig, params, weight_decay=0.0):
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr)
-    return torch.optim.Adam(params, lr=cfg.lr)
+        return torch.optim.SGD(params, lr=cfg.lr, weight_decay=weight_decay)
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=weight_decay)
+
+
+def _supported(method: Method) -> bool:
+    return ((method.client, method.server) in SUPPORTED and not method.private and not method.tuning
+            and set(method.penalties) <= {"l2"} and method.spec().keys() <= _PLAIN_KEYS | {"penalties", "weight_decay"})
 
 
 def train_sequential(method: Method, cfg: TrainConfig, pools: Pools, fed: Federation) -> dict:
     """Train one run for cfg.rounds rounds (full participation); return the final global state_dict.
 
     FedAvg (McMahan et al. 2017), FedProx (Li et al. 2020, eq. 2) and SCAFFOLD (Karimireddy et
-    al. 2020, Alg. 1, option II) with sample-size weights n_i/N (fedpals eq. 4)."""
-    if (method.client, method.server) not in SUPPORTED or method.private or method.tuning:
+    al. 2020, Alg. 1, option II) with sample-size weights n_i/N (fedpals eq. 4), optionally with
+    the "l2" penalty as the optimiser's weight_decay."""
+    if not _supported(method):
         raise BadParameterError(f"the sequential reference runs FedAvg, FedProx and SCAFFOLD only, not {method.name!r}")
     torch.manual_seed(fed.seed)
     global_model = build_model(cfg.model, **cfg.model_kwargs)
@@ -46,7 +54,7 @@ def train_sequential(method: Method, cfg: TrainConfig, pools: Pools, fed: Federa
         for i, rows in enumerate(fed.client_indices):
             model = copy.deepcopy(global_model)
             anchor = {k: p.detach().clone() for k, p in model.named_parameters()}
-            opt = _optimizer(cfg, model.parameters())
+            opt = _optimizer(cfg, model.parameters(), method.weight_decay if "l2" in method.penalties else 0.0)
             steps = 0
             for _ in range(cfg.local_epochs):
                 brows, bmask = epoch_batches([np.asarray(rows)], cfg.batch_size, [rng])

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from fedpaper.algorithms import Method, get_method
+from fedpaper.algorithms import Method, get_method, semisup, standard_methods
 from fedpaper.algorithms.server import restrict_classifier, tuning_loss
 from fedpaper.data import synthetic_images
 from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, train
 from fedpaper.engine_sequential import train_sequential
+from fedpaper.errors import BadParameterError, UnknownNameError
 from fedpaper.partition import private_label_partition, sparsity_partition
 
 torch.set_num_threads(1)
@@ -37,12 +38,14 @@ def _cfg(**kw):
     return TrainConfig(**base)
 
 
-@pytest.mark.parametrize("name", ["FedAvg", "FedProx", "SCAFFOLD"])
-@pytest.mark.parametrize("backend", ["vmap", "loop"])
+@pytest.mark.parametrize("name", ["FedAvg", "FedProx", "SCAFFOLD", "FedAvg+l2"])
+@pytest.mark.parametrize("backend", ["vmap", "loop", "grouped"])
 def test_batched_equals_sequential(pools, name, backend):
-    """Both backends give the same parameters after training (clients of unequal sizes: masking)."""
+    """Every backend gives the same parameters after training (clients of unequal sizes: masking);
+    the "l2" penalty against the sequential reference's optimiser weight_decay."""
     feds = _feds(pools)
-    method = get_method(name, mu=0.1) if name == "FedProx" else get_method(name)
+    method = {"FedProx": lambda: get_method(name, mu=0.1),
+              "FedAvg+l2": lambda: Method(name, penalties=("l2",), weight_decay=0.05)}.get(name, lambda: get_method(name))()
     cfg = _cfg(backend=backend)
     assert len({len(c) for c in feds[0].client_indices}) > 1  # unequal sizes exercise the masks
     res = train(method, cfg, pools, feds, progress=False)
@@ -185,3 +188,183 @@ def test_multilabel_bce_trains_and_reports_auc():
     cfg = _cfg(model_kwargs=dict(in_channels=1, image_size=28, num_classes=5), rounds=2)
     res = train(get_method("FedAvg"), cfg, pools, [fed], progress=False)
     assert {"test_acc", "test_f1", "test_auc"} <= set(res.history.columns)
+
+
+# ----------------------------------------------------------------------------- extension points
+OLD_SPEC_KEYS = {"name", "client", "server", "private", "tuning", "mu", "fedrs_alpha", "lam", "afl_step",
+                 "tuning_epochs", "tuning_optimizer", "tuning_lr"}
+
+
+def test_spec_of_existing_methods_is_unchanged():
+    """Cache keys: new fields at their defaults are left out of Method.spec()."""
+    for m in standard_methods().values():
+        assert set(m.spec()) == OLD_SPEC_KEYS
+        assert m.spec() == {k: getattr(m, k) for k in OLD_SPEC_KEYS}
+    m = Method("x", penalties=["l2"], weight_decay=1e-3)
+    assert m.penalties == ("l2",) and m.spec()["penalties"] == ("l2",) and m.spec()["weight_decay"] == 1e-3
+
+
+@pytest.mark.parametrize("kw, match", [(dict(penalties=("fedcurv",)), "unknown penalty"),
+                                       (dict(weight_decay=-1.0), "weight_decay"),
+                                       (dict(client="fedprox", penalties=("prox",)), "twice"),
+                                       (dict(mixup_alpha=-0.5), "mixup_alpha"),
+                                       (dict(pseudo_label_threshold=0.0), r"\(0, 1\]"),
+                                       (dict(pseudo_label_threshold=1.5), r"\(0, 1\]"),
+                                       (dict(pseudo_label_weight=-1.0), "pseudo_label_weight"),
+                                       (dict(pseudo_label_threshold=0.9, private=True), "private"),
+                                       (dict(server_train_epochs=-1), "server_train_epochs"),
+                                       (dict(server_train_epochs=0.5), "server_train_epochs")])
+def test_bad_extension_values_are_refused(kw, match):
+    with pytest.raises((BadParameterError, UnknownNameError), match=match):
+        Method("x", **kw)
+
+
+def _step_grads(tr, method, params, anchor, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    G, B = next(iter(params.values())).shape[0], 8
+    idx = torch.randint(0, len(tr.pools.y_train), (G, B), generator=g)
+    mask = torch.ones(G, B)
+    mask[0, 5:] = 0
+    batch = {"x": tr.pools.x_train[idx], "y": tr.pools.y_train[idx], "mask": mask}
+    return tr._grads(params, batch, tr.present[0, :G], anchor, method)[0]
+
+
+@pytest.mark.parametrize("backend", ["vmap", "loop", "grouped"])
+@pytest.mark.parametrize("private", [False, True])
+def test_penalty_gradients_are_analytic(pools, backend, private):
+    """d/dw [mu/2 ||w - w_t||^2 + wd/2 ||w||^2] = mu (w - w_t) + wd w; no prox term on the
+    classifier with private label sets (privlabels Sec 4.1)."""
+    feds = _feds(pools, seeds=(0,))
+    tr = FederatedTrainer(get_method("FedAvg"), _cfg(backend=backend), pools, feds, progress=False)
+    params = {k: torch.stack([v[0], v[0] * 0.9, v[0] + 0.01]) for k, v in tr.global_params.items()}
+    anchor = {k: v + 0.1 * torch.randn_like(v) for k, v in params.items()}
+    plain = Method("plain", private=private)
+    reg = Method("reg", client="fedprox", mu=0.3, penalties=("l2",), weight_decay=0.2, private=private)
+    g0, g1 = _step_grads(tr, plain, params, anchor), _step_grads(tr, reg, params, anchor)
+    for k in params:
+        mu = 0.0 if private and k in (tr.cls_w, tr.cls_b) else 0.3
+        want = mu * (params[k] - anchor[k]) + 0.2 * params[k]
+        torch.testing.assert_close(g1[k] - g0[k], want, rtol=1e-4, atol=1e-5)
+
+
+def test_mixup_off_and_at_lambda_one_is_plain_training(pools, monkeypatch):
+    """mixup_alpha=0 is FedAvg; so is mixup with lambda fixed at 1 (x and the loss unmixed)."""
+    feds = _feds(pools, seeds=(0, 1))
+    cfg = _cfg(backend="vmap")
+    plain = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    off = train(Method("FedAvg", mixup_alpha=0.0), cfg, pools, feds, progress=False).final_params
+    monkeypatch.setattr(semisup, "draw_lambda", lambda rng, alpha: 1.0)
+    for backend in ("vmap", "loop", "grouped"):
+        one = train(Method("mix", mixup_alpha=0.75), _cfg(backend=backend), pools, feds, progress=False).final_params
+        for k in plain:
+            assert torch.equal(off[k], plain[k])
+            torch.testing.assert_close(one[k], plain[k], rtol=1e-5, atol=1e-6)
+
+
+def test_mixup_mixes_real_rows_only():
+    rng = np.random.default_rng(0)
+    x = torch.arange(2 * 6, dtype=torch.float32).view(2, 6, 1)
+    y = torch.arange(2 * 6).view(2, 6)
+    mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=bool)
+    out = semisup.mixup(x, y, mask, 0.75, [rng, rng])
+    assert sorted(out["y2"][0, :4].tolist()) == [0, 1, 2, 3] and out["y2"][0, 4:].tolist() == [4, 5]
+    lam = out["lam"].view(2, 1, 1)
+    y2 = out["y2"].unsqueeze(-1).float()
+    torch.testing.assert_close(out["x"], lam * x + (1 - lam) * y2)  # here x equals the row's label
+
+
+@pytest.mark.parametrize("backend", ["vmap", "grouped"])
+def test_short_run_with_mixup_learns(pools, backend):
+    feds = _feds(pools, seeds=(0,), C=10, clients=3)
+    res = train(Method("mix", mixup_alpha=0.75), _cfg(rounds=4, backend=backend), pools, feds, progress=False)
+    assert res.history["test_acc"].iloc[-1] > 0.5  # chance is 0.1
+
+
+def _semi_feds(pools, seeds=(0,)):
+    """Each client keeps the first 60% of its rows labelled and the rest unlabeled."""
+    out = []
+    for f in _feds(pools, seeds=seeds):
+        cut = [int(0.6 * len(c)) for c in f.client_indices]
+        out.append(Federation([c[:k] for c, k in zip(f.client_indices, cut)], f.test_indices, seed=f.seed,
+                              client_unlabeled_indices=[c[k:] for c, k in zip(f.client_indices, cut)],
+                              server_indices=np.arange(1000, 1100)))
+    return out
+
+
+def test_pseudo_labels_never_read_the_unlabeled_rows_labels(pools):
+    feds = _semi_feds(pools)
+    method, cfg = Method("pl", pseudo_label_threshold=0.12), _cfg(rounds=3, backend="vmap")
+    unl = np.concatenate(feds[0].client_unlabeled_indices)
+    y = pools.y_train.clone()
+    y[unl] = y[unl][torch.randperm(len(unl), generator=torch.Generator().manual_seed(0))]
+    assert (y != pools.y_train).any()
+    shuffled = Pools(pools.x_train, y, pools.x_test, pools.y_test, pools.num_classes)
+    a = train(method, cfg, pools, feds, progress=False).final_params
+    b = train(method, cfg, shuffled, feds, progress=False).final_params
+    plain = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert max((a[k] - plain[k]).abs().max() for k in a) > 1e-3  # rounds 2-3 keep pseudo-labels: a real change
+
+
+@pytest.mark.parametrize("backend", ["vmap", "loop", "grouped"])
+def test_pseudo_labels_at_threshold_one_are_plain_training(pools, backend):
+    """No prediction reaches confidence 1.0 here, so nothing is kept: the FedAvg update (SGD)."""
+    feds = _semi_feds(pools)
+    cfg = _cfg(backend=backend)
+    a = train(Method("pl", pseudo_label_threshold=1.0), cfg, pools, feds, progress=False).final_params
+    b = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
+
+
+def test_pseudo_label_rule():
+    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1], [0.4, 0.5, 0.1]]))
+    y_hat, keep = semisup.pseudo_labels(logits, 0.6)
+    assert y_hat.tolist() == [0, 1] and keep.tolist() == [True, False]
+
+
+def test_extensions_agree_across_backends(pools):
+    feds = _semi_feds(pools)
+    m = Method("all", mixup_alpha=0.75, pseudo_label_threshold=0.11, penalties=("l2",), weight_decay=0.01,
+               server_train_epochs=1)
+    out = [train(m, _cfg(backend=b), pools, feds, progress=False).final_params for b in ("vmap", "loop", "grouped")]
+    for o in out[1:]:
+        for k in o:
+            torch.testing.assert_close(o[k], out[0][k], rtol=1e-4, atol=1e-5)
+
+
+def test_pseudo_labels_need_unlabeled_rows(pools):
+    with pytest.raises(BadParameterError, match="client_unlabeled_indices"):
+        FederatedTrainer(Method("pl", pseudo_label_threshold=0.9), _cfg(), pools, _feds(pools, seeds=(0,)), progress=False)
+
+
+def test_server_training_off_and_on(pools):
+    feds = _semi_feds(pools)
+    cfg = _cfg(rounds=1, backend="vmap")
+    plain = train(get_method("FedAvg"), cfg, pools, feds, progress=False).final_params
+    off = train(Method("FedAvg", server_train_epochs=0), cfg, pools, feds, progress=False).final_params
+    on = train(Method("st", server_train_epochs=1), cfg, pools, feds, progress=False).final_params
+    assert all(torch.equal(off[k], plain[k]) for k in plain)
+    assert max((on[k] - plain[k]).abs().max() for k in plain) > 1e-3
+    with pytest.raises(BadParameterError, match="server_indices"):
+        FederatedTrainer(Method("st", server_train_epochs=1), cfg, pools, _feds(pools, seeds=(0,)), progress=False)
+
+
+def test_server_training_teaches_a_class_only_the_server_holds(pools):
+    """FedMT's setting in miniature: no client holds class 0, the server has 20 labelled images of
+    each class; training on them each round gives the global model class 0."""
+    y = pools.y_train.numpy()
+    rng = np.random.default_rng(0)
+    server = np.concatenate([rng.choice(np.flatnonzero(y == k), 20, replace=False) for k in range(10)])
+    rest = np.setdiff1d(np.flatnonzero(y != 0), server)
+    fed = Federation(list(np.array_split(rng.permutation(rest), 3)), np.arange(300), server_indices=server, seed=0)
+    cfg = _cfg(rounds=3)
+    test0 = pools.y_test[:300] == 0
+
+    def acc0(method):
+        res = FederatedTrainer(method, cfg, pools, [fed], progress=False)
+        res.run()
+        pred = res.predict(res.global_params, pools.x_test, [np.arange(300)])[0].argmax(1)
+        return (pred[test0] == 0).float().mean().item()
+
+    assert acc0(get_method("FedAvg")) < 0.1 < 0.5 < acc0(Method("st", server_train_epochs=1))

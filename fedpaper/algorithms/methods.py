@@ -6,13 +6,16 @@ sits on top of either through `tuning=`.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from ..errors import BadParameterError, UnknownNameError
+from .penalties import PENALTIES, active
 
 CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
 SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
 TUNING_LOSSES = (None, "mse", "pairwise", "pairwise_all")
+EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha", "pseudo_label_threshold", "pseudo_label_weight",
+                    "server_train_epochs")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,19 @@ class Method:
              returns only the classifier rows of its own labels; rows are averaged per label.
     tuning:  central tuning after aggregation (privlabels Sec 4.2): "mse" (eq. 6), "pairwise"
              (eq. 5, pairs inside Y_k), "pairwise_all" (all label pairs, the form App B analyses).
+    penalties: extra client loss terms by name (algorithms.penalties.PENALTIES), added after
+             FedProx's; "l2" is wd/2 ||w||^2 with wd = weight_decay.
+    mixup_alpha: mixup of the clients' batches with lambda ~ Beta(a, a) (Zhang et al. 2018 eq. 1;
+             FedMT App C.1: a = 0.75); 0 = off. See algorithms.semisup.mixup.
+    pseudo_label_threshold: FixMatch pseudo-labels on each client's unlabeled rows
+             (Federation.client_unlabeled_indices; Sohn et al. 2020 eq. 4, SemiFL/FedMT xi = 0.95),
+             with weight pseudo_label_weight; None = off. See algorithms.semisup.pseudo_labels.
+    server_train_epochs: after aggregation, the server trains the global model for this many
+             epochs on its labelled rows Federation.server_indices (FedMT Alg. 1 procedure A);
+             0 = off. See server.server_train.
+
+    Fields in EXTENSION_FIELDS were added after results were first cached: spec() leaves them out
+    while they hold their defaults, so the cache keys of existing methods do not change.
     """
 
     name: str
@@ -44,8 +60,33 @@ class Method:
     tuning_epochs: int = 3
     tuning_optimizer: str = "adam"
     tuning_lr: float | None = None  # None: the clients' learning rate (privlabels App A)
+    penalties: tuple = ()
+    weight_decay: float = 0.0
+    mixup_alpha: float = 0.0
+    pseudo_label_threshold: float | None = None
+    pseudo_label_weight: float = 1.0
+    server_train_epochs: int = 0
 
     def __post_init__(self):
+        object.__setattr__(self, "penalties", (self.penalties,) if isinstance(self.penalties, str)
+                           else tuple(self.penalties))
+        unknown = [p for p in self.penalties if p not in PENALTIES]
+        if unknown:
+            raise UnknownNameError(f"unknown penalty {unknown[0]!r}; known: {tuple(PENALTIES)}")
+        if len(set(active(self))) != len(active(self)):
+            raise BadParameterError(f"penalties {active(self)} name a term twice (client='fedprox' adds 'prox')")
+        if self.weight_decay < 0:
+            raise BadParameterError(f"weight_decay={self.weight_decay} must be >= 0")
+        if not self.mixup_alpha >= 0:
+            raise BadParameterError(f"mixup_alpha={self.mixup_alpha} must be >= 0 (0 = no mixup)")
+        if self.pseudo_label_threshold is not None and not 0 < self.pseudo_label_threshold <= 1:
+            raise BadParameterError(f"pseudo_label_threshold={self.pseudo_label_threshold} must lie in (0, 1] (None = off)")
+        if not self.pseudo_label_weight >= 0:
+            raise BadParameterError(f"pseudo_label_weight={self.pseudo_label_weight} must be >= 0")
+        if not (isinstance(self.server_train_epochs, int) and self.server_train_epochs >= 0):
+            raise BadParameterError(f"server_train_epochs={self.server_train_epochs!r} must be an integer >= 0")
+        if self.pseudo_label_threshold is not None and self.private:
+            raise BadParameterError("pseudo-labels with private label sets are not supported; use private=False")
         if self.client not in CLIENT_OBJECTIVES:
             raise UnknownNameError(f"unknown client objective {self.client!r}; known: {CLIENT_OBJECTIVES}")
         if self.server not in SERVER_AGGREGATORS:
@@ -58,7 +99,12 @@ class Method:
             raise BadParameterError(f"lam={self.lam} and mu={self.mu} must be >= 0")
 
     def spec(self) -> dict:
-        return asdict(self)
+        """All fields, less EXTENSION_FIELDS that hold their defaults (the results-cache key)."""
+        d = asdict(self)
+        for f in fields(self):
+            if f.name in EXTENSION_FIELDS and d[f.name] == f.default:
+                del d[f.name]
+        return d
 
     def with_(self, **changes) -> "Method":
         return replace(self, **changes)

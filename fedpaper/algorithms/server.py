@@ -1,5 +1,6 @@
 """Server side of a round: aggregation weights, private-label row averaging, SCAFFOLD control
-variates, AFL mixture updates and central tuning, all on stacked [slot, ...] tensors.
+variates, AFL mixture updates, the server's own training (FedMT) and central tuning, all on
+stacked [slot, ...] tensors.
 
 Each function takes the FederatedTrainer `tr` (pools, runs, label counts, state) and the
 participating slots (rows of (run, client)).
@@ -11,6 +12,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from . import weights as W
+from .methods import Method
 
 
 def init_server_state(method, tr) -> dict:
@@ -155,6 +157,25 @@ def _afl_update(tr, losses, slots, part):
         full = np.zeros(tr.M)
         full[slots[sel, 1]] = loss[sel]
         mix[r] = W.afl_step(mix[r], full, tr.method.afl_step)
+
+
+# ----------------------------------------------------------------------------- server training
+def server_train(tr, rngs) -> dict:
+    """The server trains each run's global model on its own labelled data (FedMT, Zhang et al.
+    2024, Alg. 1 procedure A, lines 2-5: f_s <- f, then SGD steps on the cross-entropy over D_s):
+    `server_train_epochs` epochs over Federation.server_indices WITH their labels, plain CE (no
+    client penalties, mixup or pseudo-labels), the clients' optimiser, lr and batch size, a fresh
+    optimiser state each round, batches from the runs' generators `rngs`. It runs after
+    aggregation and before central tuning; FedMT runs it at the start of a round, which differs
+    only in that our first round's clients start from the initial model. BatchNorm running
+    statistics are updated by the server's batches (loop backend)."""
+    rows = [np.asarray(f.server_indices, dtype=np.int64) for f in tr.feds]
+    present = torch.ones(tr.R, tr.K, dtype=torch.bool, device=tr.device)
+    bufs = {k: v.clone() for k, v in tr.global_buffers.items()}
+    params, *_ = tr.train_slots(tr.global_params, rows, present, rngs, Method("server"),
+                                tr.method.server_train_epochs, bufs)
+    tr.global_buffers = bufs
+    return params
 
 
 # ----------------------------------------------------------------------------- central tuning
