@@ -62,11 +62,12 @@ def _git(*args: str) -> str | None:
 
 
 def git_info() -> dict:
-    """{'commit': sha or None, 'dirty': bool or None}. Dirty counts tracked changes only."""
+    """{'commit': sha or None, 'dirty': bool or None}. Dirty counts tracked changes only, outside
+    figures/ (a reproduce run rewrites figures/ as it goes; those files are its output, not its code)."""
     commit = _git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures")
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
