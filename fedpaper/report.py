@@ -186,6 +186,20 @@ def check_claims(claims, tables: dict) -> list[dict]:
     return out
 
 
+def _profiles_note(rows, paper: str) -> str:
+    """' Computed from ... profile results' for a paper's committed artifacts (empty if none); a
+    profile other than 'paper' is shrunk, so its verdicts speak for that scale only."""
+    profs = sorted({(r["provenance"] or {}).get("profile", "?") for r in rows
+                    if r["committed"] and r["id"].startswith(paper + "/")})
+    if not profs:
+        return ""
+    note = f" Computed from the {', '.join(profs)}-profile results in figures/"
+    if profs != ["paper"]:
+        note += (" (shrunk from the paper's setting as each figure's subtitle and provenance say): a verdict "
+                 "holds for that scale, not for the paper's")
+    return note + "."
+
+
 # ------------------------------------------------------------------------------------ report
 def render_report(data_root=None, claims=None, rows=None) -> str:
     """The text of REPORT.md."""
@@ -246,7 +260,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
             continue
         counts = {v: sum(c["verdict"] == v for c in pr) for v in ("pass", "fail", "not checkable")}
         out += [f"### {paper}: {PAPER_TITLES[paper]}", "",
-                f"{counts['pass']} pass, {counts['fail']} fail, {counts['not checkable']} not checkable.", ""]
+                f"{counts['pass']} pass, {counts['fail']} fail, {counts['not checkable']} not checkable."
+                + _profiles_note(rows, paper), ""]
         for c in pr:
             mark = {"pass": "PASS", "fail": "FAIL", "not checkable": "not checkable"}[c["verdict"]]
             out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}")

@@ -107,3 +107,14 @@ def test_readme_block_and_idempotence(figures_tmp, readme_tmp, empty_data_root):
     assert (p.read_text(), readme_tmp.read_text()) == first and p.stat().st_mtime_ns == mtime
     readme_tmp.write_text("no markers\n")
     assert R.update_readme(R.status_rows()) is False and readme_tmp.read_text() == "no markers\n"
+
+
+def test_claims_say_which_profile_they_were_computed_on():
+    from fedpaper.report import _profiles_note
+
+    rows = [{"id": "p/a", "committed": True, "provenance": {"profile": "quick"}},
+            {"id": "p/b", "committed": False, "provenance": None},
+            {"id": "q/a", "committed": True, "provenance": {"profile": "paper"}}]
+    assert "quick-profile" in _profiles_note(rows, "p") and "not for the paper's" in _profiles_note(rows, "p")
+    assert _profiles_note(rows, "q") == " Computed from the paper-profile results in figures/."
+    assert _profiles_note(rows, "none") == ""
