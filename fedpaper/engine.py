@@ -589,8 +589,7 @@ class _GroupedForward:
             elif isinstance(mod, nn.Flatten) and mod.start_dim == 1 and mod.end_dim == -1:
                 ops.append(("flatten", mod, None, None))
             elif isinstance(mod, (nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.Dropout, nn.Identity)):
-                ops.append(("elementwise" if isinstance(mod, (nn.ReLU, nn.Identity)) else type(mod).__name__,
-                             mod, None, None))
+                ops.append(("dropout" if isinstance(mod, nn.Dropout) else "per_channel", mod, None, None))
             else:
                 return None
         net = cls(ops)
@@ -635,11 +634,9 @@ class _GroupedForward:
                 else:
                     h = h.reshape(G, B, -1)
                 flat = True
-            elif kind == "Dropout":
+            elif kind == "dropout":
                 h = F.dropout(h, mod.p, training=train)
-            elif kind == "elementwise":
-                h = mod(h)
-            else:  # pooling acts per channel
+            else:  # "per_channel": ReLU, Identity and pooling act on each channel alone
                 h = mod(h)
         return h
 

@@ -33,7 +33,7 @@ _PAPER = {
     "eval_batch": 1024,
     "share_L10": False,
     # run the L = 10 identities (private = public FedAvg, FedRS = FedAvg) as real runs (checks)
-    "backend": "auto", "cpu_threads": None,  # engine backend and torch threads: speed only, never results
+    "backend": "auto",  # engine backend: speed only, never results
 }
 
 _QUICK = dict(

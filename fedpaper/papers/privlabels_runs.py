@@ -185,21 +185,10 @@ def canonical(spec: dict, p: dict) -> dict:
     return spec
 
 
-def _set_threads(p: dict) -> None:
-    """Small models on a shared CPU train several times faster with one intra-op thread."""
-    import torch
-
-    from fedpaper.experiment import default_device
-
-    if p.get("cpu_threads") and default_device() == "cpu":
-        torch.set_num_threads(int(p["cpu_threads"]))
-
-
 def sweep(specs: list[dict], p: dict, data_root=None, desc="privlabels") -> list[dict]:
     """Results of the specs (cached); with share_L10, identical L = 10 runs are trained once."""
     canon = [canonical(s, p) for s in specs]
     uniq = list({spec_key(c): c for c in canon}.values())
-    _set_threads(p)
     build = builder(data_root, p.get("eval_batch", 1024), p.get("backend", "auto"))
     res = run_specs(uniq, build, desc=desc, progress=os.environ.get("FEDPAPER_PROGRESS", "1") != "0")
     by = {spec_key(c): r for c, r in zip(uniq, res)}
