@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,8 @@ BENCH = Path(__file__).resolve().parent
 for p in (str(REPO), str(BENCH)):
     if p not in sys.path:
         sys.path.insert(0, p)
+
+from machine import cpu_line, loadavg, machine  # noqa: E402  (benchmarks/machine.py)
 
 MODELS = {
     "privlabels_cnn": dict(in_channels=1, image_size=28),
@@ -194,46 +195,6 @@ class _ChannelsLast:
 
 
 # ----------------------------------------------------------------------------- orchestration
-def machine() -> dict:
-    import torch
-
-    def sh(cmd):
-        try:
-            return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=20).stdout.strip()
-        except Exception:  # noqa: BLE001
-            return ""
-
-    lscpu = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in sh("lscpu").splitlines() if ":" in ln)}
-    mem = next((ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")), "0")
-    out = {
-        "nproc": os.cpu_count(),
-        "cpu_model": lscpu.get("Model name", platform.processor()),
-        "cpu_family_model": f"family {lscpu.get('CPU family', '?')} model {lscpu.get('Model', '?')}",
-        "hypervisor": lscpu.get("Hypervisor vendor", "none"),
-        "avx512": "avx512f" in lscpu.get("Flags", ""),
-        "ram_gib": round(int(mem) / 2**20, 1),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "torch_parallel": [ln for ln in torch.__config__.parallel_info().splitlines()
-                           if ln.startswith(("ATen parallel backend", "MKL", "MKLDNN", "OpenMP"))],
-        "gpu": "none (no GPU in this session)" if not torch.cuda.is_available() else torch.cuda.get_device_name(0),
-        "kernel": platform.release(),
-    }
-    try:
-        import flwr
-        import ray
-
-        out["flwr"], out["ray"] = flwr.__version__, ray.__version__
-    except Exception as exc:  # noqa: BLE001
-        out["flwr"] = f"not importable: {type(exc).__name__}: {exc}"
-    return out
-
-
-def loadavg() -> list:
-    return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
-
-
 def run_contender(args, model: str, contender: str) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", contender, "--model", model,
            "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--extra", str(args.extra), "--clients", str(args.clients),
@@ -285,8 +246,7 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
           f"[`engine.json`](engine.json). All numbers below come from that one invocation:", "",
           f"    {meta['command']}", "",
           "## Machine", "",
-          f"- CPU: {m['cpu_model']} ({m['cpu_family_model']}), {m['nproc']} cores visible (`nproc`), "
-          f"hypervisor {m['hypervisor']}, AVX-512 {'yes' if m['avx512'] else 'no'}; RAM {m['ram_gib']} GiB",
+          f"- CPU: {cpu_line(m)}",
           f"- GPU: {m['gpu']}",
           f"- Python {m['python']}, torch {m['torch']}, {args.threads} torch threads per process "
           f"({'; '.join(m['torch_parallel'])})",
