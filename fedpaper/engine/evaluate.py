@@ -70,7 +70,7 @@ def split_metrics(y, logits, K, extra=()) -> dict:
 
 
 def _macro_f1(y, pred, K) -> float:
-    """Macro-F1 over the classes present in y or pred (fedpals iWildCam metric; the same value as
+    """Macro-F1 over the classes present in y or pred (the FedPALS iWildCam metric; the same value as
     fedpaper.metrics.macro_f1, computed in float32 on the device)."""
     if len(y) == 0:
         return float("nan")

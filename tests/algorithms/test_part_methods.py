@@ -1,0 +1,18 @@
+"""Method -> parts: the composition order, and that methods compose (FedProx + FedPALS, FedProx +
+private labels, tuning on either)."""
+from fedpaper.algorithms import get_method
+
+
+def names(m):
+    return [type(p).__name__ for p in m.algorithm().parts]
+
+
+def test_compositions():
+    assert names(get_method("FedAvg")) == ["FedAvgWeights"]
+    assert names(get_method("FedProx+FedPALS")) == ["Penalty", "FedPALSWeights"]
+    assert names(get_method("FedProx (private)")) == ["PrivateLabels", "Penalty", "FedAvgWeights"]
+    assert names(get_method("SCAFFOLD")) == ["ControlVariates", "FedAvgWeights"]
+    assert names(get_method("Tuning-Pairwise (private)")) == ["PrivateLabels", "FedAvgWeights", "CentralTuning"]
+    assert names(get_method("FedPALS", tuning="mse")) == ["FedPALSWeights", "CentralTuning"]
+    assert names(get_method("FedAvg", mixup_alpha=0.5, pseudo_label_threshold=0.9, server_train_epochs=1)) == [
+        "FedAvgWeights", "Mixup", "PseudoLabels", "ServerTraining"]
