@@ -279,13 +279,16 @@ class Algorithm:
         return corr
 
     def aggregate(self, ctx, state, agg: Aggregation) -> dict:
-        """sum_i alpha_i theta_i per run (the weight rule's alpha), then the parts' aggregate hooks."""
+        """sum_i alpha_i theta_i per run (the weight rule's alpha), then the parts' aggregate hooks;
+        frozen parameters keep their previous values."""
         w = next(r for p in self.parts for r in [p.weights(ctx, state, agg.slots, agg.part, agg.losses)]
                  if r is not None)
         glob = weighted_sum(torch.as_tensor(w, dtype=torch.float32, device=ctx.device), agg.new, agg.slots,
                             agg.prev)
         for p in self.parts:
             glob = p.aggregate(ctx, state, agg, glob)
+        for k in self.frozen:  # never trained: kept exactly (a weighted mean of copies may round)
+            glob[k] = agg.prev[k]
         return glob
 
     def server_steps(self, ctx, state, glob, bufs, agg: Aggregation, rngs):
