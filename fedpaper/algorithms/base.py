@@ -40,7 +40,8 @@ class Context:
     bias; predict(params, x_pool, rows, train=False, buffers=None) -> per-model logits;
     train_slots(params, rows, present, rngs, algorithm, epochs, buffers) -> (params, anchor,
     steps, loss), the clients' local training applied to any stacked models (server training);
-    init_params: the runs' initial global params [R, ...] (shapes and layouts for declared state)."""
+    init_params: the runs' initial global params [R, ...] (shapes and layouts for declared state);
+    round_lr(): the clients' learning rate in the current round (the lr schedule's value)."""
 
     cfg: Any
     pools: Any
@@ -60,6 +61,7 @@ class Context:
     init_params: dict
     predict: Callable
     train_slots: Callable
+    round_lr: Callable = None
 
 
 @dataclass

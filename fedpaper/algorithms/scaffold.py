@@ -2,8 +2,8 @@
 Learning", Alg. 1, option II). Declared state: the server control variate c [R, ...] and every
 client's c_i [R, M, ...] (zero at the start). Each local step's gradient is corrected by c - c_i
 (line 10); after the round, c_i+ = c_i - c + (x - y_i) / (K_i lr) with K_i the client's local
-steps (line 12), and c += (1/N) sum_i (c_i+ - c_i) over the participants (lines 13-17, N all
-clients). Aggregation of the models is FedAvg's."""
+steps and lr the round's local learning rate (line 12), and c += (1/N) sum_i (c_i+ - c_i) over
+the participants (lines 13-17, N all clients). Aggregation of the models is FedAvg's."""
 from __future__ import annotations
 
 import torch
@@ -24,7 +24,7 @@ class ControlVariates(Part):
         return {k: st["c"][k][r] - st["c_i"][k][r, c] for k in st["c"]}
 
     def aggregate(self, ctx, state, agg, glob):
-        st, lr = state[self.key], ctx.cfg.lr
+        st, lr = state[self.key], ctx.round_lr()
         r, c = agg.slots[:, 0], agg.slots[:, 1]
         run = torch.as_tensor(r, device=ctx.device)
         for k in st["c"]:

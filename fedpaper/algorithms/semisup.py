@@ -22,7 +22,7 @@ def mixup(x: torch.Tensor, y: torch.Tensor, mask: np.ndarray, alpha: float, rngs
     x: [G, B, ...], y: [G, B] or multi-hot [G, B, K], mask: [G, B] bool (real rows). Per slot g,
     lambda_g ~ Beta(alpha, alpha) and a permutation pi_g of its real rows (padding rows map to
     themselves) are drawn from rngs[g]; returns x = lambda x + (1 - lambda) x[pi], y2 = y[pi] and
-    lam [G], for the loss lambda * l(y) + (1 - lambda) * l(y2) (engine.client_loss)."""
+    lam [G], for the loss lambda * l(y) + (1 - lambda) * l(y2) (algorithms.base.Objective)."""
     G, B = mask.shape
     lam = np.array([draw_lambda(rng, alpha) for rng in rngs])
     perm = np.tile(np.arange(B), (G, 1))

@@ -74,7 +74,8 @@ class FederatedTrainer:
         self.round_lr = self.optim.lr_at(1, config.rounds)
         self.ctx = Context(config, pools, feds, self.R, self.M, self.K, self.device, self.counts, self.sizes,
                            self.present, (self.cls_w, self.cls_b), self.backend, self.template, self.buffers,
-                           has_batchnorm(self.template), self.global_params, self.predict, self.train_slots)
+                           has_batchnorm(self.template), self.global_params, self.predict, self.train_slots,
+                           lambda: self.round_lr)
         self.algo.check(self.ctx)
         self.objective = self.algo.objective((self.cls_w, self.cls_b))
         self.state = self.algo.init_state(self.ctx)

@@ -1,7 +1,5 @@
 """SCAFFOLD (Karimireddy et al. 2020, Alg. 1 option II): correction c - c_i; c_i+ = c_i - c +
 (x - y_i) / (K_i lr); c += (1/N) sum (c_i+ - c_i)."""
-from types import SimpleNamespace
-
 import torch
 from conftest import aggregation, full_slots, make_ctx
 
@@ -10,7 +8,7 @@ from fedpaper.algorithms.scaffold import ControlVariates
 
 def test_control_variate_update_and_correction():
     params = {"w": torch.zeros(1, 2)}
-    ctx = make_ctx([[[1, 0], [0, 1]]], params=params, cfg=SimpleNamespace(lr=0.5))
+    ctx = make_ctx([[[1, 0], [0, 1]]], params=params, round_lr=lambda: 0.5)
     part_ = ControlVariates()
     state = {part_.key: part_.init_state(ctx)}
     slots, part = full_slots(1, 2)
