@@ -12,6 +12,7 @@ import torch
 from torch.func import functional_call
 
 from .. import metrics as M
+from ..algorithms.base import logits_of
 from ..errors import BadParameterError
 
 EXTRA_METRICS = {
@@ -34,9 +35,10 @@ def check_metrics(names) -> tuple:
 
 def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: list, K: int, eval_batch: int,
             device, train=False) -> list:
-    """Logits of each model (params [n, ...], buffers [n, ...]) on its own rows of x_pool."""
+    """Logits of each model (params [n, ...], buffers [n, ...]) on its own rows of x_pool (a model
+    whose outputs are a dict gives its "logits")."""
     template.train(train)
-    fwd = lambda p, b, x: functional_call(template, (p, b), (x,))  # noqa: E731
+    fwd = lambda p, b, x: logits_of(functional_call(template, (p, b), (x,)))  # noqa: E731
     out = []
     for r, rr in enumerate(rows):
         p = {k: v[r] for k, v in params.items()}

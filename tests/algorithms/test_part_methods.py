@@ -16,3 +16,19 @@ def test_compositions():
     assert names(get_method("FedPALS", tuning="mse")) == ["FedPALSWeights", "CentralTuning"]
     assert names(get_method("FedAvg", mixup_alpha=0.5, pseudo_label_threshold=0.9, server_train_epochs=1)) == [
         "FedAvgWeights", "Mixup", "PseudoLabels", "ServerTraining"]
+
+
+def test_objective_reads_logits_among_auxiliary_outputs():
+    import torch
+
+    from fedpaper.algorithms.base import Objective
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 3)
+    batch = {"x": None, "y": torch.randint(0, 3, (2, 5)), "mask": torch.ones(2, 5)}
+    present = torch.ones(2, 3, dtype=torch.bool)
+    obj = get_method("FedRS").algorithm().objective(("w", "b"))
+    assert isinstance(obj, Objective)
+    plain = obj(logits, batch, present, {}, {})
+    aux = obj({"logits": logits, "features": torch.randn(2, 5, 8)}, batch, present, {}, {})
+    assert all(torch.equal(a, b) for a, b in zip(plain, aux))
