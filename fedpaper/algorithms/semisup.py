@@ -9,6 +9,10 @@ import math
 import numpy as np
 import torch
 
+from ..engine.batching import epoch_batches, gather
+from ..errors import BadParameterError
+from .base import Part
+
 
 def draw_lambda(rng: np.random.Generator, alpha: float) -> float:
     """lambda ~ Beta(alpha, alpha) (mixup, Zhang et al. 2018, Sec. 2)."""
@@ -46,8 +50,6 @@ def pseudo_labels(logits: torch.Tensor, threshold: float) -> tuple[torch.Tensor,
 
 
 # ----------------------------------------------------------------------------- as parts of an algorithm
-from .base import Part  # noqa: E402
-
 
 class Mixup(Part):
     """Mixup of every client batch (`mixup` above); the objective mixes the two losses."""
@@ -81,8 +83,6 @@ class PseudoLabels(Part):
         return self.weight
 
     def check(self, ctx):
-        from ..errors import BadParameterError
-
         if any(f.client_unlabeled_indices is None or len(f.client_unlabeled_indices) != ctx.M for f in ctx.feds):
             raise BadParameterError("pseudo_label_threshold needs Federation.client_unlabeled_indices "
                                     "(one row list per client)")
@@ -107,8 +107,6 @@ class PseudoLabels(Part):
         return math.ceil(max(data["sizes"]) / batch_size)
 
     def begin_epoch(self, data, steps, aug_rngs, batch_size, device):
-        from ..engine.batching import epoch_batches
-
         if data is None:  # trained without this round's pseudo-labels (e.g. a server step)
             return None
         upos, umask = epoch_batches([np.arange(n) for n in data["sizes"]], batch_size, aug_rngs, steps)
@@ -116,8 +114,6 @@ class PseudoLabels(Part):
 
     def augment(self, ctx, batch, mask_np, aug_rngs, data, epoch, step):
         """Append the unlabeled batch of this step; returns which slots have unlabeled rows in it."""
-        from ..engine.batching import gather
-
         if data is None:
             return None
         pos, valid = epoch[0][:, step], epoch[1][:, step]
