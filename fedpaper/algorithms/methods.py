@@ -109,6 +109,15 @@ class Method:
     def with_(self, **changes) -> "Method":
         return replace(self, **changes)
 
+    def algorithm(self):
+        """The composition of parts the trainer runs (algorithms.base.Algorithm), in this order:
+        private label sets; the client objective's part; its penalties (`active`); the aggregation
+        weight rule (FedAvg's with private label sets, which average classifier rows per label);
+        mixup, pseudo-labels; server training, then central tuning."""
+        from .base import Algorithm
+
+        return Algorithm(self.name, tuple(method_parts(self)))
+
 
 def standard_methods() -> dict[str, Method]:
     """The named methods of the fedpals and privlabels papers, with the papers' defaults."""
@@ -135,3 +144,36 @@ def get_method(name: str, **overrides) -> Method:
     if name not in known:
         raise UnknownNameError(f"unknown method {name!r}; known methods: {', '.join(known)}")
     return known[name].with_(**overrides) if overrides else known[name]
+
+
+# ----------------------------------------------------------------------------- Method fields -> parts
+def method_parts(m: Method) -> list:
+    """The parts of `m`, in order (see Method.algorithm). The one place Method's fields are read
+    as names of parts; part modules are imported here, on use."""
+    from .afl import AFLMixture
+    from .fedavg import FedAvgWeights
+    from .fedpals import FedPALSWeights
+    from .fedprox import Penalty
+    from .fedrs import RestrictedSoftmax
+    from .privlabels import PrivateLabels
+    from .scaffold import ControlVariates
+    from .semisup import Mixup, PseudoLabels
+    from .server_training import ServerTraining
+    from .tuning import CentralTuning
+
+    client = {"local": [], "fedprox": [],  # FedProx's term is the "prox" penalty of active(m)
+              "scaffold": [ControlVariates], "fedrs": [lambda: RestrictedSoftmax(m.fedrs_alpha)]}
+    server = {"fedavg": FedAvgWeights, "fedpals": lambda: FedPALSWeights(m.lam), "afl": lambda: AFLMixture(m.afl_step)}
+    parts = [PrivateLabels()] if m.private else []
+    parts += [make() for make in client[m.client]]
+    parts += [Penalty(name, m) for name in active(m)]
+    parts.append(FedAvgWeights() if m.private else server[m.server]())
+    if m.mixup_alpha > 0:
+        parts.append(Mixup(m.mixup_alpha))
+    if m.pseudo_label_threshold is not None:
+        parts.append(PseudoLabels(m.pseudo_label_threshold, m.pseudo_label_weight))
+    if m.server_train_epochs:
+        parts.append(ServerTraining(m.server_train_epochs))
+    if m.tuning:
+        parts.append(CentralTuning(m.tuning, m.tuning_epochs, m.tuning_optimizer, m.tuning_lr, m.private))
+    return parts

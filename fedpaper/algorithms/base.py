@@ -1,0 +1,314 @@
+"""The algorithm seam: what the trainer calls, and nothing else it knows about a method.
+
+A federated algorithm is an `Algorithm`: a composition of `Part`s (FedJAX's "a few small pure
+functions"; Flower's "one class per aggregation rule") over stacked slots (run x client):
+
+- client objective: `Objective`, the mean row loss (CE, or BCE for multi-hot labels) over the
+  model's outputs (a tensor of logits, or a dict holding "logits" and auxiliary tensors), after the
+  parts' logit restrictions (`restrict`), plus the parts' penalties (`penalty`);
+- client data: per-round data (`prepare_round`, e.g. pseudo-labels), extra steps per epoch
+  (`min_steps`), per-epoch draws (`begin_epoch`) and batch transforms (`augment`, e.g. mixup);
+- broadcast (`broadcast`: what a client receives) and a gradient correction (`grad_correction`);
+- the aggregator: exactly one part gives the weights (`weights`), the weighted sum is formed, then
+  every part's `aggregate` may replace rows of it or update its own state (per-label rows,
+  control variates, mixtures, server momentum);
+- after-round server steps (`server_step`: server training, central tuning);
+- declared state (`init_state`, kept in `state[part.key]` across rounds: per-run or per-client
+  tensors such as control variates), and parameters that never train (`frozen`).
+
+Hooks see a `Context` (the runs' layout, label counts and a few engine functions), never the
+trainer, and return new values instead of mutating the trainer. Parts compose in order; each
+algorithm module (fedavg, fedprox, scaffold, fedrs, afl, fedpals, privlabels, tuning,
+server_training, semisup) defines one or two parts and cites the equation it implements.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class Context:
+    """What the hooks may read: the runs trained together and a few engine functions.
+
+    counts [R, M, K] (numpy) label counts per client; sizes [R, M] their sums; present [R, M, K]
+    (bool tensor) each client's label set; classifier: the names of the classifier's weight and
+    bias; predict(params, x_pool, rows, train=False, buffers=None) -> per-model logits;
+    train_slots(params, rows, present, rngs, algorithm, epochs, buffers) -> (params, anchor,
+    steps, loss), the clients' local training applied to any stacked models (server training);
+    init_params: the runs' initial global params [R, ...] (shapes and layouts for declared state);
+    round_lr(): the clients' learning rate in the current round (the lr schedule's value)."""
+
+    cfg: Any
+    pools: Any
+    feds: list
+    R: int
+    M: int
+    K: int
+    device: torch.device
+    counts: np.ndarray
+    sizes: np.ndarray
+    present: torch.Tensor
+    classifier: tuple
+    backend: str
+    template: Any
+    buffers: dict
+    has_batchnorm: bool
+    init_params: dict
+    predict: Callable
+    train_slots: Callable
+    round_lr: Callable = None
+
+
+@dataclass
+class Aggregation:
+    """The inputs of one round's aggregation: new client params [G, ...], what each received
+    (anchor), local steps [G] and mean losses [G], the slots (rows of (run, client)), the round's
+    participants part [R, m'], and prev, the runs' global params before the round [R, ...]."""
+
+    new: dict
+    anchor: dict
+    steps: torch.Tensor
+    losses: torch.Tensor
+    slots: np.ndarray
+    part: np.ndarray
+    prev: dict
+
+
+class Part:
+    """One piece of an algorithm; every hook is optional (the defaults do nothing)."""
+
+    key = "part"           # where the part's declared state lives in the algorithm's state dict
+    frozen: tuple = ()     # parameter names that never train
+    unlabeled_weight = None  # weight of the objective's unlabeled-batch term, when the part adds one
+
+    def spec(self) -> dict:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def check(self, ctx: Context) -> None:
+        """Raise BadParameterError when the runs cannot train with this part."""
+
+    def init_state(self, ctx: Context):
+        """Declared state kept across rounds (None: none)."""
+        return None
+
+    # ---- client side
+    def broadcast(self, ctx, state, params, slots):
+        return params
+
+    def restrict(self, logits, present):
+        return logits
+
+    def penalty(self, params, anchor, lead, classifier):
+        """A per-slot loss term ([] for one slot, [G] for stacked slots: lead 0 or 1), or None."""
+        return None
+
+    def prepare_round(self, ctx, state, params, slots, buffers):
+        return None
+
+    def min_steps(self, data, batch_size):
+        return None
+
+    def begin_epoch(self, data, steps, aug_rngs, batch_size, device):
+        return None
+
+    def augment(self, ctx, batch, mask_np, aug_rngs, data, epoch, step):
+        """Change `batch` in place; return a [G] bool tensor of slots made active, or None."""
+        return None
+
+    def grad_correction(self, ctx, state, slots):
+        return None
+
+    # ---- server side
+    def weights(self, ctx, state, slots, part, losses):
+        """Aggregation weight of each slot (numpy [G], summing to one per run), or None."""
+        return None
+
+    def aggregate(self, ctx, state, agg: Aggregation, glob: dict) -> dict:
+        return glob
+
+    def server_step(self, ctx, state, glob, bufs, agg: Aggregation, rngs):
+        return glob, bufs
+
+
+def row_loss(logits, y):
+    """Per-row loss [.., B]: cross-entropy for class indices, BCE summed over classes for multi-hot y."""
+    if y.dim() == logits.dim():  # multi-label
+        return F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
+
+
+def logits_of(outputs):
+    """The logits among a model's outputs: the tensor itself, or outputs["logits"]."""
+    return outputs["logits"] if isinstance(outputs, dict) else outputs
+
+
+@dataclass
+class Objective:
+    """The client objective for one slot (logits [B, K], its params) or stacked slots (logits
+    [G, B, K], params [G, ...]); returns the per-slot loss ([] or [G]) and the per-slot sum of the
+    rows' losses (reported as the training loss).
+
+    batch: x, y (class indices [.., B] or multi-hot [.., B, K]), mask ([.., B], 1 for real rows);
+    with mixup also y2 and lam (loss lam l(y) + (1 - lam) l(y2), Zhang et al. 2018 eq. 1); with an
+    unlabeled batch (pseudo-labels) x has B + B_u rows, the last B_u unlabeled, with yu, ukeep and
+    umask [.., B_u], adding unlabeled_weight * sum(kept rows' CE) / B_u (FixMatch eq. 4).
+    The labelled term is the mean over real rows; the parts' restrictions act on the logits first,
+    their penalties are added last, in the parts' order."""
+
+    parts: tuple = ()
+    unlabeled_weight: float = 1.0
+    classifier: tuple = ("classifier.weight", "classifier.bias")
+
+    def __call__(self, outputs, batch, present, params, anchor):
+        logits = logits_of(outputs)
+        for p in self.parts:
+            logits = p.restrict(logits, present)
+        if "yu" in batch:  # rows after the B labelled ones are the unlabeled batch
+            logits, logits_u = logits[..., :batch["mask"].shape[-1], :], logits[..., batch["mask"].shape[-1]:, :]
+        ce = row_loss(logits, batch["y"])
+        if "y2" in batch:
+            lam = batch["lam"].unsqueeze(-1)
+            ce = lam * ce + (1 - lam) * row_loss(logits, batch["y2"])
+        mask = batch["mask"]
+        loss = (ce * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        if "yu" in batch:
+            lu = (row_loss(logits_u, batch["yu"]) * batch["ukeep"]).sum(-1) / batch["umask"].sum(-1).clamp(min=1)
+            loss = loss + self.unlabeled_weight * lu
+        terms = [t for t in (p.penalty(params, anchor, logits.dim() - 2, self.classifier) for p in self.parts)
+                 if t is not None]
+        if terms:
+            loss = loss + sum(terms[1:], terms[0])
+        return loss, (ce * mask).sum(-1).detach()
+
+
+@dataclass
+class Algorithm:
+    """A method as the trainer sees it: an ordered composition of parts (see the module docstring).
+
+    Exactly one part gives aggregation weights (`weights`); `FedAvgWeights` when none is named.
+    optimizer: an engine.optim.OptimSpec for the clients, or None for the TrainConfig's."""
+
+    name: str
+    parts: tuple = ()
+    optimizer: Any = None
+
+    def __post_init__(self):
+        self.parts = tuple(self.parts)
+        if not any(type(p).weights is not Part.weights for p in self.parts):
+            from .fedavg import FedAvgWeights
+            self.parts = (FedAvgWeights(),) + self.parts
+        rules = [p for p in self.parts if type(p).weights is not Part.weights]
+        if len(rules) != 1:
+            raise ValueError(f"algorithm {self.name!r} has {len(rules)} aggregation-weight rules; it needs one")
+        keys = [p.key for p in self.parts]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"algorithm {self.name!r} has two parts with one state key: {keys}")
+
+    def with_parts(self, *parts, name=None) -> "Algorithm":
+        """A new algorithm with `parts` appended (a weight rule among them replaces the current one)."""
+        own = self.parts
+        if any(type(p).weights is not Part.weights for p in parts):
+            own = tuple(p for p in own if type(p).weights is Part.weights)
+        return Algorithm(name or self.name, own + tuple(parts), self.optimizer)
+
+    def spec(self) -> dict:
+        return {"name": self.name, "parts": [(type(p).__name__, p.spec()) for p in self.parts],
+                "optimizer": None if self.optimizer is None else repr(self.optimizer)}
+
+    def algorithm(self) -> "Algorithm":
+        return self
+
+    # ---- what the trainer calls
+    @property
+    def frozen(self) -> tuple:
+        return tuple(n for p in self.parts for n in p.frozen)
+
+    def objective(self, classifier) -> Objective:
+        w = [p.unlabeled_weight for p in self.parts if p.unlabeled_weight is not None]
+        return Objective(self.parts, w[0] if w else 1.0, tuple(classifier))
+
+    def check(self, ctx):
+        for p in self.parts:
+            p.check(ctx)
+
+    def init_state(self, ctx) -> dict:
+        state = {}
+        for p in self.parts:
+            s = p.init_state(ctx)
+            if s is not None:
+                state[p.key] = s
+        return state
+
+    def broadcast(self, ctx, state, params, slots):
+        for p in self.parts:
+            params = p.broadcast(ctx, state, params, slots)
+        return params
+
+    def prepare_round(self, ctx, state, params, slots, buffers) -> dict:
+        out = {}
+        for p in self.parts:
+            d = p.prepare_round(ctx, state, params, slots, buffers)
+            if d is not None:
+                out[p.key] = d
+        return out
+
+    def min_steps(self, data, batch_size):
+        steps = [s for p in self.parts if p.key in data for s in [p.min_steps(data[p.key], batch_size)]
+                 if s is not None]
+        return max(steps) if steps else None
+
+    def begin_epoch(self, data, steps, aug_rngs, batch_size, device) -> dict:
+        return {p.key: p.begin_epoch(data.get(p.key), steps, aug_rngs, batch_size, device) for p in self.parts}
+
+    def augment(self, ctx, batch, mask_np, aug_rngs, data, epoch, step, active):
+        for p in self.parts:
+            extra = p.augment(ctx, batch, mask_np, aug_rngs, data.get(p.key), epoch.get(p.key), step)
+            if extra is not None:
+                active = active | extra
+        return active
+
+    def grad_correction(self, ctx, state, slots):
+        corr = None
+        for p in self.parts:
+            c = p.grad_correction(ctx, state, slots)
+            if c is not None:
+                corr = c if corr is None else {k: corr[k] + c[k] for k in corr}
+        return corr
+
+    def aggregate(self, ctx, state, agg: Aggregation) -> dict:
+        """sum_i alpha_i theta_i per run (the weight rule's alpha), then the parts' aggregate hooks;
+        frozen parameters keep their previous values."""
+        w = next(r for p in self.parts for r in [p.weights(ctx, state, agg.slots, agg.part, agg.losses)]
+                 if r is not None)
+        glob = weighted_sum(torch.as_tensor(w, dtype=torch.float32, device=ctx.device), agg.new, agg.slots,
+                            agg.prev)
+        for p in self.parts:
+            glob = p.aggregate(ctx, state, agg, glob)
+        for k in self.frozen:  # never trained: kept exactly (a weighted mean of copies may round)
+            glob[k] = agg.prev[k]
+        return glob
+
+    def server_steps(self, ctx, state, glob, bufs, agg: Aggregation, rngs):
+        for p in self.parts:
+            glob, bufs = p.server_step(ctx, state, glob, bufs, agg, rngs)
+        return glob, bufs
+
+
+def weighted_sum(w: torch.Tensor, new: dict, slots: np.ndarray, like: dict) -> dict:
+    """Per run r: sum over its slots g of w_g * new[g] ([R, ...] shaped like `like`)."""
+    run = torch.as_tensor(slots[:, 0], device=w.device)
+    out = {}
+    for k, v in new.items():
+        wk = w.view(-1, *([1] * (v.dim() - 1)))
+        out[k] = torch.zeros_like(like[k]).index_add_(0, run, wk * v)
+    return out
+
+
+def slot_sizes(ctx, slots) -> torch.Tensor:
+    """n_i of each slot's client, float32 [G]."""
+    return torch.as_tensor(ctx.sizes[slots[:, 0], slots[:, 1]], dtype=torch.float32, device=ctx.device)

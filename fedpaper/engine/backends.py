@@ -1,0 +1,85 @@
+"""Per-slot gradients of a client objective, three ways, and the rule that picks one.
+
+"vmap" maps torch.func.grad over the slots (the GPU default); "loop" takes torch.func.grad slot by
+slot (BatchNorm models: their running statistics are updated in place per slot); "grouped" runs all
+slots in one forward and backward pass (grouped.GroupedForward; CNNs built as `features` +
+`classifier` from Conv2d/Linear/ReLU/pooling/Flatten/Dropout), over chunks of at most
+GROUPED_SAMPLES samples. The slots' losses are independent, so the gradient of their sum holds each
+slot's own gradient. The backends compute the same function; they differ by float rounding (and by
+which random numbers dropout draws), so the choice is made by a fixed rule, never by timing:
+a rerun of the same spec on the same machine is bit-identical.
+"""
+from __future__ import annotations
+
+import torch
+from torch.func import functional_call, grad, vmap
+
+from ..errors import BadParameterError
+from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout
+
+BACKENDS = ("auto", "vmap", "loop", "grouped")
+
+
+def choose_backend(requested: str, device: torch.device, batchnorm: bool, grouped_ok: bool, model: str) -> tuple:
+    """(backend, rule): the backend to train with and the rule that chose it.
+
+    BatchNorm models: "loop" (running statistics are updated in place: not vmap-safe). An explicit
+    backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped" where the model supports it
+    (fastest on the engine benchmark's CNNs), else "loop"."""
+    if requested not in BACKENDS:
+        raise BadParameterError(f"backend={requested!r}; choose 'auto', 'vmap', 'loop' or 'grouped'")
+    if batchnorm:
+        return "loop", "batchnorm model: loop"
+    if requested == "grouped" and not grouped_ok:
+        raise BadParameterError(f"backend='grouped' cannot run model {model!r} (it needs `features` + "
+                                f"`classifier` built from {GroupedForward.LAYERS}); use 'loop' or 'vmap'")
+    if requested != "auto":
+        return requested, "requested"
+    if device.type == "cuda":
+        return "vmap", "auto: cuda -> vmap"
+    return ("grouped", "auto: cpu, grouped-capable model -> grouped") if grouped_ok else \
+        ("loop", "auto: cpu, model not grouped-capable -> loop")
+
+
+class SlotGradients:
+    """Per-slot gradients of `objective` (algorithms.base.Objective) for one model template."""
+
+    def __init__(self, template, grouped: GroupedForward | None, backend: str):
+        self.template, self.grouped, self.backend = template, grouped, backend
+
+    def _slot_loss(self, params, buffers, batch, present, anchor, objective):
+        outputs = functional_call(self.template, (params, buffers), (batch["x"],))
+        return objective(outputs, batch, present, params, anchor)
+
+    def __call__(self, params, batch, present, anchor, objective, buffers=None):
+        """Gradients {name: [G, ...]} and per-slot loss sums [G] on `batch` (a dict of [G, B, ...]
+        tensors: x, y, mask and the optional entries the objective reads). BatchNorm buffers (loop
+        backend only) are updated in place per slot."""
+        if self.backend == "grouped":
+            return self._grouped(params, batch, present, anchor, objective)
+        gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
+        buffers = buffers or {}
+        if self.backend == "vmap":
+            return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
+        outs = [gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
+                    fast_layout({k: v[g] for k, v in batch.items()}), present[g],
+                    {k: v[g] for k, v in anchor.items()})
+                for g in range(batch["x"].shape[0])]
+        grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
+        return grads, torch.stack([o[1] for o in outs])
+
+    def _grouped(self, params, batch, present, anchor, objective):
+        G = batch["x"].shape[0]
+        chunk = max(1, GROUPED_SAMPLES // max(1, batch["x"].shape[1]))
+        grads, lsums = {k: [] for k in params}, []
+        for lo in range(0, G, chunk):
+            sl = slice(lo, min(G, lo + chunk))
+            p = {k: v[sl].detach().requires_grad_(True) for k, v in params.items()}
+            b = {k: v[sl] for k, v in batch.items()}
+            loss, lsum = objective(self.grouped(p, b["x"]), b, present[sl], p, {k: v[sl] for k, v in anchor.items()})
+            for k, g in zip(p, torch.autograd.grad(loss.sum(), list(p.values()))):
+                grads[k].append(g)
+            lsums.append(lsum)
+        if len(lsums) == 1:
+            return {k: g[0] for k, g in grads.items()}, lsums[0]
+        return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)

@@ -1,0 +1,301 @@
+"""The batched federated trainer: all clients of a round, and several runs, as one computation.
+
+Client state is a dict of stacked parameter tensors whose leading dimension is the slot
+(run x participating client). Local training maps one functional optimiser step over all slots
+(optim.OptimSpec); clients with different data sizes are masked (a slot whose data is used up keeps
+its parameters), never looped over. The per-slot gradients come from one of three backends
+(backends.py). The trainer knows no method by name: it calls the hooks of an
+algorithms.base.Algorithm (client objective, broadcast, batch transforms, gradient correction,
+aggregation, server steps, declared state, frozen parameters), giving them an algorithms.base.
+Context, never itself.
+
+CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout, and on
+Linux/glibc the trainer raises malloc's mmap and trim thresholds once per process (cpu.py).
+
+Runs batched together share a method and a TrainConfig and differ in seed and partition; each
+run draws its batches from its own seeded generator, so a run's result does not depend on which
+other runs it was batched with (except dropout noise under vmap, drawn from the global RNG).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..algorithms.base import Aggregation, Context
+from ..errors import BadParameterError
+from ..models import build_model, classifier_param_names, has_batchnorm
+from .backends import SlotGradients, choose_backend
+from .batching import epoch_batches, gather
+from .cpu import _tune_cpu_allocator
+from .evaluate import predict, split_metrics
+from .grouped import GroupedForward, stacked_layout
+from .types import Pools, TrainConfig, TrainResult
+
+
+def as_algorithm(method):
+    """The algorithms.base.Algorithm of a Method (Method.algorithm()) or of an Algorithm itself."""
+    if not hasattr(method, "algorithm"):
+        raise BadParameterError(f"train() needs a Method or an Algorithm, not {type(method).__name__}")
+    return method.algorithm()
+
+
+class FederatedTrainer:
+    """Trains R runs of one method at once (see the module docstring)."""
+
+    def __init__(self, method, config: TrainConfig, pools: Pools, feds: list, progress=True):
+        self.method, self.cfg, self.pools, self.feds = method, config, pools, feds
+        self.algo = as_algorithm(method)
+        self.progress = progress
+        self.device = torch.device(config.device)
+        self.K = pools.num_classes
+        self.R = len(feds)
+        self.M = len(feds[0].client_indices)
+        if any(len(f.client_indices) != self.M for f in feds):
+            raise BadParameterError("runs trained together must have the same number of clients")
+        self._layout = lambda t: t  # noqa: E731 - GPU: layouts as they come (not measured here)
+        if self.device.type == "cpu":
+            _tune_cpu_allocator()
+            self._layout = stacked_layout
+        self.template = build_model(config.model, **config.model_kwargs).to(self.device)
+        self.cls_w, self.cls_b = classifier_param_names(self.template)
+        self.buffers = {k: v for k, v in self.template.named_buffers()}
+        self.grouped = GroupedForward.build(self.template, tuple(pools.x_train.shape[1:]))  # None: not supported
+        self.calibration = None  # kept for the benchmark's report: the backend is chosen by rule, not timed
+        self.global_params, self.global_buffers = self._init_params()
+        self._setup_label_info()
+        self.backend, self.backend_rule = choose_backend(config.backend, self.device, has_batchnorm(self.template),
+                                                         self.grouped is not None, config.model)
+        self.grads_of = SlotGradients(self.template, self.grouped, self.backend)
+        self.optim = self.algo.optimizer or config.optim()
+        self.round_lr = self.optim.lr_at(1, config.rounds)
+        self.ctx = Context(config, pools, feds, self.R, self.M, self.K, self.device, self.counts, self.sizes,
+                           self.present, (self.cls_w, self.cls_b), self.backend, self.template, self.buffers,
+                           has_batchnorm(self.template), self.global_params, self.predict, self.train_slots,
+                           lambda: self.round_lr)
+        self.algo.check(self.ctx)
+        self.objective = self.algo.objective((self.cls_w, self.cls_b))
+        self.state = self.algo.init_state(self.ctx)
+        self.aug_rngs = self._aug_rngs()
+        self.step_log = {}
+
+    # ---- setup
+    def _init_params(self) -> tuple[dict, dict]:
+        """Each run's initial model (seeded by the run's seed), stacked: params and buffers [R, ...]."""
+        params, bufs = [], []
+        for f in self.feds:
+            torch.manual_seed(f.seed)
+            net = build_model(self.cfg.model, **self.cfg.model_kwargs)
+            params.append({k: v.detach().to(self.device) for k, v in net.named_parameters()})
+            bufs.append({k: v.detach().to(self.device) for k, v in net.named_buffers()})
+        stack = lambda d: {k: self._layout(torch.stack([x[k] for x in d])) for k in d[0]}  # noqa: E731
+        return stack(params), stack(bufs)
+
+    def _aug_rngs(self) -> list:
+        """Per-run generators for augmentation draws (mixup, unlabeled batches), apart from the
+        batch-order generators, so that switching augmentation on does not change the batches."""
+        return [np.random.default_rng([f.seed, 7919, 1]) for f in self.feds]
+
+    def _setup_label_info(self):
+        y = self.pools.y_train.cpu().numpy()
+        counts = np.zeros((self.R, self.M, self.K))
+        for r, f in enumerate(self.feds):
+            for i, idx in enumerate(f.client_indices):
+                yi = y[np.asarray(idx, dtype=np.int64)]
+                counts[r, i] = yi.sum(0) if y.ndim == 2 else np.bincount(yi, minlength=self.K)
+        self.counts = counts
+        self.sizes = counts.sum(-1)
+        present = counts > 0
+        for r, f in enumerate(self.feds):
+            if f.label_sets is not None:
+                present[r] = False
+                for i, s in enumerate(f.label_sets):
+                    present[r, i, list(s)] = True
+        self.present = torch.as_tensor(present, device=self.device)  # [R, M, K]
+
+    def _autocast(self):
+        if self.cfg.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    # ---- gradients (kept as a method: tests and benchmarks call it)
+    def _grads(self, params, batch, present, anchor, objective, buffers=None):
+        """Per-slot gradients of `objective` (an Objective, or a Method/Algorithm whose objective
+        is taken) on `batch`; see backends.SlotGradients."""
+        if hasattr(objective, "algorithm"):
+            objective = objective.algorithm().objective((self.cls_w, self.cls_b))
+        with self._autocast():
+            grads, lsum = self.grads_of(params, batch, present, anchor, objective, buffers)
+        if self.cfg.precision != "fp32":  # fp32 master weights and optimiser state
+            grads, lsum = {k: g.float() for k, g in grads.items()}, lsum.float()
+        return grads, lsum
+
+    # ---- local training of all participating slots
+    def local_train(self, rnd: int, params: dict, slots: np.ndarray, rngs: list, buffers=None):
+        """The round's local training of the participating slots (rows of (run, client))."""
+        rows = [np.asarray(self.feds[r].client_indices[c]) for r, c in slots]
+        present = self.present[slots[:, 0], slots[:, 1]]
+        corr = self.algo.grad_correction(self.ctx, self.state, slots)
+        aug = [self.aug_rngs[r] for r in slots[:, 0]]
+        bufs = buffers if buffers else {k: v[slots[:, 0]] for k, v in self.global_buffers.items()}
+        data = self.algo.prepare_round(self.ctx, self.state, params, slots, bufs)
+        return self.train_slots(params, rows, present, rngs, self.algo, self.cfg.local_epochs, buffers, corr, aug,
+                                data)
+
+    def train_slots(self, params, rows, present, rngs, algo, epochs, buffers=None, corr=None, aug_rngs=None,
+                    round_data=None):
+        """Train G models (params [G, ...]) for `epochs` epochs over their own rows of the training
+        pool with `algo`'s client objective and batch hooks, the clients' optimiser, this round's
+        lr and the batch size; returns the new params, the start params (anchor), the steps each
+        took and its mean training loss. Used for the clients' local training and for server steps
+        (server training). corr: a gradient correction added to every step's gradients;
+        round_data: the algorithm's prepare_round output (e.g. pseudo-labelled rows)."""
+        cfg, round_data = self.cfg, round_data or {}
+        objective = self.objective if algo is self.algo else algo.objective((self.cls_w, self.cls_b))
+        frozen = algo.frozen
+        params = {k: self._layout(v) for k, v in params.items()}
+        anchor = {k: v.clone() for k, v in params.items()}
+        opt = self.optim.init(params)
+        steps_done = torch.zeros(len(rows), device=self.device)
+        loss_sum = torch.zeros(len(rows), device=self.device)
+        steps = algo.min_steps(round_data, cfg.batch_size)
+        for _ in range(epochs):
+            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs, steps)
+            brows_t = torch.as_tensor(brows, device=self.device)
+            bmask_t = torch.as_tensor(bmask, device=self.device)
+            epoch = algo.begin_epoch(round_data, brows.shape[1], aug_rngs, cfg.batch_size, self.device)
+            for s in range(brows.shape[1]):
+                idx, mask = brows_t[:, s], bmask_t[:, s]
+                batch = {"x": gather(self.pools.x_train, idx), "y": gather(self.pools.y_train, idx),
+                         "mask": mask.float()}
+                active = algo.augment(self.ctx, batch, bmask[:, s], aug_rngs, round_data, epoch, s, mask.any(1))
+                grads, lsum = self._grads(params, batch, present, anchor, objective, buffers)
+                if corr is not None:
+                    grads = {k: g + corr[k] for k, g in grads.items()}
+                new, opt = self.optim.step(params, grads, opt, self.round_lr, active)
+                params = {k: (params[k] if k in frozen else v) for k, v in new.items()}
+                steps_done += active.float()
+                loss_sum += lsum
+        n = torch.as_tensor([len(r) for r in rows], device=self.device, dtype=torch.float32)
+        train_loss = loss_sum / (n * epochs).clamp(min=1)
+        return params, anchor, steps_done, train_loss
+
+    # ---- rounds
+    def run(self) -> TrainResult:
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        hist = []
+        rngs = [np.random.default_rng([f.seed, 7919]) for f in self.feds]
+        self.aug_rngs = self._aug_rngs()
+        t0 = time.perf_counter()
+        n_samples = 0
+        best = _BestTracker(self.R) if cfg.keep_best else None
+        bar = tqdm(range(1, cfg.rounds + 1), desc=f"{self.algo.name} x{self.R}", disable=not self.progress,
+                   leave=False)
+        for rnd in bar:
+            self.round_lr = self.optim.lr_at(rnd, cfg.rounds)
+            part = self._participants(rngs)  # [R, m']
+            slots = np.array([(r, c) for r in range(self.R) for c in part[r]])
+            params = {k: v[slots[:, 0]].clone() for k, v in self.global_params.items()}
+            params = self.algo.broadcast(self.ctx, self.state, params, slots)
+            slot_rngs = [rngs[r] for r in slots[:, 0]]
+            bufs = {k: v[slots[:, 0]].clone() for k, v in self.global_buffers.items()}
+            new, anchor, steps, loss = self.local_train(rnd, params, slots, slot_rngs, bufs)
+            self.global_buffers = self._average_buffers(bufs, slots)
+            n_samples += int(sum(len(self.feds[r].client_indices[c]) for r, c in slots)) * cfg.local_epochs
+            agg = Aggregation(new, anchor, steps, loss, slots, part, self.global_params)
+            self.global_params = self.algo.aggregate(self.ctx, self.state, agg)
+            self.global_params, self.global_buffers = self.algo.server_steps(
+                self.ctx, self.state, self.global_params, self.global_buffers, agg, rngs)
+            if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:
+                rows = self._evaluate(rnd, loss, slots)
+                hist.extend(rows)
+                if best is not None:
+                    best.update(rows, self.global_params)
+        self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend,
+                         "backend_rule": self.backend_rule}
+        final = {k: v.detach().cpu() for k, v in self.global_params.items()}
+        return TrainResult(pd.DataFrame(hist), final, self.step_log,
+                           None if best is None else best.params(final))
+
+    def _participants(self, rngs) -> np.ndarray:
+        k = max(1, int(round(self.cfg.participation * self.M)))
+        if k == self.M:
+            return np.tile(np.arange(self.M), (self.R, 1))
+        return np.stack([np.sort(rngs[r].choice(self.M, size=k, replace=False)) for r in range(self.R)])
+
+    def _average_buffers(self, bufs, slots) -> dict:
+        """Average the clients' float buffers (BatchNorm running statistics) with sample-size weights;
+        integer buffers (num_batches_tracked) take the first client's value."""
+        if not bufs:
+            return bufs
+        n = torch.as_tensor(self.sizes[slots[:, 0], slots[:, 1]], dtype=torch.float32, device=self.device)
+        run = torch.as_tensor(slots[:, 0], device=self.device)
+        tot = torch.zeros(self.R, device=self.device).index_add_(0, run, n)
+        w = n / tot[run]
+        out = {}
+        for k, v in bufs.items():
+            if v.is_floating_point():
+                out[k] = torch.zeros_like(self.global_buffers[k]).index_add_(0, run, w.view(-1, *([1] * (v.dim() - 1))) * v)
+            else:
+                out[k] = v[np.unique(slots[:, 0], return_index=True)[1]]
+        return out
+
+    # ---- evaluation of every run's global model
+    def predict(self, params: dict, x_pool: torch.Tensor, rows: list, train=False, buffers=None) -> list:
+        """Logits of each model (params [n, ...], buffers [n, ...] or the runs' global buffers) on
+        its own rows of x_pool."""
+        bufs = self.global_buffers if buffers is None else buffers
+        return predict(self.template, params, bufs, x_pool, rows, self.K, self.cfg.eval_batch, self.device, train)
+
+    def _evaluate(self, rnd, loss, slots) -> list:
+        rows = []
+        splits = {"test": (self.pools.x_test, self.pools.y_test, [f.test_indices for f in self.feds])}
+        if all(f.val_indices is not None for f in self.feds):
+            splits["val"] = (self.pools.x_train, self.pools.y_train, [f.val_indices for f in self.feds])
+        results = {}
+        for split, (xp, yp, idx) in splits.items():
+            logits = self.predict(self.global_params, xp, idx)
+            for r, (lg, ii) in enumerate(zip(logits, idx)):
+                y = yp[torch.as_tensor(np.asarray(ii), device=self.device)]
+                for name, value in split_metrics(y, lg, self.K, self.cfg.metrics).items():
+                    results[(r, f"{split}_{name}")] = value
+        loss_r = torch.zeros(self.R, device=self.device).index_add_(0, torch.as_tensor(slots[:, 0], device=self.device), loss)
+        for r, f in enumerate(self.feds):
+            row = {"run": r, "seed": f.seed, "round": rnd,
+                   "train_loss": (loss_r[r] / max(1, (slots[:, 0] == r).sum())).item()}
+            row.update({k: v for (rr, k), v in results.items() if rr == r})
+            rows.append(row)
+        return rows
+
+
+class _BestTracker:
+    """Each run's parameters at its best-validation round (the first round where val_acc peaks,
+    as TrainResult.best); without a validation split, the last evaluated round."""
+
+    def __init__(self, R):
+        self.score = [-np.inf] * R
+        self.kept = [None] * R
+
+    def update(self, rows, params):
+        for r, row in enumerate(rows):
+            v = row.get("val_acc")
+            if v is None or np.isnan(v):
+                self.kept[r] = {k: t[r].detach().cpu().clone() for k, t in params.items()}
+            elif v > self.score[r]:
+                self.score[r] = v
+                self.kept[r] = {k: t[r].detach().cpu().clone() for k, t in params.items()}
+
+    def params(self, final) -> dict:
+        return {k: torch.stack([kept[k] if kept is not None else final[k][r] for r, kept in enumerate(self.kept)])
+                for k in final}
+
+
+def train(method, config: TrainConfig, pools: Pools, feds: list, progress=True) -> TrainResult:
+    """Train len(feds) runs of `method` (a Method or an algorithms.base.Algorithm) at once and
+    return their per-round history."""
+    return FederatedTrainer(method, config, pools, feds, progress=progress).run()

@@ -1,0 +1,180 @@
+"""Results do not move: every method on every backend against a committed before/after fixture.
+
+tests/fixtures/engine_before.json holds, per (case, backend), the sha256 of each final parameter
+tensor's bytes after 2 rounds of training on tiny synthetic data (2 runs batched together, 3 clients
+with different label sets and sizes), recorded with the engine as it was BEFORE the engine refactor
+of issue 13 (commit 8bc9045). Equal digests mean bitwise-equal parameters (torch.equal).
+
+Regenerate (only when a change is MEANT to move results, and say so in the commit):
+    PYTHONPATH=$PWD python tests/test_engine_fixture.py
+Bitwise results depend on the CPU's kernels: the fixture records torch's version and CPU
+capability, and the test skips (saying why) on a machine where they differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedpaper.algorithms import Method, get_method
+from fedpaper.data import synthetic_images
+from fedpaper.engine import Federation, Pools, TrainConfig, train
+
+FIXTURE = Path(__file__).parent / "fixtures" / "engine_before.json"
+BACKENDS = ("vmap", "loop", "grouped")
+K = 10
+LABEL_SETS = ([0, 1, 2, 3], [3, 4, 5, 6, 7], [6, 7, 8, 9, 0])
+SIZES = (48, 33, 21)  # unequal sizes exercise the masks
+
+
+def _machine() -> dict:
+    return {"torch": torch.__version__.split("+")[0], "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def _pools(image=16) -> Pools:
+    ds = synthetic_images(num_classes=K, n_train=600, n_test=120, shape=(1, image, image), seed=0)
+    return Pools.from_dataset(ds)
+
+
+def _feds(pools: Pools, seeds=(0, 1)) -> list:
+    """Per run: 3 clients holding different label sets and sizes, a labelled server set, per-client
+    unlabeled rows (pseudo-labels), a validation split and a non-uniform target marginal (FedPALS)."""
+    y = pools.y_train.numpy()
+    out = []
+    for s in seeds:
+        rng = np.random.default_rng(100 + s)
+        perm = rng.permutation(len(y))
+        taken = np.zeros(len(y), bool)
+
+        def take(rows_pool, n):
+            rows = [i for i in rows_pool if not taken[i]][:n]
+            taken[rows] = True
+            return np.asarray(rows, dtype=np.int64)
+
+        clients = [take([i for i in perm if y[i] in ls], n) for ls, n in zip(LABEL_SETS, SIZES)]
+        unlabeled = [take([i for i in perm if y[i] in ls], 12) for ls in LABEL_SETS]
+        server = take(perm, 40)
+        val = take(perm, 30)
+        target = np.linspace(1.0, 2.0, K)
+        out.append(Federation(clients, np.arange(120), val_indices=val, server_indices=server,
+                              client_unlabeled_indices=unlabeled, target_marginal=target / target.sum(), seed=s))
+    return out
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = dict(model="lenet", model_kwargs=dict(in_channels=1, image_size=16, c1=4, c2=6), optimizer="sgd",
+                lr=0.05, batch_size=8, rounds=2)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def cases() -> dict:
+    """name -> (method, config overrides, backends)."""
+    lam = 0.1
+    out = {name: (get_method(name), {}, BACKENDS) for name in (
+        "FedAvg", "FedProx", "SCAFFOLD", "FedRS", "AFL", "FedAvg (private)", "FedProx (private)",
+        "Tuning-MSE", "Tuning-Pairwise", "Tuning-MSE (private)", "Tuning-Pairwise (private)")}
+    out.update({
+        "FedPALS lam=0.1": (get_method("FedPALS", lam=lam), {}, BACKENDS),
+        "FedProx+FedPALS lam=0.1": (get_method("FedProx+FedPALS", lam=lam), {}, BACKENDS),
+        "FedPALS lam=0": (get_method("FedPALS"), {}, ("vmap",)),
+        "pairwise_all": (Method("pairwise_all", tuning="pairwise_all"), {}, BACKENDS),
+        "pairwise_all (private, sgd)": (Method("pa", private=True, tuning="pairwise_all", tuning_optimizer="sgd",
+                                               tuning_lr=0.01, tuning_epochs=1), {}, BACKENDS),
+        "mixup": (Method("mix", mixup_alpha=0.75), {}, BACKENDS),
+        "pseudo-labels": (Method("pl", pseudo_label_threshold=0.11), {}, BACKENDS),
+        "server_train": (Method("st", server_train_epochs=1), {}, BACKENDS),
+        "l2": (Method("l2", penalties=("l2",), weight_decay=0.01), {}, BACKENDS),
+        "FedAvg adam": (get_method("FedAvg"), {"optimizer": "adam", "lr": 1e-3}, BACKENDS),
+        "FedProx (private) adam": (get_method("FedProx (private)"), {"optimizer": "adam", "lr": 1e-3}, BACKENDS),
+        "SCAFFOLD local_epochs=2": (get_method("SCAFFOLD"), {"local_epochs": 2}, BACKENDS),
+        "FedAvg partial": (get_method("FedAvg"), {"participation": 0.67}, BACKENDS),
+        "SCAFFOLD partial": (get_method("SCAFFOLD"), {"participation": 0.67}, BACKENDS),
+        "AFL partial": (get_method("AFL"), {"participation": 0.67}, BACKENDS),
+        "FedPALS partial": (get_method("FedPALS", lam=lam), {"participation": 0.67}, BACKENDS),
+        "all extensions": (Method("all", mixup_alpha=0.75, pseudo_label_threshold=0.11, penalties=("l2",),
+                                  weight_decay=0.01, server_train_epochs=1), {}, BACKENDS),
+        "privlabels_cnn dropout (private)": (get_method("FedAvg (private)"), {
+            "model": "privlabels_cnn", "model_kwargs": dict(in_channels=1, image_size=16, widths=(4, 4, 6, 6),
+                                                            hidden=16)}, BACKENDS),
+        "batchnorm resnet18": (get_method("FedAvg"), {
+            "model": "resnet18_cifar", "model_kwargs": dict(num_classes=K, in_channels=1), "batch_size": 8}, ("loop",)),
+    })
+    return out
+
+
+def _small_pools_for(case: str, pools: Pools) -> tuple[Pools, list]:
+    feds = _feds(pools)
+    if case.startswith("batchnorm"):  # ResNet-18: a few rows only, at 8x8
+        small = _pools(image=8)
+        feds = _feds(small)
+        for f in feds:
+            f.client_indices = [c[:8 + 4 * i] for i, c in enumerate(f.client_indices)]
+            f.test_indices, f.val_indices = np.arange(16), f.val_indices[:8]
+        return small, feds
+    return pools, feds
+
+
+def run_case(case: str, backend: str, pools: Pools) -> dict:
+    method, over, _ = cases()[case]
+    pools, feds = _small_pools_for(case, pools)
+    torch.manual_seed(1234)  # dropout under vmap draws from the global RNG
+    res = train(method, _cfg(backend=backend, **over), pools, feds, progress=False)
+    return res.final_params
+
+
+def digest(params: dict) -> dict:
+    return {k: hashlib.sha256(v.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:32]
+            for k, v in sorted(params.items())}
+
+
+def _all_keys():
+    return [(c, b) for c, (_, _, bs) in cases().items() for b in bs]
+
+
+@pytest.fixture(scope="module")
+def fixture_pools():
+    return _pools()
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    data = json.loads(FIXTURE.read_text())
+    if data["machine"] != _machine():
+        pytest.skip(f"fixture recorded on {data['machine']}, this machine is {_machine()}: bitwise results "
+                    f"differ across CPUs/torch versions; regenerate on this machine from the commit it names")
+    return data["digests"]
+
+
+@pytest.mark.parametrize("case,backend", _all_keys(), ids=[f"{c}-{b}" for c, b in _all_keys()])
+def test_final_params_bitwise_equal_to_fixture(case, backend, fixture_pools, recorded):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        got = digest(run_case(case, backend, fixture_pools))
+    finally:
+        torch.set_num_threads(threads)
+    want = recorded[f"{case}|{backend}"]
+    moved = [k for k in want if got.get(k) != want[k]]
+    assert set(got) == set(want) and not moved, f"{case} on {backend}: parameters moved: {moved}"
+
+
+def main():
+    torch.set_num_threads(1)
+    pools = _pools()
+    out = {}
+    for case, backend in _all_keys():
+        out[f"{case}|{backend}"] = digest(run_case(case, backend, pools))
+        print(case, backend, flush=True)
+    FIXTURE.parent.mkdir(exist_ok=True)
+    FIXTURE.write_text(json.dumps({"machine": _machine(), "digests": out}, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size} bytes, {len(out)} entries)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The engine after issue 13: a deterministic backend rule (reruns are bit-identical), extra label
+spaces on Pools, metrics from fedpaper.metrics, the best-validation model, frozen parameters, new
+optimisers and schedules, and bf16 precision."""
+import numpy as np
+import pytest
+import torch
+
+from fedpaper.algorithms import get_method
+from fedpaper.algorithms.base import Part
+from fedpaper.data import synthetic_images
+from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, choose_backend, train
+from fedpaper.errors import BadParameterError
+
+
+@pytest.fixture(scope="module")
+def setup():
+    ds = synthetic_images(num_classes=4, n_train=160, n_test=40, shape=(1, 16, 16), seed=0)
+    pools = Pools.from_dataset(ds)
+    y = pools.y_train.numpy()
+    feds = [Federation([np.flatnonzero(y < 2)[:30], np.flatnonzero(y >= 1)[:20]], np.arange(40),
+                       val_indices=np.arange(120, 160), seed=s) for s in (0, 1)]
+    return pools, feds
+
+
+def _cfg(**kw):
+    base = dict(model="lenet", model_kwargs=dict(in_channels=1, image_size=16, num_classes=4, c1=4, c2=6),
+                lr=0.05, batch_size=8, rounds=3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_auto_backend_is_a_fixed_rule_and_reruns_are_bit_identical(setup):
+    pools, feds = setup
+    a = train(get_method("FedProx"), _cfg(), pools, feds, progress=False)
+    b = train(get_method("FedProx"), _cfg(), pools, feds, progress=False)
+    assert a.log["backend"] == b.log["backend"] == "grouped" and a.log["backend_rule"].startswith("auto")
+    assert all(torch.equal(a.final_params[k], b.final_params[k]) for k in a.final_params)
+    assert choose_backend("auto", torch.device("cuda"), False, True, "m")[0] == "vmap"
+    assert choose_backend("auto", torch.device("cpu"), False, False, "m")[0] == "loop"
+    assert choose_backend("grouped", torch.device("cpu"), True, False, "m")[0] == "loop"  # BatchNorm
+
+
+def test_keep_best_returns_the_best_validation_params(setup):
+    pools, feds = setup
+    res = train(get_method("FedAvg"), _cfg(keep_best=True, backend="grouped", lr=0.2), pools, feds, progress=False)
+    assert res.log["backend"] == "grouped"
+    best = res.best()
+    rounds = [int(b) for b in best["best_round"]]
+    again = {rnd: train(get_method("FedAvg"), _cfg(backend="grouped", lr=0.2, rounds=rnd), pools, feds,
+                        progress=False) for rnd in set(rounds)}
+    assert again[rounds[0]].best_params is None  # off by default
+    for r, rnd in enumerate(rounds):
+        for k in res.final_params:
+            assert torch.equal(res.best_params[k][r], again[rnd].final_params[k][r])
+    assert _cfg(keep_best=True).spec()["keep_best"] is True and "keep_best" not in _cfg().spec()
+
+
+def test_extra_metrics_and_label_spaces(setup):
+    pools, feds = setup
+    res = train(get_method("FedAvg"), _cfg(backend="vmap", rounds=1, metrics=("micro_f1",)), pools, feds,
+                progress=False)
+    h = res.history
+    np.testing.assert_allclose(h["test_micro_f1"], h["test_acc"], atol=1e-6)  # single-label micro-F1 = accuracy
+    with pytest.raises(BadParameterError, match="unknown metric"):
+        _cfg(metrics=("top5",))
+    coarse = (pools.y_train // 2, pools.y_test // 2)
+    p2 = Pools(pools.x_train, pools.y_train, pools.x_test, pools.y_test, 4, labels={"coarse": coarse})
+    assert torch.equal(p2.label_space("coarse")[0], coarse[0]) and p2.label_space()[1] is pools.y_test
+    with pytest.raises(BadParameterError, match="label space"):
+        p2.label_space("fine")
+    with pytest.raises(BadParameterError, match="rows"):
+        Pools(pools.x_train, pools.y_train, pools.x_test, pools.y_test, 4, labels={"bad": (coarse[0][:3], coarse[1])})
+
+
+class FrozenClassifier(Part):
+    """A part declaring parameters that never train (e.g. a fixed ETF classifier)."""
+
+    key = "frozen"
+    frozen = ("classifier.weight", "classifier.bias")
+
+
+def test_frozen_parameters_never_change(setup):
+    pools, feds = setup
+    algo = get_method("FedAvg").algorithm().with_parts(FrozenClassifier())
+    tr = FederatedTrainer(algo, _cfg(backend="vmap", optimizer="adamw", lr=1e-3, weight_decay=0.1), pools, feds,
+                          progress=False)
+    before = {k: v.clone() for k, v in tr.global_params.items()}
+    tr.run()
+    for k, v in tr.global_params.items():
+        assert torch.equal(v, before[k]) == (k in FrozenClassifier.frozen)
+
+
+def test_momentum_cosine_and_bf16_train(setup):
+    pools, feds = setup
+    base = train(get_method("FedAvg"), _cfg(backend="vmap"), pools, feds, progress=False).final_params
+    mom = _cfg(backend="vmap", momentum=0.9, nesterov=True, weight_decay=5e-4, lr_schedule="cosine")
+    assert {"momentum", "nesterov", "weight_decay", "lr_schedule"} <= set(mom.spec())
+    assert set(_cfg().spec()) == {"model", "model_kwargs", "optimizer", "lr", "batch_size", "local_epochs",
+                                  "rounds", "participation", "eval_every"}  # cache keys of existing configs
+    out = train(get_method("FedAvg"), mom, pools, feds, progress=False)
+    assert max((out.final_params[k] - base[k]).abs().max() for k in base) > 1e-3
+    for backend in ("vmap", "grouped"):
+        bf = train(get_method("FedAvg"), _cfg(backend=backend, precision="bf16"), pools, feds, progress=False)
+        assert all(v.dtype == torch.float32 for v in bf.final_params.values())
+        assert 0 < max((bf.final_params[k] - base[k]).abs().max() for k in base) < 0.5
+    assert _cfg(precision="bf16").spec()["precision"] == "bf16"
