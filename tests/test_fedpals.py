@@ -4,12 +4,12 @@ import pandas as pd
 import pytest
 
 from fedpaper.algorithms import weights as W
-from fedpaper.papers import fedpals_claims as CL
+from fedpaper.papers.fedpals import claims as CL
 from fedpaper.papers import get_claim
-from fedpaper.papers import fedpals_geometry as G
-from fedpaper.papers import fedpals_profiles as P
-from fedpaper.papers import fedpals_real as RL
-from fedpaper.papers import fedpals_runs as R
+from fedpaper.papers.fedpals import geometry as G
+from fedpaper.papers.fedpals import profiles as P
+from fedpaper.papers.fedpals import real as RL
+from fedpaper.papers.fedpals import runs as R
 
 
 def _v(check, tables):

@@ -3,12 +3,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedpaper.papers import privlabels_appb as appb
-from fedpaper.papers import privlabels_claims as pc
-from fedpaper.papers import privlabels_runs as runs
-from fedpaper.papers import privlabels_tables as tabs
+from fedpaper.papers.privlabels import appb as appb
+from fedpaper.papers.privlabels import claims as pc
+from fedpaper.papers.privlabels import runs as runs
+from fedpaper.papers.privlabels import tables as tabs
 from fedpaper.papers.privlabels import _params
-from fedpaper.papers.privlabels_profiles import NOTES, SETTINGS
+from fedpaper.papers.privlabels.profiles import NOTES, SETTINGS
 
 
 def test_profiles_paper_setting_and_quick_notes():

@@ -1,6 +1,6 @@
 """The four papers: the artifact catalog, and the registry the per-paper modules fill.
 
-A paper module (`fedpaper/papers/<paper>.py`) registers, at import time::
+A paper package (`fedpaper/papers/<paper>/`) registers, at import time::
 
     from fedpaper.papers import implement, add_claims, Claim
 

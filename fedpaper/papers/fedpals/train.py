@@ -11,7 +11,7 @@ import pandas as pd
 
 from fedpaper.experiment import default_device, run_specs
 from fedpaper.metrics import summarize
-from fedpaper.papers import fedpals_runs as R
+from fedpaper.papers.fedpals import runs as R
 
 PAPER_FIG8A_CLIENT_SIZE = 50000 / 101  # CIFAR-10 images per partition with 101 partitions
 

@@ -7,12 +7,12 @@ tuning with the MSE loss (eq. 6) or the pairwise loss (eq. 5); private setting (
 averaged per label with n_k / n'_y, encoders with n_k / n; adapted FedProx without a proximal term
 on the classifier; central tuning on top (Sec 4.2). Helpers:
 
-- privlabels_profiles  smoke / quick / paper settings and every shrinkage (notes, subtitles)
-- privlabels_runs      specs, federations (privlabels_split + private_label_partition), summaries
-- privlabels_draw      line plots over L or E, grouped bars, curves over rounds, table figures
-- privlabels_appb      App B as exact numbers (losses and gradients when label 9 is held by no one)
-- privlabels_tables    Tables 1 and 2 from the configuration actually used
-- privlabels_claims    the 20 claims, checked on our committed numbers
+- profiles             smoke / quick / paper settings and every shrinkage (notes, subtitles)
+- runs                 specs, federations (privlabels_split + private_label_partition), summaries
+- draw                 line plots over L or E, grouped bars, curves over rounds, table figures
+- appb                 App B as exact numbers (losses and gradients when label 9 is held by no one)
+- tables               Tables 1 and 2 from the configuration actually used
+- claims               the 20 claims, checked on our committed numbers
 
 Choices where the paper is vague (targets/privlabels.md section 4; the defaults unless said):
 - vague-1: m = 10 clients, all participate every round.
@@ -41,7 +41,7 @@ Choices where the paper is vague (targets/privlabels.md section 4; the defaults 
 - vague-14: 95% percentile bootstrap over seeds, 1000 resamples (fedpaper.metrics.summarize).
 - vague-15: L = 2, ..., 10 (quick: 2, 3, 5, 10).
 - vague-16: validation and test accuracy after every round.
-Quick-profile shrinkage (2-core CPU): see privlabels_profiles.NOTES["quick"]; it is on every
+Quick-profile shrinkage (2-core CPU): see profiles.NOTES["quick"]; it is on every
 figure's subtitle and in every provenance json.
 """
 from __future__ import annotations
@@ -49,12 +49,12 @@ from __future__ import annotations
 from fedpaper.artifacts import run_artifact
 from fedpaper.papers import add_claims, implement
 
-from . import privlabels_appb as appb_mod
-from . import privlabels_draw as draw
-from . import privlabels_runs as runs
-from . import privlabels_tables as tabs
-from .privlabels_claims import CLAIMS
-from .privlabels_profiles import settings, subtitle
+from . import appb as appb_mod
+from . import draw as draw
+from . import runs as runs
+from . import tables as tabs
+from .claims import CLAIMS
+from .profiles import settings, subtitle
 
 PAPER = "privlabels"
 NAMES = {"cifar10": "CIFAR-10", "fashion-mnist": "Fashion-MNIST"}
