@@ -36,6 +36,8 @@ class DatasetInfo:
     offline_lossy: bool | None
     loader: Callable = None
     probe: Callable = None
+    identity: Callable = None  # root -> which copy the loader would read (see data_copy), or None
+
 
     def __getitem__(self, key):
         return getattr(self, key)
@@ -49,6 +51,17 @@ def _pacs_loader(root=None, download=False, **kw):
     return pacs.load_pacs(root, **kw)
 
 
+def _folder_identity(find_dir):
+    """Identity of a single-copy data set held in a folder: the size of its metadata.csv."""
+    def identity(root):
+        folder = find_dir(root)
+        if folder is None:
+            return None
+        meta = folder / "metadata.csv"
+        return {"copy": "original", "files": [[meta.name, meta.stat().st_size]] if meta.is_file() else []}
+    return identity
+
+
 def _iwildcam_loader(root=None, download=False, **kw):
     return iwildcam.load_iwildcam(root, download=download, **kw)
 
@@ -57,26 +70,28 @@ DATASETS: dict[str, DatasetInfo] = {
     "fashion-mnist": DatasetInfo(
         "fashion-mnist", "Fashion-MNIST: 60,000 train + 10,000 test grey 28x28 images, 10 clothing classes",
         fashion_mnist.HOW, False,
-        lambda root=None, download=False: fashion_mnist.load(root, download), fashion_mnist.available),
+        lambda root=None, download=False: fashion_mnist.load(root, download), fashion_mnist.available,
+        fashion_mnist.copy_identity),
     "cifar10": DatasetInfo(
         "cifar10", "CIFAR-10: 50,000 train + 10,000 test RGB 32x32 images, 10 classes",
         cifar.how_to_get("cifar10"), True,
         lambda root=None, download=False: cifar.load("cifar10", root, download),
-        lambda root: cifar.available(root, "cifar10")),
+        lambda root: cifar.available(root, "cifar10"), lambda root: cifar.copy_identity(root, "cifar10")),
     "cifar100": DatasetInfo(
         "cifar100", "CIFAR-100: 50,000 train + 10,000 test RGB 32x32 images, 100 fine classes in 20 superclasses",
         cifar.how_to_get("cifar100"), True,
         lambda root=None, download=False: cifar.load("cifar100", root, download),
-        lambda root: cifar.available(root, "cifar100")),
+        lambda root: cifar.available(root, "cifar100"), lambda root: cifar.copy_identity(root, "cifar100")),
     "synthetic-images": DatasetInfo(
         "synthetic-images", "Synthetic class-prototype images plus noise (smoke/test only, never a paper result)",
-        "generated on the fly (no download)", None, _synthetic_loader, lambda root: True),
+        "generated on the fly (no download)", None, _synthetic_loader, lambda root: True,
+        lambda root: {"copy": "generated"}),
     "pacs": DatasetInfo(
         "pacs", "PACS: 9,991 images, 7 classes, 4 domains (art_painting, cartoon, photo, sketch)",
-        pacs.HOW, None, _pacs_loader, pacs.available),
+        pacs.HOW, None, _pacs_loader, pacs.available, _folder_identity(pacs.find_dir)),
     "iwildcam": DatasetInfo(
         "iwildcam", "iWildCam 2020 (WILDS v2.0): camera-trap images, 182 species, camera locations as domains",
-        iwildcam.HOW, None, _iwildcam_loader, iwildcam.available),
+        iwildcam.HOW, None, _iwildcam_loader, iwildcam.available, _folder_identity(iwildcam.find_dir)),
 }
 
 _ALIASES = {
@@ -114,8 +129,20 @@ def dataset_available(name: str, root=None) -> bool:
     return bool(info.probe(path)) if path.is_dir() or info.name == "synthetic-images" else False
 
 
+def data_copy(name: str, root=None) -> dict | None:
+    """Which copy of the data set `load_dataset(name, root)` would read (e.g. the lossy offline JPEG
+    zip or the original batches), with the names and sizes of its files; None when absent. Cheap:
+    nothing is parsed. The results store keys runs by it, so results computed on different copies
+    never share a cache entry."""
+    info = DATASETS[canonical_name(name)]
+    if info.name == "synthetic-images":
+        return info.identity(None)
+    path = data_root(root)
+    return info.identity(path) if path.is_dir() else None
+
+
 __all__ = [
-    "DATASETS", "DatasetInfo", "GaussianTask", "ImageDataset", "canonical_name", "dataset_available",
+    "DATASETS", "DatasetInfo", "GaussianTask", "ImageDataset", "canonical_name", "data_copy", "dataset_available",
     "gaussian_task", "iwildcam_metadata", "load_dataset", "load_iwildcam", "load_pacs", "sample_gaussian",
     "synthetic_images", "target_marginal",
 ]

@@ -64,6 +64,10 @@ from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import runs as R
 from fedpaper.papers.fedpals import train as TR
 
+#: Modules of this package that only read results; every other file here is part of the cache key
+#: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
+RESULTS_READ_ONLY = ("claims",)
+
 PAPER = "fedpals"
 NB = "notebooks/fedpals/{}.ipynb"
 _DATA = ["fashion-mnist", "cifar10"]

@@ -56,6 +56,10 @@ from . import tables as tabs
 from .claims import CLAIMS
 from .profiles import settings, subtitle
 
+#: Modules of this package that only read results; every other file here is part of the cache key
+#: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
+RESULTS_READ_ONLY = ("claims", "draw", "tables")
+
 PAPER = "privlabels"
 NAMES = {"cifar10": "CIFAR-10", "fashion-mnist": "Fashion-MNIST"}
 BARS = {"fig1b": ("cifar10", 5), "fig4": ("fashion-mnist", 3), "fig9": ("fashion-mnist", 5), "fig10": ("cifar10", 3)}
