@@ -302,7 +302,7 @@ def _real(group, profile, seeds):
 
 def _real_info(p, RL, group, data_root):
     if p["data"]["name"] == "synthetic-images":
-        desc = dict(RL.get_pools(RL._pkey(p["data"], data_root)).description, name=group)
+        desc = dict(RL.pools(p["data"], data_root).description, name=group)
     else:
         desc = {"name": group}
     return {"datasets": [desc], "device": R.default_device(), "notes": list(p["notes"])}

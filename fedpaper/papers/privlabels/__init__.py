@@ -10,8 +10,8 @@ on the classifier; central tuning on top (Sec 4.2). Helpers:
 - profiles             smoke / quick / paper settings and every shrinkage (notes, subtitles)
 - runs                 specs, federations (privlabels_split + private_label_partition), summaries
 - draw                 line plots over L or E, grouped bars, curves over rounds, table figures
-- appb                 App B as exact numbers (losses and gradients when label 9 is held by no one)
-- tables               Tables 1 and 2 from the configuration actually used
+- appendix_b           App B as exact numbers (losses and gradients when label 9 is held by no one)
+- config_tables        Tables 1 and 2 from the configuration actually used
 - claims               the 20 claims, checked on our committed numbers
 
 Choices where the paper is vague (targets/privlabels.md section 4; the defaults unless said):
@@ -49,16 +49,16 @@ from __future__ import annotations
 from fedpaper.artifacts import run_artifact
 from fedpaper.papers import add_claims, implement
 
-from . import appb as appb_mod
+from . import appendix_b as appb_mod
 from . import draw as draw
 from . import runs as runs
-from . import tables as tabs
+from . import config_tables as tabs
 from .claims import CLAIMS
 from .profiles import settings, subtitle
 
 #: Modules of this package that only read results; every other file here is part of the cache key
 #: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
-RESULTS_READ_ONLY = ("claims", "draw", "tables")
+RESULTS_READ_ONLY = ("claims", "draw", "config_tables")
 
 PAPER = "privlabels"
 NAMES = {"cifar10": "CIFAR-10", "fashion-mnist": "Fashion-MNIST"}
@@ -96,7 +96,8 @@ def _seed_table(p, dataset, labels, data_root, methods=None):
     read the same cached results."""
     full = runs.main_specs(p, dataset, p["labels"])
     res = runs.sweep(full, p, data_root, desc=f"privlabels {dataset}")
-    keep = [i for i, s in enumerate(full) if s["L"] in labels and (not methods or s["display"] in methods)]
+    keep = [i for i, s in enumerate(full)
+            if s.partition["L"] in labels and (not methods or s.tags["display"] in methods)]
     return [full[i] for i in keep], [res[i] for i in keep]
 
 
@@ -160,7 +161,7 @@ def rounds(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     for name, (ds, setting) in CURVES.items():
         def compute(q, ds=ds, setting=setting):
             specs, res = _seed_table(q, ds, [q["rounds_L"]], data_root, methods=runs.ROUNDS_METHODS)
-            keep = [i for i, s in enumerate(specs) if s["setting"] == setting]
+            keep = [i for i, s in enumerate(specs) if s.tags["setting"] == setting]
             pr = runs.per_round([specs[i] for i in keep], [res[i] for i in keep], ds)
             tab = runs.summarise(pr, KEYS + ["round"])
             return tab, _info(q, [ds], data_root)
