@@ -225,7 +225,7 @@ def copy_identity(root: Path, name: str) -> dict | None:
     path = find_source(root, name)
     if path is None:
         return None
-    files = [path] if path.is_file() else _tv_files(path, name)
+    files = [path] if path.is_file() else [f for f in _tv_files(path, name) if f.is_file()]
     return {"copy": "offline JPEG zip (lossy)" if path.is_file() else "original torchvision batches",
             "files": [[f.name, f.stat().st_size] for f in files]}
 

@@ -172,6 +172,6 @@ def get_claim(claim_id: str) -> Claim:
     try:
         return _CLAIMS[claim_id]
     except KeyError:
-        from .catalog import _unknown
+        from fedpaper.data.registry import unknown_message
 
-        raise UnknownNameError(_unknown("claim", claim_id, _CLAIMS)) from None
+        raise UnknownNameError(unknown_message("claim", claim_id, _CLAIMS)) from None
