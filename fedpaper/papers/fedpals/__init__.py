@@ -421,19 +421,7 @@ def _register():
     }
     for nb, ids in groups.items():
         for aid in ids:
-            implement(aid, notebook=NB.format(nb), profiles={pr: _summary_params(pr, nb) for pr in P.RUNS})
-
-
-def _summary_params(profile: str, group: str) -> dict:
-    if group == "fig9":
-        return dict(FIG9[profile])
-    if group == "fig1":
-        return {}
-    if group in ("pacs", "iwildcam"):
-        from fedpaper.papers.fedpals import real as RL
-
-        return RL.profile(group, profile)
-    return _params(profile)
+            implement(aid, notebook=NB.format(nb))
 
 
 _register()

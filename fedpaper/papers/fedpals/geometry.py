@@ -12,7 +12,7 @@ import pandas as pd
 
 from fedpaper.algorithms import weights as W
 from fedpaper.experiment import Execution, RunSpec, layout, pools_builder, run_specs
-from fedpaper.metrics import summarize
+from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.store import spec_json
 
 # ----------------------------------------------------------------------------- Fig 1 (vague-24)
@@ -94,9 +94,8 @@ def distance_rows(parts_by_x: dict, dataset: str, xname: str) -> list[dict]:
     rows = []
     for x, parts in parts_by_x.items():
         d = [W.projection_distance(p.marginals[:-1], p.marginals[-1]) for p in parts]
-        s = summarize(d, n_resamples=200)
-        rows.append({"dataset": dataset, xname: x, "metric": "projection_distance", "mean": s["mean"],
-                     "std": s["std"], "n_seeds": s["n"], "per_seed": ";".join(f"{v:.5f}" for v in d)})
+        rows.append({"dataset": dataset, xname: x,
+                     **seed_summary(d, "projection_distance", n_resamples=200, per_seed=".5f")})
     return rows
 
 
@@ -205,9 +204,8 @@ def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
     sel = runs.groupby(["delta", "seed", "method"], as_index=False).first()
     rows = []
     for (d, m), g in sel.groupby(["delta", "method"]):
-        s = summarize(100 * g["test_acc"].to_numpy(), n_resamples=200)
         dist = W.projection_distance(np.stack([S1, S2]), target_marginal(d))
-        rows.append({"delta": d, "projection_distance": dist, "method": m, "metric": "accuracy_pct",
-                     "mean": s["mean"], "std": s["std"], "n_seeds": s["n"],
+        rows.append({"delta": d, "projection_distance": dist, "method": m,
+                     **seed_summary(100 * g["test_acc"].to_numpy(), "accuracy_pct", n_resamples=200),
                      "lambda_selected": ";".join("-" if pd.isna(x) else f"{x:g}" for x in g["lam"])})
     return pd.DataFrame(rows)

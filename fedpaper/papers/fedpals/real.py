@@ -22,7 +22,7 @@ from fedpaper.algorithms import weights as W
 from fedpaper.engine import Federation
 from fedpaper.experiment import (Execution, RunSpec, default_device, get_pools, layout, pools_builder, pools_key_of,
                                  run_specs)
-from fedpaper.metrics import summarize
+from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.partition import oracle_partition
 from fedpaper.store import spec_json
 
@@ -236,9 +236,7 @@ def _lam_label(p, row) -> object:
 
 
 def _acc_rows(g: pd.DataFrame, base: dict, metric="accuracy_pct", col="test_acc") -> dict:
-    s = summarize(g[col].to_numpy(), n_resamples=200)
-    return {**base, "metric": metric, "mean": s["mean"], "std": s["std"], "n_seeds": s["n"],
-            "per_seed": ";".join(f"{v:.2f}" for v in g[col])}
+    return {**base, **seed_summary(g[col].to_numpy(), metric, n_resamples=200, per_seed=".2f")}
 
 
 def _lam_key(r: pd.DataFrame) -> pd.Series:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.experiment import default_device, run_specs
-from fedpaper.metrics import summarize
+from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 
 PAPER_FIG8A_CLIENT_SIZE = 50000 / 101  # CIFAR-10 images per partition with 101 partitions
@@ -61,11 +61,9 @@ def summary(rec: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Mean ± sample std (ddof=1, vague-13) over seeds of the target test accuracy (%)."""
     rows = []
     for key, g in rec.groupby(by, sort=False):
-        s = summarize(g["test_acc"].to_numpy(), n_resamples=500)
         lam = ";".join("-" if x is None or pd.isna(x) else f"{x:.4g}" for x in g["lam"])
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "metric": "accuracy_pct",
-                     "mean": s["mean"], "std": s["std"], "n_seeds": s["n"], "ci_low": s["ci_low"],
-                     "ci_high": s["ci_high"], "val_mean": g["val_acc"].mean(),
+        rows.append({**group_fields(by, key), **seed_summary(g["test_acc"].to_numpy(), "accuracy_pct", n_resamples=500,
+                                                              ci=True), "val_mean": g["val_acc"].mean(),
                      "per_seed": ";".join(f"{v:.2f}" for v in g["test_acc"]), "lambda_per_seed": lam})
     return pd.DataFrame(rows)
 

@@ -239,11 +239,10 @@ def tables(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 
 # ------------------------------------------------------------------------ registration
-_PROFILES = {"smoke": {}, "quick": {}, "paper": {}}
 _NOTEBOOKS = {"tables": ["table1", "table2"], "appB": ["appB"], "accuracy_vs_labels": ["fig2", "fig3"],
               "bars": ["fig1b", "fig4", "fig9", "fig10"], "rounds": ["fig5", "fig6", "fig7", "fig8"],
               "epochs": ["fig11", "fig12", "fig13"]}
 for _nb, _ids in _NOTEBOOKS.items():
     for _a in _ids:
-        implement(f"{PAPER}/{_a}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb", profiles=_PROFILES)
+        implement(f"{PAPER}/{_a}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb")
 add_claims(CLAIMS)

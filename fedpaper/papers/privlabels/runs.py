@@ -21,7 +21,7 @@ import pandas as pd
 from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.experiment import Execution, RunSpec, get_pools, layout, pools_key_of, run_specs
-from fedpaper.metrics import summarize
+from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.partition import private_label_partition, privlabels_split
 from fedpaper.store import spec_json
 
@@ -193,10 +193,7 @@ def summarise(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean, std (ddof=1) and 95% percentile-bootstrap CI (1000 resamples, vague-14) over seeds."""
     rows = []
     for k, g in df.groupby(keys, sort=False):
-        st = summarize(g["accuracy"].to_numpy())
-        rows.append({**dict(zip(keys, k if isinstance(k, tuple) else (k,))), "metric": "accuracy",
-                     "mean": st["mean"], "std": st["std"], "ci_low": st["ci_low"], "ci_high": st["ci_high"],
-                     "n_seeds": st["n"]})
+        rows.append({**group_fields(keys, k), **seed_summary(g["accuracy"].to_numpy(), "accuracy", ci=True)})
     return pd.DataFrame(rows, columns=keys + SUMMARY_COLS)
 
 
