@@ -39,14 +39,11 @@ import pandas as pd
 
 from fedpaper import provenance as prov
 from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
+from fedpaper.data.registry import dataset_available, dataset_info, missing_message, split_need
 from fedpaper.papers.catalog import (
     Claim,  # noqa: F401  (exported here too)
-    dataset_available,
-    dataset_info,
     get_artifact,
-    missing_message,
     reported_path,
-    _split_need,
 )
 from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir
 from fedpaper.store import atomic_path
@@ -201,7 +198,7 @@ def _dataset_records(needed: Sequence[str], root: Path, info_datasets) -> list[d
     out = []
     seen = set()
     for need in needed:
-        base, labels_only = _split_need(need)
+        base, labels_only = split_need(need)
         meta = dataset_info(base)
         rec = {"name": base, "labels_only": labels_only, "data_root": str(root),
                "available": dataset_available(need, root), "offline_copy_note": meta.copy_note}

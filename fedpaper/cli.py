@@ -181,9 +181,9 @@ def cmd_reproduce(args) -> int:
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"
-    from fedpaper.store import CODE_VERSION_ENV, code_version
+    from fedpaper.store import CODE_VERSION_ENV, pin_code_versions
 
-    os.environ.setdefault(CODE_VERSION_ENV, code_version())  # one cache version for the whole run
+    os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run
     params = {"profile": args.profile, "data_root": str(root),
               "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
     failures: dict[str, str] = {}

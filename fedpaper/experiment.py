@@ -1,29 +1,111 @@
-"""From run specs to cached results: groups runs that can train together and batches them.
+"""From run specs to cached results: one typed RunSpec, one build(), batched cached sweeps.
 
-A paper module describes each run as a JSON-able spec dict and gives a `build(spec) -> RunSetup`
-function; `run_specs` reads finished runs from the results store and trains the rest, batching
-runs that share a method, a TrainConfig and a data pool into one engine call.
+A paper package enumerates its runs as `RunSpec`s (data, partition, method, training,
+evaluation) and registers how its clients are laid out (`@layout("privlabels")`); `run_specs`
+reads finished runs from the results store and trains the rest, batching runs that share a
+method, a TrainConfig and a data pool into one engine call.
 
-    results = run_specs(specs, build, desc="table1")   # one dict per spec, in order
+    results = run_specs(specs, data_root, desc="table1")   # one dict per spec, in order
     results[i]["best"]["test_acc"], results[i]["history"]  # tidy per-round records
+
+The store key of a run is its RunSpec, the copy of the data set that was read
+(`fedpaper.data.data_copy`) and the code version of its paper (`fedpaper.store.code_version`).
 """
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from typing import Callable, Optional
 
 import pandas as pd
 import torch
 
 from .algorithms.methods import Method
 from .engine import Federation, Pools, TrainConfig, train
-from .store import run_sweep
+from .errors import UnknownNameError
+from .store import run_sweep, spec_json
+
+#: Models whose input shape (channels, image size) is read from the data set at build time.
+IMAGE_MODELS = ("lenet", "privlabels_cnn")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Every parameter of one run (with its paper's code and data copy, the results-cache key).
+
+    paper:      the paper package whose code the result depends on ("fedpals", ...).
+    data:       {"name": data set of fedpaper.data or a registered pools builder, "options": its
+                keyword arguments, "stands_for": the real data set a smoke stand-in replaces}.
+    partition:  {"layout": a registered layout (see `layout`), "seed": int, ...its parameters}.
+    method:     the fields of an engine Method (`Method.spec()`).
+    training:   TrainConfig fields (model, model_kwargs, optimizer, lr, batch_size, local_epochs,
+                rounds, ...); an image model's in_channels/image_size/num_classes are filled in
+                from the data when absent.
+    evaluation: what the layout evaluates on (e.g. subset sizes, test caps).
+    tags:       how the paper names the run in its tables (display name, setting, lambda index);
+                not read by build(), but part of the key.
+    """
+
+    paper: str
+    data: dict
+    partition: dict
+    method: dict
+    training: dict
+    evaluation: dict = field(default_factory=dict)
+    tags: dict = field(default_factory=dict)
+
+    def __hash__(self):
+        return hash(self.to_json())
+
+    @property
+    def seed(self) -> int:
+        return int(self.partition["seed"])
+
+    def to_json(self) -> str:
+        return spec_json(asdict(self))
+
+    def with_(self, **parts) -> "RunSpec":
+        """A copy with whole parts replaced, or with keys of a part updated (`tags={"x": 1}`
+        merges into tags; pass a full dict under `replace_<part>` to replace it)."""
+        d = asdict(self)
+        for k, v in parts.items():
+            if k.startswith("replace_"):
+                d[k.removeprefix("replace_")] = v
+            elif isinstance(d.get(k), dict) and isinstance(v, dict):
+                d[k] = {**d[k], **v}
+            else:
+                d[k] = v
+        return RunSpec(**d)
+
+    def build(self, data_root=None, execution: Optional["Execution"] = None) -> "RunSetup":
+        """The engine's setup of this run: Method, TrainConfig, pools key and Federation."""
+        execution = execution or Execution()
+        key = pools_key_of(self.data, data_root)
+        pools = get_pools(key)
+        try:
+            lay = LAYOUTS[self.partition["layout"]]
+        except KeyError:
+            raise UnknownNameError(f"unknown partition layout {self.partition['layout']!r}; registered: "
+                                   f"{', '.join(sorted(LAYOUTS))} (import the paper package first)") from None
+        fed = lay(self, pools, data_root)
+        return RunSetup(Method(**self.method), train_config(self.training, pools, execution), key, fed)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How runs execute, not what they compute (outside the cache key: backends give the same
+    parameters, see tests/test_engine.py)."""
+
+    backend: str = "auto"
+    eval_batch: int = 2048
+    device: Optional[str] = None  # None: default_device()
 
 
 @dataclass
 class RunSetup:
-    """What the engine needs for one run: method, config, pool key (see `pools_for`) and layout."""
+    """What the engine needs for one run: method, config, pool key (see `get_pools`) and layout."""
 
     method: Method
     config: TrainConfig
@@ -36,30 +118,81 @@ def default_device() -> str:
     return os.environ.get("FEDPAPER_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def train_config(training: dict, pools: Pools, execution: Execution) -> TrainConfig:
+    t = dict(training)
+    kw = dict(t.pop("model_kwargs", {}))
+    if t["model"] in IMAGE_MODELS:
+        kw.setdefault("in_channels", int(pools.x_train.shape[1]))
+        kw.setdefault("image_size", int(pools.x_train.shape[-1]))
+    kw.setdefault("num_classes", int(pools.num_classes))
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+    return TrainConfig(model_kwargs=kw, device=execution.device or default_device(), backend=execution.backend,
+                       eval_batch=execution.eval_batch, **t)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts (partition -> Federation) and pools builders, registered by the paper packages
+
+LAYOUTS: dict[str, Callable] = {}
+POOLS_BUILDERS: dict[str, Callable] = {}
+
+
+def layout(name: str):
+    """Register `fn(spec, pools, data_root) -> Federation` as the partition layout `name`."""
+    def register(fn):
+        LAYOUTS[name] = fn
+        return fn
+    return register
+
+
+def pools_builder(name: str, reads: Optional[str] = None):
+    """Register `fn(options: dict, data_root, device) -> Pools` as the data name `name` (for pools
+    that are not one data set of fedpaper.data, e.g. several splits joined); `reads` names the
+    data set of fedpaper.data it reads, if any (for the store key's data copy)."""
+    def register(fn):
+        fn.reads = reads
+        POOLS_BUILDERS[name] = fn
+        return fn
+    return register
+
+
+def pools_key_of(data: dict, data_root=None, device=None) -> tuple:
+    """(data name, data root or None when not read from disk, device, options as canonical JSON)."""
+    name = data["name"]
+    root = None if name == "synthetic-images" or data_root is None else str(data_root)
+    return (name, root, device or default_device(), spec_json(data.get("options") or {}))
+
+
 @lru_cache(maxsize=4)
-def pools_for(dataset: str, data_root: str | None, device: str, **synthetic_kwargs) -> Pools:
-    """Standardised pools of a data set, loaded once per process (key: name, root, device)."""
+def get_pools(key: tuple) -> Pools:
+    """Standardised pools of a data set, loaded once per process (key: see pools_key_of)."""
     from .data import load_dataset, synthetic_images
 
-    if dataset == "synthetic-images":
-        ds = synthetic_images(**synthetic_kwargs)
+    name, root, device, options = key
+    options = json.loads(options)
+    if name in POOLS_BUILDERS:
+        return POOLS_BUILDERS[name](options, root, device)
+    if name == "synthetic-images":
+        ds = synthetic_images(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
     else:
-        ds = load_dataset(dataset, root=data_root)
+        ds = load_dataset(name, root=root, **options)
     pools = Pools.from_dataset(ds, device=device)
     pools.description = ds.describe()
     return pools
 
 
-def get_pools(key: tuple) -> Pools:
-    """key = (dataset, data_root, device, frozenset of synthetic kwargs items)."""
-    dataset, root, device, kw = key
-    return pools_for(dataset, root, device, **dict(kw))
+def data_identity(data: dict, data_root=None) -> Optional[dict]:
+    """Which copy of the data a run reads (fedpaper.data.data_copy), for the store key."""
+    from .data import DATASETS, data_copy
+
+    name = data["name"]
+    if name in POOLS_BUILDERS:
+        name = POOLS_BUILDERS[name].reads
+    return data_copy(name, data_root) if name in DATASETS else None
 
 
-def pools_key(dataset: str, data_root=None, device=None, **synthetic_kwargs) -> tuple:
-    return (dataset, None if data_root is None else str(data_root), device or default_device(),
-            tuple(sorted(synthetic_kwargs.items())))
-
+# ---------------------------------------------------------------------------------------------
+# Sweeps
 
 def _result(res, r: int) -> dict:
     h = res.history[res.history["run"] == r].drop(columns=["run"])
@@ -78,14 +211,28 @@ def _train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
     return [_result(res, r) for r in range(len(setups))]
 
 
-def run_specs(specs: list[dict], build, *, desc="runs", max_batch=16, progress=True, store=None) -> list[dict]:
+def store_key(spec: RunSpec, data_root=None) -> dict:
+    """What a run's result is stored under: its paper, its spec and the data copy it reads."""
+    return {"paper": spec.paper, "run": json.loads(spec.to_json()),
+            "data_copy": data_identity(spec.data, data_root)}
+
+
+def progress_enabled() -> bool:
+    return os.environ.get("FEDPAPER_PROGRESS", "1") != "0"
+
+
+def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execution] = None, desc="runs",
+              max_batch=16, progress=None, store=None) -> list[dict]:
     """Result dict of every spec (history records, best-validation snapshot, final metrics).
 
     Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
     engine call; every finished run is stored at once, so an interrupted sweep resumes."""
+    progress = progress_enabled() if progress is None else progress
+    keys = [store_key(s, data_root) for s in specs]
+    by_key = {spec_json(k): s for k, s in zip(keys, specs)}
 
     def many(chunk):
-        setups = [build(s) for s in chunk]
+        setups = [by_key[spec_json(k)].build(data_root, execution) for k in chunk]
         out = [None] * len(chunk)
         groups: dict = {}
         for i, st in enumerate(setups):
@@ -97,13 +244,4 @@ def run_specs(specs: list[dict], build, *, desc="runs", max_batch=16, progress=T
                     out[i] = r
         return out
 
-    return run_sweep(specs, run_fn_many=many, batch_size=max_batch, desc=desc, progress=progress, store=store)
-
-
-def histories(specs: list[dict], results: list[dict], keys: list[str]) -> pd.DataFrame:
-    """Long table of per-round history with the chosen spec keys as columns."""
-    rows = []
-    for s, r in zip(specs, results):
-        for rec in r["history"]:
-            rows.append({**{k: s.get(k) for k in keys}, **rec})
-    return pd.DataFrame(rows)
+    return run_sweep(keys, run_fn_many=many, batch_size=max_batch, desc=desc, progress=progress, store=store)

@@ -1,6 +1,6 @@
 """Atomic files, the on-disk results cache and resumable sweeps.
 
-    store = ResultStore()                       # cache_dir("results"), keyed by spec + code version
+    store = ResultStore()                       # cache_dir("results"), keyed by spec + its paper's code version
     results = run_sweep(specs, run_one, desc="table1")          # one run at a time
     results = run_sweep(specs, run_fn_many=engine_batch, batch_size=8)   # several runs at once
 
@@ -10,6 +10,7 @@ a half-written one.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import json
@@ -19,7 +20,7 @@ import tempfile
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional
 
 TMP_PREFIX = ".tmp-"
 
@@ -77,18 +78,29 @@ def _fsync_dir(d) -> None:
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
-# The parts of fedpaper whose source changes results (names relative to fedpaper/, globs allowed;
-# a name matches <name>.py and every .py file under the folder <name>/).
-# The paper modules that build federations and run specs count too; their claim checks, drawing and
-# tables (papers/*_claims, *_draw, *_tables) only read results and are left out.
-RESULT_MODULES = ("data", "partition", "models", "engine*", "algorithms", "metrics", "experiment",
-                  "papers/fedpals", "papers/fedpals_geometry", "papers/fedpals_profiles", "papers/fedpals_real",
-                  "papers/fedpals_runs", "papers/fedpals_train", "papers/privlabels", "papers/privlabels_appb",
-                  "papers/privlabels_profiles", "papers/privlabels_runs")
-# `fedpaper reproduce` pins the code version of its whole run here, so that a source edit while a
-# long run goes on cannot invalidate the cache of the notebooks still to come (they run in kernels
-# that inherit the environment).
+# The core of fedpaper whose source changes every paper's results (names relative to fedpaper/,
+# globs allowed; a name matches <name>.py and every .py file under the folder <name>/).
+CORE_MODULES = ("data", "partition", "models", "engine*", "algorithms", "metrics", "experiment")
+# Each paper's own code: every .py file of its package fedpaper/papers/<paper>/ (so a new module
+# cannot be left out), minus the modules the package declares, in a literal tuple
+# `RESULTS_READ_ONLY = ("claims", ...)` in its __init__.py, as only reading results (claim checks,
+# drawing, tables). An edit to one paper's code leaves the other papers' cached results valid.
+PAPERS_DIR = "papers"
+READ_ONLY_DECLARATION = "RESULTS_READ_ONLY"
+# `fedpaper reproduce` pins the code versions of its whole run here (JSON {"core": ..., "<paper>":
+# ...}, see pin_code_versions), so that a source edit while a long run goes on cannot invalidate
+# the cache of the notebooks still to come (they run in kernels that inherit the environment).
 CODE_VERSION_ENV = "FEDPAPER_CODE_VERSION"
+
+
+def _hash_files(files, pkg: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(files):
+        if "__pycache__" in p.parts:
+            continue
+        h.update(str(p.relative_to(pkg)).encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 @lru_cache(maxsize=None)
@@ -102,22 +114,80 @@ def _code_version(modules: tuple[str, ...], package_dir: str) -> str:
         for d in pkg.glob(name):
             if d.is_dir():
                 files.update(d.rglob("*.py"))
-    h = hashlib.sha256()
-    for p in sorted(files):
-        if "__pycache__" in p.parts:
-            continue
-        h.update(str(p.relative_to(pkg)).encode() + b"\0")
-        h.update(p.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return _hash_files(files, pkg)
 
 
-def code_version(modules: Sequence[str] = RESULT_MODULES, package_dir=PACKAGE_DIR) -> str:
-    """Hash of the source files that affect results (computed once per process and module list;
-    the default list's hash can be pinned for a whole run with FEDPAPER_CODE_VERSION)."""
-    pinned = os.environ.get(CODE_VERSION_ENV)
-    if pinned and tuple(modules) == RESULT_MODULES and Path(package_dir) == PACKAGE_DIR:
-        return pinned
-    return _code_version(tuple(modules), str(package_dir))
+def read_only_modules(paper_dir: Path) -> tuple[str, ...]:
+    """The module names a paper package declares as only reading results (parsed, not imported)."""
+    init = paper_dir / "__init__.py"
+    if not init.is_file():
+        return ()
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == READ_ONLY_DECLARATION
+                                                 for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    return ()
+
+
+def paper_files(paper: str, package_dir=PACKAGE_DIR) -> list[Path]:
+    """The source files of `paper` its results depend on (see READ_ONLY_DECLARATION)."""
+    pkg = Path(package_dir)
+    folder = pkg / PAPERS_DIR / paper
+    if not folder.is_dir():
+        from fedpaper.errors import UnknownNameError
+
+        raise UnknownNameError(f"no paper package {folder}; the store keys results by paper "
+                               f"(known: {', '.join(known_papers(package_dir))})")
+    skip = {folder / f"{m.replace('.', '/')}.py" for m in read_only_modules(folder)}
+    skip_dirs = [folder / m.replace(".", "/") for m in read_only_modules(folder)]
+    return [p for p in folder.rglob("*.py")
+            if p not in skip and not any(d in p.parents for d in skip_dirs)]
+
+
+def known_papers(package_dir=PACKAGE_DIR) -> list[str]:
+    """Paper packages under fedpaper/papers/ (folders with an __init__.py, not starting with _)."""
+    return sorted(d.name for d in (Path(package_dir) / PAPERS_DIR).iterdir()
+                  if d.is_dir() and not d.name.startswith("_") and (d / "__init__.py").is_file())
+
+
+@lru_cache(maxsize=None)
+def _paper_version(paper: str, package_dir: str) -> str:
+    return _hash_files(paper_files(paper, package_dir), Path(package_dir))
+
+
+def _pins() -> dict:
+    raw = os.environ.get(CODE_VERSION_ENV)
+    if not raw:
+        return {}
+    try:
+        pins = json.loads(raw)
+    except ValueError:
+        pins = None
+    return pins if isinstance(pins, dict) else {"*": raw}  # a plain string pins every part
+
+
+def code_version(paper: Optional[str] = None, package_dir=PACKAGE_DIR) -> str:
+    """Version of the code behind a paper's results: hash of the core modules, plus (given a
+    paper) hash of that paper's result modules. Computed once per process; pinned for a whole run
+    by FEDPAPER_CODE_VERSION (see pin_code_versions)."""
+    pins = _pins() if Path(package_dir) == PACKAGE_DIR else {}
+    core = pins.get("core") or pins.get("*") or _code_version(CORE_MODULES, str(package_dir))
+    if paper is None:
+        return core
+    own = pins.get(paper) or pins.get("*") or _paper_version(paper, str(package_dir))
+    return f"{core}+{own}"
+
+
+def pin_code_versions() -> str:
+    """JSON of the current core and per-paper code versions, for FEDPAPER_CODE_VERSION."""
+    versions = {"core": _code_version(CORE_MODULES, str(PACKAGE_DIR))}
+    versions.update({p: _paper_version(p, str(PACKAGE_DIR)) for p in known_papers()})
+    return json.dumps(versions, sort_keys=True)
+
+
+def spec_paper(spec) -> Optional[str]:
+    """The paper a run spec belongs to (its "paper" field), or None."""
+    return spec.get("paper") if isinstance(spec, dict) else getattr(spec, "paper", None)
 
 
 def spec_json(spec) -> str:
@@ -128,7 +198,7 @@ def spec_json(spec) -> str:
 
 
 class ResultStore:
-    """Finished runs on disk, keyed by (run spec, code version).
+    """Finished runs on disk, keyed by (run spec, code version of the spec's paper).
 
     Entries are pickles (dicts, pandas frames, arrays...) written atomically; an unreadable or
     partial entry counts as missing, and leftover temporary files are ignored.
@@ -136,18 +206,21 @@ class ResultStore:
 
     SUFFIX = ".pkl"
 
-    def __init__(self, root=None, *, code: Optional[str] = None,
-                 modules: Sequence[str] = RESULT_MODULES):
+    def __init__(self, root=None, *, code: Optional[str] = None):
         if root is None:
             from fedpaper.paths import cache_dir
 
             root = cache_dir("results")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.code = code if code is not None else code_version(modules)
+        self.code = code  # None: the code version of each spec's paper (code_version)
+
+    def code_of(self, spec) -> str:
+        """The code version a spec's result is stored under."""
+        return self.code if self.code is not None else code_version(spec_paper(spec))
 
     def key(self, spec) -> str:
-        payload = json.dumps({"spec": json.loads(spec_json(spec)), "code": self.code}, sort_keys=True)
+        payload = json.dumps({"spec": json.loads(spec_json(spec)), "code": self.code_of(spec)}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def path(self, spec) -> Path:
@@ -163,7 +236,7 @@ class ResultStore:
         except Exception as e:  # truncated, corrupt, or from an incompatible library version
             warnings.warn(f"ignoring unreadable result file {path} ({type(e).__name__}); it will be recomputed")
             return _MISSING
-        if not isinstance(entry, dict) or entry.get("spec") != spec_json(spec) or entry.get("code") != self.code:
+        if not isinstance(entry, dict) or entry.get("spec") != spec_json(spec) or entry.get("code") != self.code_of(spec):
             return _MISSING
         return entry["result"]
 
@@ -179,7 +252,7 @@ class ResultStore:
         """Store atomically (temp file in the same folder, fsync, os.replace)."""
         from fedpaper.provenance import now_iso
 
-        entry = {"spec": spec_json(spec), "code": self.code, "created": now_iso(), "result": result}
+        entry = {"spec": spec_json(spec), "code": self.code_of(spec), "created": now_iso(), "result": result}
         path = self.path(spec)
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as f:

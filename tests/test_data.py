@@ -39,8 +39,10 @@ def tmp_cache(tmp_path, monkeypatch):
 def test_registry_entries():
     assert {"fashion-mnist", "cifar10", "cifar100", "synthetic-images", "pacs", "iwildcam"} <= set(DATASETS)
     for name, info in DATASETS.items():
-        assert info.description and info.obtain and info["name"] == name
-    assert DATASETS["cifar10"].offline_lossy and not DATASETS["fashion-mnist"].offline_lossy
+        assert info.description and info.how_to_get and info.name == name
+    assert DATASETS["cifar10"].lossy_offline and not DATASETS["fashion-mnist"].lossy_offline
+    assert {n for n, d in DATASETS.items() if d.loadable} == {"fashion-mnist", "cifar10", "cifar100",
+                                                              "synthetic-images", "pacs", "iwildcam"}
 
 
 def test_unknown_name():

@@ -1,15 +1,17 @@
 """Fast unit tests of the FedPALS paper module (no real data, no long training)."""
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from fedpaper.algorithms import weights as W
-from fedpaper.papers import fedpals_claims as CL
+from fedpaper.papers.fedpals import claims as CL
 from fedpaper.papers import get_claim
-from fedpaper.papers import fedpals_geometry as G
-from fedpaper.papers import fedpals_profiles as P
-from fedpaper.papers import fedpals_real as RL
-from fedpaper.papers import fedpals_runs as R
+from fedpaper.papers.fedpals import geometry as G
+from fedpaper.papers.fedpals import profiles as P
+from fedpaper.papers.fedpals import real as RL
+from fedpaper.papers.fedpals import runs as R
 
 
 def _v(check, tables):
@@ -31,8 +33,8 @@ def _spec(p, **kw):
 def test_federation_target_is_last_partition(smoke):
     spec = _spec(smoke)
     fed = R.federation(spec)
-    y_tr, y_te = R.labels(spec["data"])
-    part = R.partition(spec["data"], spec["split"], 10, spec["per_client"], 0)
+    y_tr, y_te = R.labels(spec.data)
+    part = R.partition(spec.data, spec.partition["split"], 10, spec.partition["per_client"], 0)
     assert len(fed.client_indices) == 9
     np.testing.assert_array_equal(fed.val_indices, part.client_indices[9])
     np.testing.assert_allclose(fed.target_marginal, part.marginals[9])
@@ -50,8 +52,8 @@ def test_seeds_redraw_the_partition(smoke):
 def test_oracle_clients_follow_target(smoke):
     spec = _spec(smoke, method="Oracle")
     fed = R.federation(spec)
-    y_tr, _ = R.labels(spec["data"])
-    assert spec["method"] == "FedAvg" and spec["oracle"]
+    y_tr, _ = R.labels(spec.data)
+    assert spec.method["server"] == "fedavg" and spec.partition["oracle"] and R.method_label(spec) == "Oracle"
     for c in fed.client_indices:
         m = np.bincount(y_tr[c], minlength=10) / len(c)
         np.testing.assert_allclose(m, fed.target_marginal, atol=0.1)
@@ -79,16 +81,17 @@ def test_lambda_grid_hits_ess():
 def test_method_specs_expand_fedpals_grid(smoke):
     p = dict(smoke, ess_grid=[0.5])
     specs = R.method_specs(p, "cifar10", {"scheme": "sparsity", "C": 3}, ["FedPALS", "FedAvg"], [0, 1])
-    pals = [s for s in specs if s["method"] == "FedPALS"]
-    assert {s["lam"] for s in pals} >= {0.0} and len(pals) >= 2
-    assert [s["seed"] for s in specs if s["method"] == "FedAvg"] == [0, 1]
+    pals = [s for s in specs if s.tags["method"] == "FedPALS"]
+    assert {s.tags["lam"] for s in pals} >= {0.0} and len(pals) >= 2
+    assert {s.method["lam"] for s in pals} == {s.tags["lam"] for s in pals}
+    assert [s.seed for s in specs if s.tags["method"] == "FedAvg"] == [0, 1]
 
 
 def test_selected_keeps_best_validation_run():
-    specs = [{"seed": 0, "m": "a", "lam": 0.0}, {"seed": 0, "m": "a", "lam": 5.0}]
+    specs = [SimpleNamespace(seed=0, m="a", lam=0.0), SimpleNamespace(seed=0, m="a", lam=5.0)]
     res = [{"history": [{"val_acc": 0.2}, {"val_acc": 0.4}]}, {"history": [{"val_acc": 0.6}]}]
-    sel = R.selected(specs, res, key=lambda s: s["m"])
-    assert sel[("a", 0)][0]["lam"] == 5.0
+    sel = R.selected(specs, res, key=lambda s: s.m)
+    assert sel[("a", 0)][0].lam == 5.0
 
 
 def test_fig1_geometry():

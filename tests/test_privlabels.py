@@ -3,12 +3,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedpaper.papers import privlabels_appb as appb
-from fedpaper.papers import privlabels_claims as pc
-from fedpaper.papers import privlabels_runs as runs
-from fedpaper.papers import privlabels_tables as tabs
+from fedpaper.papers.privlabels import appendix_b as appb
+from fedpaper.papers.privlabels import claims as pc
+from fedpaper.papers.privlabels import runs as runs
+from fedpaper.papers.privlabels import config_tables as tabs
 from fedpaper.papers.privlabels import _params
-from fedpaper.papers.privlabels_profiles import NOTES, SETTINGS
+from fedpaper.papers.privlabels.profiles import NOTES, SETTINGS
 
 
 def test_profiles_paper_setting_and_quick_notes():
@@ -25,10 +25,9 @@ def test_specs_coincide_across_artifacts_and_seed_innermost():
     p = _params("smoke")
     full = runs.main_specs(p, "cifar10", p["labels"])
     L5 = runs.main_specs(p, "cifar10", [5])
-    keys = {runs.spec_key(s) for s in full}
-    assert all(runs.spec_key(s) in keys for s in L5)  # the bar plots read the same cached runs
-    assert [s["seed"] for s in full[:2]] == p["seeds"]  # seeds innermost: one engine batch per method
-    names = {(s["display"], s["setting"]) for s in full}
+    assert set(L5) <= set(full)  # the bar plots read the same cached runs
+    assert [s.seed for s in full[:2]] == p["seeds"]  # seeds innermost: one engine batch per method
+    names = {(s.tags["display"], s.tags["setting"]) for s in full}
     assert ("FedRS", "private") not in names and ("FedRS", "public") in names
     assert ("Tuning-MSE", "private") in names
 
@@ -51,7 +50,7 @@ def test_federation_sizes_label_sets_and_disjointness(L):
     p["samples_per_client"] = 100
     spec = runs.run_spec(p, "cifar10", "FedAvg", "private", L, seed=3)
     fed, part = runs.federation(spec)
-    y = runs.pools(spec["data"]).y_train.numpy()
+    y = runs.pools(spec.data).y_train.numpy()
     assert len(fed.client_indices) == 10
     assert all(len(c) == 100 for c in fed.client_indices)
     for c, s in zip(fed.client_indices, fed.label_sets):
@@ -73,7 +72,7 @@ def test_share_l10_maps_private_and_fedrs_to_public_runs():
     s_prox = runs.run_spec(p, "cifar10", "FedProx", "private", 10, 0)
     assert runs.canonical(s_priv, p) == runs.canonical(s_rs, p) == s_pub
     assert runs.canonical(s_prox, p) == s_prox  # no prox term on the classifier: not the same run
-    assert runs.canonical(runs.run_spec(p, "cifar10", "FedAvg", "private", 5, 0), p)["setting"] == "private"
+    assert runs.canonical(runs.run_spec(p, "cifar10", "FedAvg", "private", 5, 0), p).tags["setting"] == "private"
 
 
 def test_appb_gradient_signs_and_identity():

@@ -1,4 +1,5 @@
 """The results cache: atomic entries, resumable sweeps (Ctrl-C and SIGKILL), batched runs."""
+import json
 import os
 import pickle
 import signal
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fedpaper import store as S
+from fedpaper.errors import UnknownNameError
 from fedpaper.store import ResultStore, run_sweep
 
 
@@ -170,20 +172,68 @@ def test_sigkilled_sweep_restarts(tmp_path):
 def test_code_version_can_be_pinned_for_a_run(monkeypatch, tmp_path):
     from fedpaper import store as S
 
-    real = S.code_version()
-    monkeypatch.setenv(S.CODE_VERSION_ENV, "pinned0123456789")
+    real, real_fedpals = S.code_version(), S.code_version("fedpals")
+    monkeypatch.setenv(S.CODE_VERSION_ENV, "pinned0123456789")  # a plain string pins every part
     assert S.code_version() == "pinned0123456789"
-    assert S.ResultStore(tmp_path).code == "pinned0123456789"
+    assert S.ResultStore(tmp_path).code_of({"paper": "fedpals"}) == "pinned0123456789+pinned0123456789"
+    monkeypatch.setenv(S.CODE_VERSION_ENV, S.pin_code_versions())  # what `fedpaper reproduce` sets
+    assert S.code_version("fedpals") == real_fedpals
+    pins = json.loads(os.environ[S.CODE_VERSION_ENV])
+    assert {"core", "fedpals", "privlabels", "fedmt", "fednca"} <= set(pins)
+    monkeypatch.setenv(S.CODE_VERSION_ENV, json.dumps(dict(pins, fedpals="edited")))
+    assert S.code_version("fedpals") == real + "+edited" and S.code_version("privlabels") != real + "+edited"
     monkeypatch.delenv(S.CODE_VERSION_ENV)
     assert S.code_version() == real
 
 
-def test_result_modules_cover_the_paper_run_builders():
-    from fedpaper import store as S
+def _fake_package(root):
+    for rel, text in {"engine.py": "e = 1\n", "report.py": "r = 1\n",
+                      "papers/a/__init__.py": 'RESULTS_READ_ONLY = ("claims",)\n',
+                      "papers/a/runs.py": "x = 1\n", "papers/a/claims.py": "c = 1\n",
+                      "papers/b/__init__.py": "", "papers/b/runs.py": "y = 1\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
 
-    files = {f"papers/{n}" for n in ("privlabels_runs", "privlabels_profiles", "fedpals_runs", "fedpals_train")}
-    assert files <= set(S.RESULT_MODULES)
-    assert not any(m.endswith(("_claims", "_draw", "_tables")) for m in S.RESULT_MODULES)
+
+def _versions(root):
+    S._code_version.cache_clear()
+    S._paper_version.cache_clear()
+    return S.code_version("a", root), S.code_version("b", root)
+
+
+def test_an_edit_to_one_papers_code_keeps_the_other_papers_key(tmp_path):
+    _fake_package(tmp_path)
+    a0, b0 = _versions(tmp_path)
+    (tmp_path / "papers/a/runs.py").write_text("x = 2\n")  # paper A's run code
+    a1, b1 = _versions(tmp_path)
+    assert a1 != a0 and b1 == b0
+    (tmp_path / "papers/a/new_module.py").write_text("z = 1\n")  # a new module counts, undeclared
+    a2, b2 = _versions(tmp_path)
+    assert a2 != a1 and b2 == b0
+    (tmp_path / "papers/a/claims.py").write_text("c = 2\n")  # declared as only reading results
+    (tmp_path / "report.py").write_text("r = 2\n")  # not a core module
+    assert _versions(tmp_path) == (a2, b0)
+    (tmp_path / "engine.py").write_text("e = 2\n")  # core: every paper's key moves
+    a3, b3 = _versions(tmp_path)
+    assert a3 != a2 and b3 != b0
+    assert S.known_papers(tmp_path) == ["a", "b"]
+
+
+def test_store_keys_each_spec_by_its_papers_code(tmp_path):
+    st = ResultStore(tmp_path)
+    fed, priv = {"paper": "fedpals", "seed": 0}, {"paper": "privlabels", "seed": 0}
+    assert st.code_of(fed) == S.code_version("fedpals") != st.code_of(priv)
+    assert st.code_of(fed).startswith(S.code_version() + "+")
+    with pytest.raises(UnknownNameError, match="no paper package"):
+        st.key({"paper": "nosuchpaper"})
+
+
+def test_paper_files_cover_the_run_builders_and_skip_declared_readers():
+    files = {p.relative_to(S.PACKAGE_DIR).as_posix() for p in S.paper_files("privlabels")}
+    assert {"papers/privlabels/runs.py", "papers/privlabels/profiles.py", "papers/privlabels/__init__.py"} <= files
+    assert not files & {"papers/privlabels/claims.py", "papers/privlabels/draw.py", "papers/privlabels/config_tables.py"}
+    fed = {p.relative_to(S.PACKAGE_DIR).as_posix() for p in S.paper_files("fedpals")}
+    assert {"papers/fedpals/runs.py", "papers/fedpals/train.py", "papers/fedpals/real.py"} <= fed
 
 
 def test_atomic_files_are_world_readable(tmp_path):

@@ -2,120 +2,45 @@
 
     load_dataset(name, root=None, download=False, **options) -> ImageDataset
     dataset_available(name, root=None) -> bool
-    DATASETS: name -> DatasetInfo(description, obtain, offline_lossy)
+    data_copy(name, root=None) -> which copy the loader would read (results-cache key)
+    DATASETS: name -> DatasetInfo (the one registry, fedpaper.data.registry)
 
 Data are looked for under fedpaper.paths.data_root (explicit root, $FEDPAPER_DATA, ../shared/data,
-~/.fedpaper/data); parsed arrays are cached under fedpaper.paths.cache_dir("data").
+~/.fedpaper/data); parsed arrays are cached under fedpaper.paths.cache_dir("data"). Importing this
+package is cheap: the loaders (and torch) are imported when first used.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+import importlib
 
-from ..errors import UnknownNameError
-from ..paths import data_root
-from . import cifar, fashion_mnist, iwildcam, pacs, synthetic
-from .base import ImageDataset
-from .iwildcam import iwildcam_metadata, load_iwildcam
-from .pacs import load_pacs
-from .synthetic import GaussianTask, gaussian_task, sample_gaussian, synthetic_images, target_marginal
+from .registry import (
+    DATASETS,
+    DatasetInfo,
+    canonical_name,
+    data_copy,
+    dataset_available,
+    dataset_info,
+    how_to_get,
+    load_dataset,
+    missing_message,
+)
 
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """Registry entry: what the data set is, how to obtain it, whether the offline copy is lossy.
-
-    ``offline_lossy`` is None when the project has no offline copy. Entries also read like dicts
-    (``DATASETS["cifar10"]["obtain"]``).
-    """
-
-    name: str
-    description: str
-    obtain: str
-    offline_lossy: bool | None
-    loader: Callable = None
-    probe: Callable = None
-
-    def __getitem__(self, key):
-        return getattr(self, key)
-
-
-def _synthetic_loader(root=None, download=False, **kw):
-    return synthetic.synthetic_images(**kw)
-
-
-def _pacs_loader(root=None, download=False, **kw):
-    return pacs.load_pacs(root, **kw)
-
-
-def _iwildcam_loader(root=None, download=False, **kw):
-    return iwildcam.load_iwildcam(root, download=download, **kw)
-
-
-DATASETS: dict[str, DatasetInfo] = {
-    "fashion-mnist": DatasetInfo(
-        "fashion-mnist", "Fashion-MNIST: 60,000 train + 10,000 test grey 28x28 images, 10 clothing classes",
-        fashion_mnist.HOW, False,
-        lambda root=None, download=False: fashion_mnist.load(root, download), fashion_mnist.available),
-    "cifar10": DatasetInfo(
-        "cifar10", "CIFAR-10: 50,000 train + 10,000 test RGB 32x32 images, 10 classes",
-        cifar.how_to_get("cifar10"), True,
-        lambda root=None, download=False: cifar.load("cifar10", root, download),
-        lambda root: cifar.available(root, "cifar10")),
-    "cifar100": DatasetInfo(
-        "cifar100", "CIFAR-100: 50,000 train + 10,000 test RGB 32x32 images, 100 fine classes in 20 superclasses",
-        cifar.how_to_get("cifar100"), True,
-        lambda root=None, download=False: cifar.load("cifar100", root, download),
-        lambda root: cifar.available(root, "cifar100")),
-    "synthetic-images": DatasetInfo(
-        "synthetic-images", "Synthetic class-prototype images plus noise (smoke/test only, never a paper result)",
-        "generated on the fly (no download)", None, _synthetic_loader, lambda root: True),
-    "pacs": DatasetInfo(
-        "pacs", "PACS: 9,991 images, 7 classes, 4 domains (art_painting, cartoon, photo, sketch)",
-        pacs.HOW, None, _pacs_loader, pacs.available),
-    "iwildcam": DatasetInfo(
-        "iwildcam", "iWildCam 2020 (WILDS v2.0): camera-trap images, 182 species, camera locations as domains",
-        iwildcam.HOW, None, _iwildcam_loader, iwildcam.available),
-}
-
-_ALIASES = {
-    "fashionmnist": "fashion-mnist", "fashion_mnist": "fashion-mnist", "fmnist": "fashion-mnist",
-    "cifar-10": "cifar10", "cifar-100": "cifar100", "synthetic": "synthetic-images",
+#: Names served from the loader modules on first use (PEP 562), so the registry stays light.
+_LAZY = {
+    "ImageDataset": "base", "GaussianTask": "synthetic", "gaussian_task": "synthetic",
+    "sample_gaussian": "synthetic", "synthetic_images": "synthetic", "target_marginal": "synthetic",
+    "iwildcam_metadata": "iwildcam", "load_iwildcam": "iwildcam", "load_pacs": "pacs",
 }
 
 
-def canonical_name(name: str) -> str:
-    """The registry name for `name` (case-insensitive, a few aliases); UnknownNameError otherwise."""
-    key = str(name).strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in DATASETS:
-        raise UnknownNameError(f"unknown data set {name!r}; known data sets: {', '.join(DATASETS)}")
-    return key
-
-
-def load_dataset(name: str, root=None, download: bool = False, **options) -> ImageDataset:
-    """Load a data set by name (see DATASETS) as an ImageDataset.
-
-    ``options`` go to the specific loader: synthetic-images takes the arguments of
-    ``synthetic_images`` (num_classes, n_train, n_test, shape, seed, noise); pacs takes
-    ``target_domain`` and ``size``; iwildcam takes ``size``, ``max_per_split``, ``seed``.
-    Raises UnknownNameError, DataMissingError (with where to get the data) or BadParameterError
-    (a root that does not exist).
-    """
-    info = DATASETS[canonical_name(name)]
-    return info.loader(root=root, download=download, **options)
-
-
-def dataset_available(name: str, root=None) -> bool:
-    """Whether the data set's files are present under the data root (a cheap check; nothing is parsed)."""
-    info = DATASETS[canonical_name(name)]
-    path = data_root(root)
-    return bool(info.probe(path)) if path.is_dir() or info.name == "synthetic-images" else False
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
-    "DATASETS", "DatasetInfo", "GaussianTask", "ImageDataset", "canonical_name", "dataset_available",
-    "gaussian_task", "iwildcam_metadata", "load_dataset", "load_iwildcam", "load_pacs", "sample_gaussian",
-    "synthetic_images", "target_marginal",
+    "DATASETS", "DatasetInfo", "GaussianTask", "ImageDataset", "canonical_name", "data_copy", "dataset_available",
+    "dataset_info", "gaussian_task", "how_to_get", "iwildcam_metadata", "load_dataset", "load_iwildcam",
+    "load_pacs", "missing_message", "sample_gaussian", "synthetic_images", "target_marginal",
 ]

@@ -219,5 +219,16 @@ def load(name: str, root=None, download: bool = False) -> ImageDataset:
     return ds
 
 
+def copy_identity(root: Path, name: str) -> dict | None:
+    """Which copy `load` would read (lossy offline JPEG zip or original batches) and the names and
+    sizes of its files (cheap: nothing is parsed); None when absent."""
+    path = find_source(root, name)
+    if path is None:
+        return None
+    files = [path] if path.is_file() else [f for f in _tv_files(path, name) if f.is_file()]
+    return {"copy": "offline JPEG zip (lossy)" if path.is_file() else "original torchvision batches",
+            "files": [[f.name, f.stat().st_size] for f in files]}
+
+
 def available(root: Path, name: str) -> bool:
     return find_source(root, name) is not None

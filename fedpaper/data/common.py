@@ -42,11 +42,6 @@ def missing_error(name: str, looked: list[Path], how: str) -> DataMissingError:
     return DataMissingError(f"{name} not found (looked at: {paths}); {how}")
 
 
-def first_existing(candidates: list[Path]) -> Path | None:
-    """The first candidate path that exists, else None."""
-    return next((c for c in candidates if c.exists()), None)
-
-
 def to_tensor_dataset(name: str, arrays: dict[str, np.ndarray], meta: dict, **extra) -> ImageDataset:
     """Build an ImageDataset from cached uint8/int64 numpy arrays (no copies: torch.from_numpy)."""
     ds = ImageDataset(

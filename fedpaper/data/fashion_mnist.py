@@ -88,5 +88,18 @@ def load(root=None, download: bool = False) -> ImageDataset:
     return to_tensor_dataset(NAME, arrays, meta)
 
 
+def copy_identity(root: Path) -> dict | None:
+    """Which copy `load` would read: the IDX files' names and sizes plus the SHA-256 of the training
+    labels (the offline copy holds the same images in another row order); None when absent."""
+    files = find_files(root)
+    if files is None:
+        return None
+    import hashlib
+
+    labels = hashlib.sha256(files["y_train"].read_bytes()).hexdigest()[:16]
+    return {"copy": "IDX files", "files": [[f.name, f.stat().st_size] for f in files.values()],
+            "train_labels_sha256": labels}
+
+
 def available(root: Path) -> bool:
     return find_files(root) is not None

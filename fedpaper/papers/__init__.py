@@ -1,11 +1,10 @@
 """The four papers: the artifact catalog, and the registry the per-paper modules fill.
 
-A paper module (`fedpaper/papers/<paper>.py`) registers, at import time::
+A paper package (`fedpaper/papers/<paper>/`) registers, at import time::
 
     from fedpaper.papers import implement, add_claims, Claim
 
-    implement("fedpals/table1", notebook="notebooks/fedpals/table1.ipynb",
-              profiles={"smoke": {...}, "quick": {...}, "paper": {...}})
+    implement("fedpals/table1", notebook="notebooks/fedpals/table1.ipynb")
     add_claims([Claim("fedpals/claim-1", "FedPALS best non-oracle in every row",
                       artifacts=["fedpals/table1"], check=my_check)])
 
@@ -15,10 +14,9 @@ cheap and a paper module that does not exist yet is simply absent.
 """
 from __future__ import annotations
 
-import copy
 import importlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -45,11 +43,10 @@ from .catalog import (  # noqa: F401  (re-exported)
 
 @dataclass
 class Implementation:
-    """How an artifact is regenerated: its notebook (relative to the repo root) and profiles."""
+    """How an artifact is regenerated: its notebook (relative to the repo root)."""
 
     artifact_id: str
     notebook: str
-    profiles: dict = field(default_factory=dict)  # {"smoke": {...}, "quick": {...}, "paper": {...}}
 
 
 _IMPLEMENTATIONS: dict[str, Implementation] = {}
@@ -60,10 +57,10 @@ _LOADED = False
 NOT_IMPLEMENTED_REASON = "not implemented yet (open issue)"
 
 
-def implement(artifact_id: str, *, notebook: str, profiles: Optional[dict] = None) -> Implementation:
+def implement(artifact_id: str, *, notebook: str) -> Implementation:
     """Register the notebook that regenerates `artifact_id` (idempotent)."""
     get_artifact(artifact_id)  # validates the id
-    impl = Implementation(artifact_id, str(notebook), dict(profiles or {}))
+    impl = Implementation(artifact_id, str(notebook))
     _IMPLEMENTATIONS[artifact_id] = impl
     _NOT_IMPLEMENTED.pop(artifact_id, None)
     return impl
@@ -152,15 +149,6 @@ def not_implemented_reason(artifact_id: str) -> str:
     return _NOT_IMPLEMENTED.get(artifact_id, NOT_IMPLEMENTED_REASON)
 
 
-def profile_params(artifact_id: str, profile: str) -> dict:
-    """A copy of the registered parameters of `profile` for an artifact ({} if none)."""
-    from fedpaper.artifacts import check_profile
-
-    check_profile(profile)
-    impl = implementation(artifact_id)
-    return copy.deepcopy(impl.profiles.get(profile, {})) if impl else {}
-
-
 def claims(paper: str | None = None) -> list[Claim]:
     """Registered claims, in registration order."""
     load_papers()
@@ -172,6 +160,6 @@ def get_claim(claim_id: str) -> Claim:
     try:
         return _CLAIMS[claim_id]
     except KeyError:
-        from .catalog import _unknown
+        from fedpaper.data.registry import unknown_message
 
-        raise UnknownNameError(_unknown("claim", claim_id, _CLAIMS)) from None
+        raise UnknownNameError(unknown_message("claim", claim_id, _CLAIMS)) from None

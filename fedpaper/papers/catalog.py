@@ -6,19 +6,26 @@ needs, with the data set names of `fedpaper.data`; "none" marks artifacts that n
 suffix ":labels" needs only that data set's label file (PASCAL VOC and ChestX-ray14 label files are
 in the offline copies, their images are not).
 
-`dataset_available(name, root)` is a cheap file check against the offline layouts of
-`../shared/data/README.md` and the torchvision download layouts; it never parses a data set.
+The data sets themselves (what they are, how to get them, `dataset_available`) are in the one
+registry `fedpaper.data.registry`, re-exported here for the artifact code.
 """
 from __future__ import annotations
 
-import difflib
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from fedpaper.data.registry import (  # noqa: F401  (re-exported)
+    DATASETS,
+    DatasetInfo,
+    dataset_available,
+    dataset_info,
+    dataset_location,
+    how_to_get,
+    missing_message,
+    unknown_message,
+)
 from fedpaper.errors import UnknownNameError
-from fedpaper.paths import data_root as _data_root
 
 PAPERS = ("fedpals", "privlabels", "fedmt", "fednca")
 
@@ -73,184 +80,6 @@ class Claim:
     @property
     def paper(self) -> str:
         return self.id.split("/", 1)[0]
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    name: str
-    title: str
-    how_to_get: str
-    copy_note: str = ""  # what the offline copy is (lossy?)
-    lossy_offline: bool = False
-    files: tuple[str, ...] = ()  # any one of these (relative to the data root) means "available"
-    label_files: tuple[str, ...] = ()  # enough for ":labels"
-    any_dir: tuple[str, ...] = ()  # a non-empty folder means "available"
-    labels_how: str = ""  # how to get the label file alone (for "<name>:labels")
-
-
-DATASETS: dict[str, DatasetInfo] = {
-    d.name: d
-    for d in [
-        DatasetInfo(
-            "fashion-mnist", "Fashion-MNIST",
-            "set FEDPAPER_DATA to the offline copies (../shared/data) or let torchvision download "
-            "it: torchvision.datasets.FashionMNIST(root='<data root>/fashion-mnist', download=True)",
-            copy_note="offline copy: pixels and labels identical, row order differs",
-            files=("fashion-mnist/FashionMNIST/raw/train-images-idx3-ubyte.gz",
-                   "fashion-mnist/FashionMNIST/raw/train-images-idx3-ubyte"),
-        ),
-        DatasetInfo(
-            "cifar10", "CIFAR-10",
-            "set FEDPAPER_DATA to the offline copies (../shared/data) or let torchvision download "
-            "it: torchvision.datasets.CIFAR10(root='<data root>/cifar10', download=True)",
-            copy_note="offline copy is LOSSY (JPEG-compressed)", lossy_offline=True,
-            files=("cifar10/cifar10-jpeg.zip", "cifar10/cifar-10-batches-py/data_batch_1"),
-        ),
-        DatasetInfo(
-            "cifar100", "CIFAR-100",
-            "set FEDPAPER_DATA to the offline copies (../shared/data) or let torchvision download "
-            "it: torchvision.datasets.CIFAR100(root='<data root>/cifar100', download=True)",
-            copy_note="offline copy nearly lossless (JPEG quality 95, PSNR ~40 dB)", lossy_offline=True,
-            files=("cifar100/cifar100-jpeg95.zip", "cifar100/cifar-100-python/train"),
-        ),
-        DatasetInfo(
-            "dermamnist", "DermaMNIST (MedMNIST v2)",
-            "set FEDPAPER_DATA to the offline copies (../shared/data) or download it with the "
-            "medmnist package (pip install medmnist; DermaMNIST(split='train', download=True, "
-            "root='<data root>/dermamnist'))",
-            copy_note="offline copy is LOSSY (rebuilt from JPEG copies, quality ~75)", lossy_offline=True,
-            files=("dermamnist/dermamnist.npz", "dermamnist/dermamnist_28.npz"),
-        ),
-        DatasetInfo(
-            "pacs", "PACS (Bai et al. 2024 federated split)",
-            "download PACS (the Bai et al. 2024 federated domain-generalization benchmark, "
-            "github.com/inouye-lab/FedDG_Benchmark) and unpack it into <data root>/pacs/",
-            any_dir=("pacs",),
-        ),
-        DatasetInfo(
-            "iwildcam", "iWildCam (WILDS)",
-            "pip install wilds, then wilds.get_dataset('iwildcam', download=True, "
-            "root_dir='<data root>/iwildcam') (about 11 GB)",
-            any_dir=("iwildcam",),
-        ),
-        DatasetInfo(
-            "voc2007", "PASCAL VOC",
-            "the offline copies hold VOC 2007 labels only; for images run "
-            "torchvision.datasets.VOCDetection(root='<data root>/voc2007', year='2012', "
-            "image_set='trainval', download=True)",
-            copy_note="offline copy: image-level labels only (exact)",
-            label_files=("voc2007/voc2007-labels.csv.gz",),
-            labels_how="the offline copies hold them as voc2007/voc2007-labels.csv.gz (set "
-                       "FEDPAPER_DATA=../shared/data), or download VOC 2007 with "
-                       "torchvision.datasets.VOCDetection(root='<data root>/voc2007', year='2007', download=True)",
-            any_dir=("voc2007/VOCdevkit/VOC2012/JPEGImages", "voc2007/VOCdevkit/VOC2007/JPEGImages"),
-        ),
-        DatasetInfo(
-            "chestxray14", "NIH ChestX-ray14",
-            "the offline copies hold the label file only; download the images (about 42 GB) from the "
-            "NIH Clinical Center ChestX-ray release (or Kaggle 'NIH Chest X-rays') into "
-            "<data root>/chestxray14/images/",
-            copy_note="offline copy: metadata and labels only (exact)",
-            label_files=("chestxray14/Data_Entry_2017.csv.gz", "chestxray14/Data_Entry_2017.csv"),
-            labels_how="the offline copies hold them as chestxray14/Data_Entry_2017.csv.gz (set "
-                       "FEDPAPER_DATA=../shared/data), or download Data_Entry_2017.csv from the NIH "
-                       "Clinical Center ChestX-ray release into <data root>/chestxray14/",
-            any_dir=("chestxray14/images",),
-        ),
-        DatasetInfo(
-            "fitzpatrick17k", "Fitzpatrick 17k",
-            "download fitzpatrick17k.csv from github.com/mattgroh/fitzpatrick17k and the images it "
-            "lists into <data root>/fitzpatrick17k/",
-            any_dir=("fitzpatrick17k",),
-        ),
-    ]
-}
-
-
-def _split_need(need: str) -> tuple[str, bool]:
-    """'voc2007:labels' -> ('voc2007', True); 'cifar10' -> ('cifar10', False)."""
-    name, _, part = need.partition(":")
-    if part not in ("", "labels"):
-        raise UnknownNameError(f"unknown data set part {need!r}; use '<name>' or '<name>:labels'")
-    return name, part == "labels"
-
-
-def dataset_info(name: str) -> DatasetInfo:
-    base, _ = _split_need(name)
-    try:
-        return DATASETS[base]
-    except KeyError:
-        raise UnknownNameError(_unknown("data set", base, DATASETS)) from None
-
-
-def _nonempty_dir(p: Path) -> bool:
-    try:
-        return p.is_dir() and any(p.iterdir())
-    except OSError:
-        return False
-
-
-def _loader_probe(base: str):
-    """fedpaper.data's own availability check for `base`, if that module knows the data set."""
-    try:
-        from fedpaper import data as _data
-    except Exception:  # the loader package is missing or broken: use the file check below
-        return None
-    if base not in getattr(_data, "DATASETS", {}) or not hasattr(_data, "dataset_available"):
-        return None
-    return _data.dataset_available
-
-
-def dataset_available(name: str, root: str | os.PathLike | None = None) -> bool:
-    """Cheap on-disk check (no parsing). "none" is always available.
-
-    Uses `fedpaper.data.dataset_available` for the data sets that module loads (so "available"
-    means the loader will find the files), else the file layouts of DATASETS above.
-    """
-    if name == "none":
-        return True
-    base, labels_only = _split_need(name)
-    info = dataset_info(base)
-    r = _data_root(root)
-    if not labels_only:
-        probe = _loader_probe(base)
-        if probe is not None:
-            try:
-                return bool(probe(base, r))
-            except Exception:
-                pass
-    if labels_only and any((r / f).is_file() for f in info.label_files):
-        return True
-    if any((r / f).is_file() for f in info.files):
-        return True
-    return any(_nonempty_dir(r / d) for d in info.any_dir)
-
-
-def dataset_location(name: str, root=None) -> Path:
-    """The folder where a data set is looked for."""
-    base, _ = _split_need(name)
-    return _data_root(root) / base
-
-
-def how_to_get(name: str) -> str:
-    """'<title> (<name>): how to get it' without machine-specific paths."""
-    base, labels_only = _split_need(name)
-    info = dataset_info(base)
-    if labels_only and info.labels_how:
-        return f"{info.title} labels (`{base}:labels`): {info.labels_how}"
-    return f"{info.title} (`{base}`): {info.how_to_get}"
-
-
-def missing_message(name: str, root=None) -> str:
-    """One line: which data set is missing, where it was looked for, how to get it."""
-    base, labels_only = _split_need(name)
-    info = dataset_info(base)
-    what = f"{info.title} labels" if labels_only else info.title
-    if info.label_files and not labels_only:
-        what = f"{info.title} images"
-    how = info.labels_how if (labels_only and info.labels_how) else info.how_to_get
-    return (f"data set {what} ({base}) not found under {dataset_location(base, root)}; "
-            f"{how} (or pass --data-root / set FEDPAPER_DATA)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,26 +183,19 @@ ARTIFACTS: dict[str, Artifact] = {
 REPORTED_DIR = Path(__file__).resolve().parent / "reported"
 
 
-def _unknown(what: str, name: str, known) -> str:
-    known = list(known)
-    close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(known[:12])}{' ...' if len(known) > 12 else ''}"
-    return f"unknown {what} {name!r}; {hint}"
-
-
 def get_artifact(artifact_id: str) -> Artifact:
     """The catalog entry (with the notebook of a registered implementation, if any)."""
     try:
         art = ARTIFACTS[artifact_id]
     except KeyError:
-        raise UnknownNameError(_unknown("artifact id", artifact_id, ARTIFACTS)
+        raise UnknownNameError(unknown_message("artifact id", artifact_id, ARTIFACTS)
                                + " (run `fedpaper list` for all ids)") from None
     return art
 
 
 def artifact_ids(paper: str | None = None) -> list[str]:
     if paper is not None and paper not in PAPERS:
-        raise UnknownNameError(_unknown("paper", paper, PAPERS))
+        raise UnknownNameError(unknown_message("paper", paper, PAPERS))
     return [a for a in ARTIFACTS if paper is None or a.startswith(paper + "/")]
 
 

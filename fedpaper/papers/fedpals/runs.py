@@ -1,11 +1,10 @@
 """FedPALS training runs on label-shifted image federations (Fashion-MNIST, CIFAR-10, stand-ins).
 
-A run is a JSON spec (the results-cache key, see `fedpaper.experiment.run_specs`):
-
-    {"paper": "fedpals", "data": {"name": "cifar10", "kwargs": {}}, "split": {"scheme":
-     "sparsity", "C": 3}, "num_clients": 10, "per_client": 120, "test_n": 1000, "seed": 0,
-     "method": "FedPALS", "lam": 12.3, "oracle": false, "train": {...TrainConfig fields...},
-     "hyper": {"mu": 0.01, "fedrs_alpha": 0.5, "afl_step": 0.01}}
+A run is a `fedpaper.experiment.RunSpec` (the results-cache key): data {"name", "options",
+"stands_for"}; partition {"layout": "fedpals-label-shift", "seed", "split": {"scheme": "sparsity",
+"C": 3}, "num_clients", "per_client", "oracle"}; the engine Method's fields (FedPALS's lambda,
+FedProx's mu, ...); the training fields; evaluation {"test_n"}; tags {"method", "lam"} (the
+display name and lambda of the tables).
 
 Layout (targets/fedpals.md): `num_clients` partitions are drawn with sparsity (vague-2) or Dirichlet
 (vague-11) sampling; partitions 0..M-2 are the training clients and partition M-1 the target
@@ -29,8 +28,9 @@ import numpy as np
 
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
-from fedpaper.engine import Federation, TrainConfig
-from fedpaper.experiment import RunSetup, default_device, get_pools, pools_key
+from fedpaper.algorithms.methods import Method
+from fedpaper.engine import Federation
+from fedpaper.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_key_of
 from fedpaper.partition import (dirichlet_partition, oracle_partition, resample_to_marginal,
                                 sparsity_partition)
 
@@ -41,22 +41,21 @@ TABLE1_METHODS = ["FedPALS", "FedAvg", "FedProx", "SCAFFOLD", "AFL", "FedRS", "O
 
 # ----------------------------------------------------------------------------- data
 def data_spec(dataset: str, p: dict) -> dict:
-    """{"name", "kwargs"}: the real data set, or its synthetic stand-in at the smoke profile."""
+    """{"name", "options", "stands_for"}: the real data set, or its synthetic stand-in (smoke)."""
     stand_in = (p.get("stand_ins") or {}).get(dataset)
     if stand_in is not None:
-        return {"name": "synthetic-images", "kwargs": dict(stand_in), "stands_for": dataset}
-    return {"name": dataset, "kwargs": {}}
+        return {"name": "synthetic-images", "options": dict(stand_in), "stands_for": dataset}
+    return {"name": dataset, "options": {}, "stands_for": None}
 
 
-def _pkey(data: dict, data_root) -> tuple:
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in data["kwargs"].items()}
-    root = None if data["name"] == "synthetic-images" else data_root
-    return pools_key(data["name"], root, **kw)
+def dataset_of(data: dict) -> str:
+    """The real data set a spec's data is (or stands in for)."""
+    return data["stands_for"] or data["name"]
 
 
 def pools(data: dict, data_root=None):
     """The standardised pools (loaded once per process)."""
-    return get_pools(_pkey(data, data_root))
+    return get_pools(pools_key_of(data, data_root))
 
 
 @lru_cache(maxsize=16)
@@ -68,10 +67,6 @@ def _labels(data_json: str, data_root) -> tuple[np.ndarray, np.ndarray]:
 def labels(data: dict, data_root=None) -> tuple[np.ndarray, np.ndarray]:
     """(y_train, y_test) as numpy arrays."""
     return _labels(json.dumps(data, sort_keys=True), None if data_root is None else str(data_root))
-
-
-def image_shape(data: dict, data_root=None) -> tuple[int, int, int]:
-    return tuple(pools(data, data_root).x_train.shape[1:])
 
 
 # ----------------------------------------------------------------------------- partitions
@@ -130,22 +125,33 @@ def lambda_grid(S, n, T, ess_fractions) -> list[tuple[str, float]]:
 
 
 # ----------------------------------------------------------------------------- specs
+def method_of(name: str, hyper: dict, lam=None, oracle=False) -> Method:
+    """The engine Method of a display name (the Oracle trains FedAvg, App. A.3)."""
+    over = {k: hyper[k] for k in ("mu", "fedrs_alpha", "afl_step") if k in hyper}
+    if lam is not None:
+        over["lam"] = float(lam)
+    return get_method(name, **over).with_(name=name + (" (oracle)" if oracle else ""))
+
+
 def base_spec(p: dict, dataset: str, split: dict, *, num_clients=None, seed=0, method="FedAvg", lam=None,
-              local_epochs=None, rounds=None, participation=1.0) -> dict:
+              local_epochs=None, rounds=None, participation=1.0) -> RunSpec:
     """One run's spec from the profile parameters `p` (see the module docstring)."""
-    data = data_spec(dataset, p)
-    train = {"model": "lenet", "lr": p["lr"], "batch_size": p["batch_size"],
-             "local_epochs": int(local_epochs or p.get("local_epochs", 1)),
-             "rounds": int(rounds or p["rounds"][dataset]), "participation": float(participation),
-             "eval_every": int(p.get("eval_every", 1)), "optimizer": "sgd",
-             "model_kwargs": {"c2": p["lenet_c2"][dataset]}}
-    return {"paper": "fedpals", "data": data, "split": dict(split),
-            "num_clients": int(num_clients or p["num_clients"]), "per_client": p["per_client"].get(dataset),
-            "test_n": p.get("test_n"), "seed": int(seed), "method": "FedAvg" if method == "Oracle" else method,
-            "oracle": method == "Oracle", "lam": lam, "train": train, "hyper": dict(p["hyper"])}
+    oracle = method == "Oracle"
+    name = "FedAvg" if oracle else method
+    training = {"model": "lenet", "model_kwargs": {"c2": p["lenet_c2"][dataset]}, "optimizer": "sgd",
+                "lr": p["lr"], "batch_size": p["batch_size"], "local_epochs": int(local_epochs or p.get("local_epochs", 1)),
+                "rounds": int(rounds or p["rounds"][dataset]), "participation": float(participation),
+                "eval_every": int(p.get("eval_every", 1))}
+    return RunSpec(
+        paper="fedpals", data=data_spec(dataset, p),
+        partition={"layout": "fedpals-label-shift", "seed": int(seed), "split": dict(split),
+                   "num_clients": int(num_clients or p["num_clients"]), "per_client": p["per_client"].get(dataset),
+                   "oracle": oracle},
+        method=method_of(name, p["hyper"], lam, oracle).spec(), training=training,
+        evaluation={"test_n": p.get("test_n")}, tags={"method": name, "lam": lam})
 
 
-def method_specs(p, dataset, split, methods, seeds, data_root=None, **kw) -> list[dict]:
+def method_specs(p, dataset, split, methods, seeds, data_root=None, **kw) -> list[RunSpec]:
     """Specs of every (method, seed); FedPALS expands into its per-seed lambda grid (vague-8).
 
     Seeds are innermost so runs sharing a method and config train as one batch. A fixed lambda
@@ -168,47 +174,28 @@ def stats_for(p, dataset, split, seed, data_root=None, num_clients=None):
     return client_stats(part, nc - 1)
 
 
+def execution() -> Execution:
+    """The grouped backend on CPU (FEDPAPER_BACKEND overrides)."""
+    return Execution(backend=os.environ.get("FEDPAPER_BACKEND", "grouped" if default_device() == "cpu" else "auto"))
+
+
 # ----------------------------------------------------------------------------- build
-def federation(spec: dict, data_root=None) -> Federation:
+@layout("fedpals-label-shift")
+def federation(spec: RunSpec, pools=None, data_root=None) -> Federation:
     """The run's Federation: training clients, target validation and test sets (vague-1, -3, -10)."""
-    data, nc, seed = spec["data"], spec["num_clients"], spec["seed"]
-    part = partition(data, spec["split"], nc, spec["per_client"], seed, data_root)
+    q, data, seed = spec.partition, spec.data, spec.seed
+    nc = q["num_clients"]
+    part = partition(data, q["split"], nc, q["per_client"], seed, data_root)
     y_train, y_test = labels(data, data_root)
     M = nc - 1
     T = part.marginals[M]
     val = part.client_indices[M]
     clients = part.client_indices[:M]
-    if spec["oracle"]:
+    if q["oracle"]:
         pool = np.setdiff1d(np.arange(y_train.size), val)
         clients = oracle_partition(y_train, T, part.sizes[:M], seed, pool=pool, scale_to_fit=True).client_indices
-    test = target_test(y_test, T, seed, spec.get("test_n"))
+    test = target_test(y_test, T, seed, spec.evaluation.get("test_n"))
     return Federation(list(clients), test, val_indices=val, target_marginal=T, seed=seed)
-
-
-def method_of(spec: dict):
-    h = spec["hyper"]
-    over = {k: h[k] for k in ("mu", "fedrs_alpha", "afl_step") if k in h}
-    if spec.get("lam") is not None:
-        over["lam"] = float(spec["lam"])
-    return get_method(spec["method"], **over).with_(name=spec["method"] + (" (oracle)" if spec["oracle"] else ""))
-
-
-def train_config(spec: dict, data_root=None) -> TrainConfig:
-    t = dict(spec["train"])
-    c, h, _ = image_shape(spec["data"], data_root)
-    kw = dict(t.pop("model_kwargs"), num_classes=pools(spec["data"], data_root).num_classes)
-    if t["model"] == "lenet":
-        kw.update(in_channels=c, image_size=h)
-    dev = default_device()
-    return TrainConfig(model_kwargs=kw, device=dev, backend=os.environ.get("FEDPAPER_BACKEND", "grouped" if dev == "cpu" else "auto"), **t)
-
-
-def builder(data_root=None):
-    """build(spec) -> RunSetup for `run_specs`."""
-    def build(spec):
-        return RunSetup(method_of(spec), train_config(spec, data_root), _pkey(spec["data"], data_root),
-                        federation(spec, data_root))
-    return build
 
 
 # ----------------------------------------------------------------------------- results
@@ -219,16 +206,16 @@ def best_val(result: dict) -> float:
     return max(vals) if vals else float("nan")
 
 
-def selected(specs: list[dict], results: list[dict], key) -> dict:
+def selected(specs: list[RunSpec], results: list[dict], key) -> dict:
     """{(group key, seed): (spec, result)} keeping, per group and seed, the run with the best
     validation accuracy: FedPALS's lambda selection (vague-8); a no-op for single runs."""
     out = {}
     for s, r in zip(specs, results):
-        k = (key(s), s["seed"])
+        k = (key(s), s.seed)
         if k not in out or best_val(r) > best_val(out[k][1]):
             out[k] = (s, r)
     return out
 
 
-def method_label(spec: dict) -> str:
-    return "Oracle" if spec["oracle"] else spec["method"]
+def method_label(spec: RunSpec) -> str:
+    return "Oracle" if spec.partition["oracle"] else spec.tags["method"]

@@ -7,12 +7,12 @@ tuning with the MSE loss (eq. 6) or the pairwise loss (eq. 5); private setting (
 averaged per label with n_k / n'_y, encoders with n_k / n; adapted FedProx without a proximal term
 on the classifier; central tuning on top (Sec 4.2). Helpers:
 
-- privlabels_profiles  smoke / quick / paper settings and every shrinkage (notes, subtitles)
-- privlabels_runs      specs, federations (privlabels_split + private_label_partition), summaries
-- privlabels_draw      line plots over L or E, grouped bars, curves over rounds, table figures
-- privlabels_appb      App B as exact numbers (losses and gradients when label 9 is held by no one)
-- privlabels_tables    Tables 1 and 2 from the configuration actually used
-- privlabels_claims    the 20 claims, checked on our committed numbers
+- profiles             smoke / quick / paper settings and every shrinkage (notes, subtitles)
+- runs                 specs, federations (privlabels_split + private_label_partition), summaries
+- draw                 line plots over L or E, grouped bars, curves over rounds, table figures
+- appendix_b           App B as exact numbers (losses and gradients when label 9 is held by no one)
+- config_tables        Tables 1 and 2 from the configuration actually used
+- claims               the 20 claims, checked on our committed numbers
 
 Choices where the paper is vague (targets/privlabels.md section 4; the defaults unless said):
 - vague-1: m = 10 clients, all participate every round.
@@ -41,7 +41,7 @@ Choices where the paper is vague (targets/privlabels.md section 4; the defaults 
 - vague-14: 95% percentile bootstrap over seeds, 1000 resamples (fedpaper.metrics.summarize).
 - vague-15: L = 2, ..., 10 (quick: 2, 3, 5, 10).
 - vague-16: validation and test accuracy after every round.
-Quick-profile shrinkage (2-core CPU): see privlabels_profiles.NOTES["quick"]; it is on every
+Quick-profile shrinkage (2-core CPU): see profiles.NOTES["quick"]; it is on every
 figure's subtitle and in every provenance json.
 """
 from __future__ import annotations
@@ -49,12 +49,16 @@ from __future__ import annotations
 from fedpaper.artifacts import run_artifact
 from fedpaper.papers import add_claims, implement
 
-from . import privlabels_appb as appb_mod
-from . import privlabels_draw as draw
-from . import privlabels_runs as runs
-from . import privlabels_tables as tabs
-from .privlabels_claims import CLAIMS
-from .privlabels_profiles import settings, subtitle
+from . import appendix_b as appb_mod
+from . import draw as draw
+from . import runs as runs
+from . import config_tables as tabs
+from .claims import CLAIMS
+from .profiles import settings, subtitle
+
+#: Modules of this package that only read results; every other file here is part of the cache key
+#: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
+RESULTS_READ_ONLY = ("claims", "draw", "config_tables")
 
 PAPER = "privlabels"
 NAMES = {"cifar10": "CIFAR-10", "fashion-mnist": "Fashion-MNIST"}
@@ -92,7 +96,8 @@ def _seed_table(p, dataset, labels, data_root, methods=None):
     read the same cached results."""
     full = runs.main_specs(p, dataset, p["labels"])
     res = runs.sweep(full, p, data_root, desc=f"privlabels {dataset}")
-    keep = [i for i, s in enumerate(full) if s["L"] in labels and (not methods or s["display"] in methods)]
+    keep = [i for i, s in enumerate(full)
+            if s.partition["L"] in labels and (not methods or s.tags["display"] in methods)]
     return [full[i] for i in keep], [res[i] for i in keep]
 
 
@@ -156,7 +161,7 @@ def rounds(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     for name, (ds, setting) in CURVES.items():
         def compute(q, ds=ds, setting=setting):
             specs, res = _seed_table(q, ds, [q["rounds_L"]], data_root, methods=runs.ROUNDS_METHODS)
-            keep = [i for i, s in enumerate(specs) if s["setting"] == setting]
+            keep = [i for i, s in enumerate(specs) if s.tags["setting"] == setting]
             pr = runs.per_round([specs[i] for i in keep], [res[i] for i in keep], ds)
             tab = runs.summarise(pr, KEYS + ["round"])
             return tab, _info(q, [ds], data_root)
@@ -234,11 +239,10 @@ def tables(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 
 # ------------------------------------------------------------------------ registration
-_PROFILES = {"smoke": {}, "quick": {}, "paper": {}}
 _NOTEBOOKS = {"tables": ["table1", "table2"], "appB": ["appB"], "accuracy_vs_labels": ["fig2", "fig3"],
               "bars": ["fig1b", "fig4", "fig9", "fig10"], "rounds": ["fig5", "fig6", "fig7", "fig8"],
               "epochs": ["fig11", "fig12", "fig13"]}
 for _nb, _ids in _NOTEBOOKS.items():
     for _a in _ids:
-        implement(f"{PAPER}/{_a}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb", profiles=_PROFILES)
+        implement(f"{PAPER}/{_a}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb")
 add_claims(CLAIMS)

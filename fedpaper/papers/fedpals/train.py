@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.experiment import default_device, run_specs
-from fedpaper.metrics import summarize
-from fedpaper.papers import fedpals_runs as R
+from fedpaper.papers._common.summaries import group_fields, seed_summary
+from fedpaper.papers.fedpals import runs as R
 
 PAPER_FIG8A_CLIENT_SIZE = 50000 / 101  # CIFAR-10 images per partition with 101 partitions
 
@@ -20,10 +20,10 @@ def _progress() -> bool:
     return os.environ.get("FEDPAPER_PROGRESS", "1") != "0"
 
 
-def _gkey(s: dict) -> tuple:
-    t = s["train"]
-    return (s["data"].get("stands_for", s["data"]["name"]), json.dumps(s["split"], sort_keys=True),
-            s["num_clients"], t["local_epochs"], t["rounds"], t["participation"], R.method_label(s))
+def _gkey(s) -> tuple:
+    t, q = s.training, s.partition
+    return (R.dataset_of(s.data), json.dumps(q["split"], sort_keys=True),
+            q["num_clients"], t["local_epochs"], t["rounds"], t["participation"], R.method_label(s))
 
 
 def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals") -> tuple[list, list]:
@@ -32,7 +32,7 @@ def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals"
     for st in settings:  # one sweep per setting: runs batched together must have equal client counts
         sp = R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root, **st.get("kw", {}))
         specs += sp
-        results += run_specs(sp, R.builder(data_root), desc=desc, progress=_progress())
+        results += run_specs(sp, data_root, execution=R.execution(), desc=desc)
     return specs, results
 
 
@@ -43,17 +43,17 @@ def records(specs: list, results: list) -> pd.DataFrame:
     for (k, seed), (s, r) in R.selected(specs, results, _gkey).items():
         rows.append(_record(s, r, k[-1]))
     for s, r in zip(specs, results):
-        if s["method"] == "FedPALS" and s["lam"] == 0.0:
+        if s.tags["method"] == "FedPALS" and s.tags["lam"] == 0.0:
             rows.append(_record(s, r, "FedPALS (lambda=0)"))
     return pd.DataFrame(rows)
 
 
-def _record(s: dict, r: dict, method: str) -> dict:
-    t = s["train"]
-    return {"dataset": R.DISPLAY[s["data"].get("stands_for", s["data"]["name"])],
-            "label_split": R.label_setting(s["split"]), "clients": s["num_clients"],
+def _record(s, r: dict, method: str) -> dict:
+    t = s.training
+    return {"dataset": R.DISPLAY[R.dataset_of(s.data)],
+            "label_split": R.label_setting(s.partition["split"]), "clients": s.partition["num_clients"],
             "local_epochs": t["local_epochs"], "rounds": t["rounds"], "participation": t["participation"],
-            "method": method, "seed": s["seed"], "lam": s["lam"], "test_acc": 100 * r["best"]["test_acc"],
+            "method": method, "seed": s.seed, "lam": s.tags["lam"], "test_acc": 100 * r["best"]["test_acc"],
             "val_acc": 100 * R.best_val(r), "best_round": r["best"]["round"], "_spec": s, "_result": r}
 
 
@@ -61,11 +61,9 @@ def summary(rec: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Mean ± sample std (ddof=1, vague-13) over seeds of the target test accuracy (%)."""
     rows = []
     for key, g in rec.groupby(by, sort=False):
-        s = summarize(g["test_acc"].to_numpy(), n_resamples=500)
         lam = ";".join("-" if x is None or pd.isna(x) else f"{x:.4g}" for x in g["lam"])
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "metric": "accuracy_pct",
-                     "mean": s["mean"], "std": s["std"], "n_seeds": s["n"], "ci_low": s["ci_low"],
-                     "ci_high": s["ci_high"], "val_mean": g["val_acc"].mean(),
+        rows.append({**group_fields(by, key), **seed_summary(g["test_acc"].to_numpy(), "accuracy_pct", n_resamples=500,
+                                                              ci=True), "val_mean": g["val_acc"].mean(),
                      "per_seed": ";".join(f"{v:.2f}" for v in g["test_acc"]), "lambda_per_seed": lam})
     return pd.DataFrame(rows)
 

@@ -12,7 +12,7 @@ test set (recorded in the spec and the notes).
 """
 from __future__ import annotations
 
-import os
+import json
 from functools import lru_cache
 
 import numpy as np
@@ -20,9 +20,10 @@ import pandas as pd
 
 from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
-from fedpaper.experiment import RunSetup, get_pools, pools_key, run_specs
-from fedpaper.metrics import summarize
+from fedpaper.experiment import Execution, RunSpec, get_pools, layout, pools_key_of, run_specs
+from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.partition import private_label_partition, privlabels_split
+from fedpaper.store import spec_json
 
 PUBLIC = ["FedAvg", "FedProx", "FedRS", "Tuning-MSE", "Tuning-Pairwise"]
 PRIVATE = ["FedAvg", "FedProx", "Tuning-MSE", "Tuning-Pairwise"]  # FedRS needs the full label set (Sec 5)
@@ -51,44 +52,36 @@ def method_for(name: str, setting: str, p: dict, *, sgd_tuning: bool = False) ->
 def data_spec(dataset: str, p: dict) -> dict:
     """Which images: the real data set, or (smoke) its synthetic stand-in."""
     if p["profile"] == "smoke":
-        return {"name": dataset, "stand_in": dict(p["stand_ins"][dataset])}
-    return {"name": dataset, "stand_in": None}
+        return {"name": "synthetic-images", "options": dict(p["stand_ins"][dataset]), "stands_for": dataset}
+    return {"name": dataset, "options": {}, "stands_for": None}
 
 
-def run_spec(p: dict, dataset: str, name: str, setting: str, L: int, seed: int, *, epochs: int | None = None) -> dict:
+def run_spec(p: dict, dataset: str, name: str, setting: str, L: int, seed: int, *, epochs: int | None = None) -> RunSpec:
     """Every parameter of one run (the cache key)."""
     sgd = epochs is not None
-    rounds = p["epochs"]["rounds"] if sgd else p["rounds"]
-    return {
-        "paper": "privlabels", "data": data_spec(dataset, p), "method": method_for(name, setting, p, sgd_tuning=sgd).spec(),
-        "display": name, "setting": setting, "L": int(L), "seed": int(seed),
-        "num_clients": p["num_clients"], "samples_per_client": p["samples_per_client"],
-        "val_fraction": p["val_fraction"], "server_size": p["server_size"][dataset],
-        "val_eval": p["val_eval"], "test_eval": p["test_eval"],
-        "model": {"widths": list(p["widths"]), "hidden": p["hidden"], "dropout": p["dropout"]},
-        "optimizer": p["optimizer"], "lr": p["lr"], "batch_size": p["batch_size"],
-        "local_epochs": int(epochs if sgd else p["local_epochs"]), "rounds": rounds,
-    }
-
-
-def _pkey(data: dict, data_root) -> tuple:
-    if data["stand_in"] is not None:
-        kw = dict(data["stand_in"])
-        kw["shape"] = tuple(kw["shape"])
-        return pools_key("synthetic-images", None, **kw)
-    return pools_key(data["name"], data_root)
+    return RunSpec(
+        paper="privlabels", data=data_spec(dataset, p),
+        partition={"layout": "privlabels", "seed": int(seed), "L": int(L), "num_clients": p["num_clients"],
+                   "samples_per_client": p["samples_per_client"], "val_fraction": p["val_fraction"],
+                   "server_size": p["server_size"][dataset]},
+        method=method_for(name, setting, p, sgd_tuning=sgd).spec(),
+        training={"model": "privlabels_cnn",
+                  "model_kwargs": {"num_classes": 10, "widths": list(p["widths"]), "hidden": p["hidden"],
+                                   "dropout": p["dropout"]},
+                  "optimizer": p["optimizer"], "lr": p["lr"], "batch_size": p["batch_size"],
+                  "local_epochs": int(epochs if sgd else p["local_epochs"]),
+                  "rounds": p["epochs"]["rounds"] if sgd else p["rounds"]},
+        evaluation={"val_eval": p["val_eval"], "test_eval": p["test_eval"]},
+        tags={"display": name, "setting": setting})
 
 
 def pools(data: dict, data_root=None):
-    return get_pools(_pkey(data, data_root))
+    return get_pools(pools_key_of(data, data_root))
 
 
 @lru_cache(maxsize=64)
-def _federation(data_json: tuple, L, seed, m, spc, val_fraction, server_size, val_eval, test_eval, data_root):
-    data = {"name": data_json[0], "stand_in": dict(data_json[1]) if data_json[1] else None}
-    if data["stand_in"]:
-        data["stand_in"]["shape"] = list(data["stand_in"]["shape"])
-    pl = pools(data, data_root)
+def _federation(data_json: str, L, seed, m, spc, val_fraction, server_size, val_eval, test_eval, data_root):
+    pl = pools(json.loads(data_json), data_root)
     y = pl.y_train.cpu().numpy()
     client_pool, val, server = privlabels_split(y, val_fraction, server_size, seed=SPLIT_SEED + seed)
     part = private_label_partition(y, m, L, spc, seed=PARTITION_SEED + seed, pool=client_pool)
@@ -103,34 +96,18 @@ def _federation(data_json: tuple, L, seed, m, spc, val_fraction, server_size, va
     return fed, part
 
 
-def _data_key(data: dict) -> tuple:
-    si = data["stand_in"]
-    return (data["name"], tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in si.items())) if si else None)
-
-
-def federation(spec: dict, data_root=None):
+def federation(spec: RunSpec, data_root=None):
     """(Federation, Partition) of a spec; cached, identical for every method of a seed."""
-    return _federation(_data_key(spec["data"]), spec["L"], spec["seed"], spec["num_clients"],
-                       spec["samples_per_client"], spec["val_fraction"], spec["server_size"],
-                       spec["val_eval"], spec["test_eval"], None if data_root is None else str(data_root))
+    q, e = spec.partition, spec.evaluation
+    return _federation(spec_json(spec.data), q["L"], q["seed"], q["num_clients"], q["samples_per_client"],
+                       q["val_fraction"], q["server_size"], e["val_eval"], e["test_eval"],
+                       None if data_root is None else str(data_root))
 
 
-def model_kwargs(spec: dict, data_root=None) -> dict:
-    x = pools(spec["data"], data_root).x_train
-    return {"in_channels": int(x.shape[1]), "num_classes": 10, "image_size": int(x.shape[-1]),
-            "widths": tuple(spec["model"]["widths"]), "hidden": spec["model"]["hidden"],
-            "dropout": spec["model"]["dropout"]}
-
-
-def builder(data_root=None, eval_batch=1024, backend="auto"):
-    """build(spec) -> RunSetup for `run_specs`."""
-    def build(spec):
-        fed, _ = federation(spec, data_root)
-        cfg = TrainConfig("privlabels_cnn", model_kwargs(spec, data_root), optimizer=spec["optimizer"],
-                          lr=spec["lr"], batch_size=spec["batch_size"], local_epochs=spec["local_epochs"],
-                          rounds=spec["rounds"], eval_batch=eval_batch, backend=backend)
-        return RunSetup(Method(**spec["method"]), cfg, _pkey(spec["data"], data_root), fed)
-    return build
+@layout("privlabels")
+def _layout(spec: RunSpec, pools, data_root=None):
+    """App A (vague-3 to -6): `privlabels_split`, then `private_label_partition` on the rest."""
+    return federation(spec, data_root)[0]
 
 
 def methods_of(setting: str, p: dict, L: int) -> list[str]:
@@ -163,42 +140,38 @@ def epoch_specs(p: dict, dataset: str, pairs, seeds) -> list[dict]:
     return out
 
 
-def spec_key(spec: dict) -> str:
-    from fedpaper.store import spec_json
-
-    return spec_json(spec)
-
-
-def canonical(spec: dict, p: dict) -> dict:
+def canonical(spec: RunSpec, p: dict) -> RunSpec:
     """The run that actually trains for `spec`. With p["share_L10"], at L = 10 (every client holds
     every label) Algorithm 1 is exactly FedAvg and FedRS restricts nothing (targets section 2,
     implementation checks), so private FedAvg / tuning runs and FedRS reuse the public FedAvg /
     tuning run of the same seed. Adapted FedProx has no proximal term on the classifier, so it is
     not the same run and is trained itself."""
-    m = spec["method"]
-    if not p.get("share_L10") or spec["L"] != 10 or m["client"] == "fedprox":
+    m = spec.method
+    if not p.get("share_L10") or spec.partition["L"] != 10 or m["client"] == "fedprox":
         return spec
-    if spec["display"] == "FedRS" or spec["setting"] == "private":
-        name = "FedAvg" if spec["display"] == "FedRS" else spec["display"]
+    display, setting = spec.tags["display"], spec.tags["setting"]
+    if display == "FedRS" or setting == "private":
+        name = "FedAvg" if display == "FedRS" else display
         sgd = m["tuning"] is not None and m["tuning_optimizer"] == "sgd"
-        return dict(spec, method=method_for(name, "public", p, sgd_tuning=sgd).spec(), display=name, setting="public")
+        return spec.with_(replace_method=method_for(name, "public", p, sgd_tuning=sgd).spec(),
+                          tags={"display": name, "setting": "public"})
     return spec
 
 
-def sweep(specs: list[dict], p: dict, data_root=None, desc="privlabels") -> list[dict]:
+def sweep(specs: list[RunSpec], p: dict, data_root=None, desc="privlabels") -> list[dict]:
     """Results of the specs (cached); with share_L10, identical L = 10 runs are trained once."""
     canon = [canonical(s, p) for s in specs]
-    uniq = list({spec_key(c): c for c in canon}.values())
-    build = builder(data_root, p.get("eval_batch", 1024), p.get("backend", "auto"))
-    res = run_specs(uniq, build, desc=desc, progress=os.environ.get("FEDPAPER_PROGRESS", "1") != "0")
-    by = {spec_key(c): r for c, r in zip(uniq, res)}
-    return [by[spec_key(c)] for c in canon]
+    uniq = list(dict.fromkeys(canon))
+    execution = Execution(backend=p.get("backend", "auto"), eval_batch=p.get("eval_batch", 1024))
+    res = run_specs(uniq, data_root, execution=execution, desc=desc)
+    by = dict(zip(uniq, res))
+    return [by[c] for c in canon]
 
 
 def per_seed(specs: list[dict], results: list[dict], dataset_label: str) -> pd.DataFrame:
     """One row per run: dataset, setting, labels_per_client, local_epochs, method, seed, accuracy."""
-    return pd.DataFrame([{"dataset": dataset_label, "setting": s["setting"], "labels_per_client": s["L"],
-                          "local_epochs": s["local_epochs"], "method": s["display"], "seed": s["seed"],
+    return pd.DataFrame([{"dataset": dataset_label, "setting": s.tags["setting"], "labels_per_client": s.partition["L"],
+                          "local_epochs": s.training["local_epochs"], "method": s.tags["display"], "seed": s.seed,
                           "accuracy": r["best"]["test_acc"], "best_round": r["best"]["round"]}
                          for s, r in zip(specs, results)])
 
@@ -207,8 +180,8 @@ def per_round(specs: list[dict], results: list[dict], dataset_label: str) -> pd.
     rows = []
     for s, r in zip(specs, results):
         for h in r["history"]:
-            rows.append({"dataset": dataset_label, "setting": s["setting"], "labels_per_client": s["L"],
-                         "method": s["display"], "seed": s["seed"], "round": int(h["round"]),
+            rows.append({"dataset": dataset_label, "setting": s.tags["setting"], "labels_per_client": s.partition["L"],
+                         "method": s.tags["display"], "seed": s.seed, "round": int(h["round"]),
                          "accuracy": h["test_acc"]})
     return pd.DataFrame(rows)
 
@@ -220,10 +193,7 @@ def summarise(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean, std (ddof=1) and 95% percentile-bootstrap CI (1000 resamples, vague-14) over seeds."""
     rows = []
     for k, g in df.groupby(keys, sort=False):
-        st = summarize(g["accuracy"].to_numpy())
-        rows.append({**dict(zip(keys, k if isinstance(k, tuple) else (k,))), "metric": "accuracy",
-                     "mean": st["mean"], "std": st["std"], "ci_low": st["ci_low"], "ci_high": st["ci_high"],
-                     "n_seeds": st["n"]})
+        rows.append({**group_fields(keys, k), **seed_summary(g["accuracy"].to_numpy(), "accuracy", ci=True)})
     return pd.DataFrame(rows, columns=keys + SUMMARY_COLS)
 
 

@@ -11,7 +11,7 @@ it with `implement(...)`, and give its claims a `check`.
 """
 from __future__ import annotations
 
-from fedpaper.papers import Claim, add_claims, artifact_ids, not_implemented
+from fedpaper.papers._common.claims import register_unchecked
 
 PAPER = "fedmt"
 
@@ -85,5 +85,4 @@ _CLAIMS = [
      '(Table 9, Fig. 2b) for every estimator accuracy falls monotonically from IID to gamma = 0.99.'),
 ]
 
-not_implemented(artifact_ids(PAPER))
-add_claims(Claim(cid, text, artifacts=tuple(arts), check=None) for cid, arts, text in _CLAIMS)
+register_unchecked(PAPER, _CLAIMS)

@@ -12,7 +12,6 @@ instead of ResNet-50.
 from __future__ import annotations
 
 import copy
-import json
 import os
 
 import numpy as np
@@ -20,10 +19,12 @@ import pandas as pd
 
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
-from fedpaper.engine import Federation, TrainConfig
-from fedpaper.experiment import RunSetup, default_device, get_pools, pools_key, run_specs
-from fedpaper.metrics import summarize
+from fedpaper.engine import Federation
+from fedpaper.experiment import (Execution, RunSpec, default_device, get_pools, layout, pools_builder, pools_key_of,
+                                 run_specs)
+from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.partition import oracle_partition
+from fedpaper.store import spec_json
 
 PACS_LAMBDAS = [0, 12, 42, 93]  # App. A.6 (ESS ~ 15/25/50/75 %)
 IWILD_LAMBDAS = [0, 600, 2500, 5800]  # App. A.7 (ESS ~ 8/25/50/75 %)
@@ -68,40 +69,37 @@ PROFILES["iwildcam"]["quick"] = PROFILES["iwildcam"]["paper"]
 
 
 def profile(group: str, prof: str) -> dict:
+    """The group's profile parameters; p["data"] in RunSpec form {"name", "options", "stands_for"}."""
     p = copy.deepcopy(PROFILES[group][prof])
-    p["data"]["kwargs"] = {k: list(v) if isinstance(v, tuple) else v for k, v in p["data"]["kwargs"].items()}
+    d = p["data"]
+    p["data"] = {"name": d["name"], "options": {k: list(v) if isinstance(v, tuple) else v for k, v in d["kwargs"].items()},
+                 "stands_for": group if d["name"] == "synthetic-images" else None}
     return p
 
 
 # ============================================================================= shared
-def _pkey(data: dict, data_root) -> tuple:
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in data["kwargs"].items()}
-    if data["name"] == "synthetic-images":
-        return pools_key("synthetic-images", None, **kw)
-    return pools_key(data["name"], data_root, **kw)
+def pools(data: dict, data_root=None):
+    return get_pools(pools_key_of(data, data_root))
 
 
 def _labels(data: dict, data_root):
-    pl = get_pools(_pkey(data, data_root))
+    pl = pools(data, data_root)
     return pl.y_train.cpu().numpy(), pl.y_test.cpu().numpy()
 
 
-def _config(spec: dict, num_classes: int, image_size: int) -> TrainConfig:
-    t = dict(spec["train"])
-    kw = dict(t.pop("model_kwargs"), num_classes=num_classes)
-    if t["model"] == "lenet":
-        kw.update(in_channels=3, image_size=image_size)
-    dev = default_device()
-    backend = "grouped" if dev == "cpu" and t["model"] == "lenet" else "auto"  # no per-shape calibration
-    return TrainConfig(model_kwargs=kw, device=dev, backend=os.environ.get("FEDPAPER_BACKEND", backend), **t)
+def execution(p: dict) -> Execution:
+    """Grouped backend for the LeNet stand-ins on CPU (no per-shape calibration); FEDPAPER_BACKEND overrides."""
+    backend = "grouped" if default_device() == "cpu" and p["train"]["model"] == "lenet" else "auto"
+    return Execution(backend=os.environ.get("FEDPAPER_BACKEND", backend))
 
 
-def _method(spec: dict):
-    over = dict(spec["hyper"])
-    if spec.get("lam") is not None:
-        over["lam"] = float(spec["lam"])
-    name = "FedAvg" if spec["method"] == "Oracle" else spec["method"]
-    return get_method(name, **over).with_(name=spec["method"])
+def _method(method: str, hyper: dict, lam=None) -> dict:
+    """The engine Method's fields of a display name (the Oracle trains FedAvg, App. A.3)."""
+    over = dict(hyper)
+    if lam is not None:
+        over["lam"] = float(lam)
+    name = "FedAvg" if method == "Oracle" else method
+    return get_method(name, **over).with_(name=method).spec()
 
 
 def marginal(y: np.ndarray, k: int) -> np.ndarray:
@@ -127,12 +125,6 @@ def ess_pct(S, n, T, lam) -> float:
 def _client_stats(fed: Federation, y_train, k):
     S = np.stack([marginal(y_train[np.asarray(c)], k) for c in fed.client_indices])
     return S, fed.sizes().astype(float), fed.target_marginal
-
-
-def _progress():
-    import os
-
-    return os.environ.get("FEDPAPER_PROGRESS", "1") != "0"
 
 
 def _best(result: dict, by: str, report: str) -> tuple[float, int]:
@@ -163,15 +155,17 @@ def pacs_split(y_train, y_test, seed: int, val_fraction=0.1, small_fraction=0.1,
             "pool": np.sort(perm[n_val:])}
 
 
-def pacs_federation(spec: dict, data_root=None) -> Federation:
-    y_tr, y_te = _labels(spec["data"], data_root)
-    sp = pacs_split(y_tr, y_te, spec["seed"], spec["val_fraction"], spec["small_fraction"])
+@layout("fedpals-pacs")
+def pacs_federation(spec: RunSpec, pools=None, data_root=None) -> Federation:
+    q, seed = spec.partition, spec.seed
+    y_tr, y_te = _labels(spec.data, data_root)
+    sp = pacs_split(y_tr, y_te, seed, q["val_fraction"], q["small_fraction"])
     clients = sp["clients"]
-    if spec["method"] == "Oracle":
+    if q["oracle"]:
         sizes = [c.size for c in clients]
-        clients = oracle_partition(y_tr, sp["T"], sizes, spec["seed"], pool=sp["pool"], scale_to_fit=True).client_indices
-    T = sp["T"] if spec.get("delta") is None else perturb_marginal(sp["T"], spec["delta"], spec["seed"])
-    return Federation(list(clients), sp["test"], val_indices=sp["val"], target_marginal=T, seed=spec["seed"])
+        clients = oracle_partition(y_tr, sp["T"], sizes, seed, pool=sp["pool"], scale_to_fit=True).client_indices
+    T = sp["T"] if q["delta"] is None else perturb_marginal(sp["T"], q["delta"], seed)
+    return Federation(list(clients), sp["test"], val_indices=sp["val"], target_marginal=T, seed=seed)
 
 
 _LAMBDAS: dict = {}
@@ -195,13 +189,16 @@ def _pacs_lambdas(p: dict, seed: int, data_root) -> list[float]:
     return _LAMBDAS[key]
 
 
-def _pspec(p, seed, method, lam=None, delta=None) -> dict:
-    return {"paper": "fedpals", "task": "pacs", "data": p["data"], "seed": int(seed), "method": method, "lam": lam,
-            "delta": delta, "val_fraction": p["val_fraction"], "small_fraction": p["small_fraction"],
-            "train": p["train"], "hyper": p["hyper"]}
+def _pspec(p, seed, method, lam=None, delta=None) -> RunSpec:
+    return RunSpec(
+        paper="fedpals", data=p["data"],
+        partition={"layout": "fedpals-pacs", "seed": int(seed), "val_fraction": p["val_fraction"],
+                   "small_fraction": p["small_fraction"], "oracle": method == "Oracle", "delta": delta},
+        method=_method(method, p["hyper"], lam), training=p["train"],
+        tags={"method": method, "lam": lam, "delta": delta})
 
 
-def pacs_specs(p: dict, data_root=None) -> list[dict]:
+def pacs_specs(p: dict, data_root=None) -> list[RunSpec]:
     """Every PACS run: FedPALS over the lambda grid, FedProx+FedPALS (lambda=0), the baselines,
     and FedPALS (lambda=0) with the perturbed target marginals of Table 2."""
     specs = []
@@ -215,26 +212,19 @@ def pacs_specs(p: dict, data_root=None) -> list[dict]:
     return specs
 
 
-def _builder(federation_fn, data_root):
-    def build(spec):
-        pl = get_pools(_pkey(spec["data"], data_root))
-        cfg = _config(spec, pl.num_classes, pl.x_train.shape[-1])
-        return RunSetup(_method(spec), cfg, _pkey(spec["data"], data_root), federation_fn(spec, data_root))
-    return build
-
-
 def pacs_runs(p: dict, data_root=None) -> pd.DataFrame:
     """One row per PACS run: best source-validation round's target accuracy, and its curve."""
     specs = pacs_specs(p, data_root)
-    results = run_specs(specs, _builder(pacs_federation, data_root), desc="fedpals pacs", progress=_progress())
+    results = run_specs(specs, data_root, execution=execution(p), desc="fedpals pacs")
     rows = []
     for i, (s, r) in enumerate(zip(specs, results)):
         acc, rnd = _best(r, "val_acc", "test_acc")
+        t = s.tags
         lam_idx = None
-        if s["method"] == "FedPALS" and s["delta"] is None:
-            lam_idx = _pacs_lambdas(p, s["seed"], data_root).index(s["lam"])
-        rows.append({"method": s["method"], "lam": s["lam"], "lam_index": lam_idx, "delta": s["delta"],
-                     "seed": s["seed"], "test_acc": 100 * acc, "best_round": rnd,
+        if t["method"] == "FedPALS" and t["delta"] is None:
+            lam_idx = _pacs_lambdas(p, s.seed, data_root).index(t["lam"])
+        rows.append({"method": t["method"], "lam": t["lam"], "lam_index": lam_idx, "delta": t["delta"],
+                     "seed": s.seed, "test_acc": 100 * acc, "best_round": rnd,
                      "curve": [100 * h["test_acc"] for h in r["history"]]})
     return pd.DataFrame(rows)
 
@@ -246,9 +236,7 @@ def _lam_label(p, row) -> object:
 
 
 def _acc_rows(g: pd.DataFrame, base: dict, metric="accuracy_pct", col="test_acc") -> dict:
-    s = summarize(g[col].to_numpy(), n_resamples=200)
-    return {**base, "metric": metric, "mean": s["mean"], "std": s["std"], "n_seeds": s["n"],
-            "per_seed": ";".join(f"{v:.2f}" for v in g[col])}
+    return {**base, **seed_summary(g[col].to_numpy(), metric, n_resamples=200, per_seed=".2f")}
 
 
 def _lam_key(r: pd.DataFrame) -> pd.Series:
@@ -364,7 +352,7 @@ def iwild_pools(p: dict, data_root=None) -> tuple:
     Real data: the WILDS train split and the OOD val split share the training pool (val rows are
     the model-selection set, vague-16), the OOD test split is the test pool. Stand-in: synthetic
     images with synthetic locations; a random 10 % of the training pool is the validation set."""
-    key = (json.dumps(p["data"], sort_keys=True), str(data_root), p.get("max_per_split"), p.get("locations"))
+    key = (spec_json(p["data"]), str(data_root), p.get("max_per_split"), p.get("locations"))
     if key not in _IWILD_POOLS:
         _IWILD_POOLS[key] = _load_iwild(p, data_root)
     return _IWILD_POOLS[key]
@@ -377,10 +365,10 @@ def _load_iwild(p, data_root):
     from fedpaper.engine import Pools
 
     if p["data"]["name"] == "synthetic-images":
-        pl = get_pools(_pkey(p["data"], data_root))
+        pl = pools(p["data"], data_root)
         y = pl.y_train.cpu().numpy()
         split = np.where(np.random.default_rng(8).random(y.size) < 0.1, "val", "train")
-        return pl, split, synthetic_locations(y, p["locations"], p["data"]["kwargs"]["seed"])
+        return pl, split, synthetic_locations(y, p["locations"], p["data"]["options"]["seed"])
     m = p.get("max_per_split")
     a = load_iwildcam(data_root, max_per_split=m)
     b = load_iwildcam(data_root, max_per_split=m, test_split="val")
@@ -403,28 +391,19 @@ def iwild_layout(p: dict, seed: int, data_root=None) -> dict:
     return {"clients": clients, "val": val, "test": test, "T": marginal(y_te, pl.num_classes), "K": pl.num_classes}
 
 
-def iwild_federation(spec: dict, data_root=None) -> Federation:
-    lay = iwild_layout(spec["p"], spec["seed"], data_root)
-    return Federation(lay["clients"], lay["test"], val_indices=lay["val"], target_marginal=lay["T"], seed=spec["seed"])
+_IWILD_KEYS = ("data", "max_per_split", "locations")
 
 
-def _iwild_train_many(chunk: list, data_root) -> list:
-    """Train the chunk's runs, batching those that share a method (the store saves each result)."""
-    from fedpaper.engine import train
+@pools_builder("fedpals-iwildcam", reads="iwildcam")
+def _iwild_run_pools(options: dict, data_root, device):
+    """The pools of `iwild_pools` (the options hold the profile's data, max_per_split, locations)."""
+    return iwild_pools(options, data_root)[0]
 
-    pl = iwild_pools(chunk[0]["p"], data_root)[0]
-    out = [None] * len(chunk)
-    groups: dict = {}
-    for i, s in enumerate(chunk):
-        groups.setdefault(json.dumps([s["method"], s["lam"]]), []).append(i)
-    for idx in groups.values():
-        s0 = chunk[idx[0]]
-        res = train(_method(s0), _config(s0, pl.num_classes, pl.x_train.shape[-1]), pl,
-                    [iwild_federation(chunk[i], data_root) for i in idx], progress=_progress())
-        for r, i in enumerate(idx):
-            h = res.history[res.history["run"] == r].drop(columns=["run"])
-            out[i] = {"history": h.to_dict("records"), "log": dict(res.log)}
-    return out
+
+@layout("fedpals-iwildcam")
+def iwild_federation(spec: RunSpec, pools=None, data_root=None) -> Federation:
+    lay = iwild_layout(dict(spec.data["options"], num_clients=spec.partition["num_clients"]), spec.seed, data_root)
+    return Federation(lay["clients"], lay["test"], val_indices=lay["val"], target_marginal=lay["T"], seed=spec.seed)
 
 
 def _iwild_lambdas(p, seed, data_root) -> list[float]:
@@ -443,32 +422,34 @@ def iwild_stats(p, seed, data_root=None):
     return S, np.array([c.size for c in lay["clients"]], float), lay["T"]
 
 
-def iwild_specs(p: dict, data_root=None) -> list[dict]:
-    pp = {k: p.get(k) for k in ("data", "num_clients", "lambdas", "ess_fractions", "locations", "max_per_split")}
-    base = {"paper": "fedpals", "task": "iwildcam", "p": pp, "train": p["train"], "hyper": p["hyper"]}
+def iwild_specs(p: dict, data_root=None) -> list[RunSpec]:
+    data = {"name": "fedpals-iwildcam", "options": {k: p.get(k) for k in _IWILD_KEYS}, "stands_for": "iwildcam"}
+
+    def spec(seed, method, lam, lam_index):
+        return RunSpec(paper="fedpals", data=data,
+                       partition={"layout": "fedpals-iwildcam", "seed": int(seed), "num_clients": p["num_clients"]},
+                       method=_method(method, p["hyper"], lam), training=p["train"],
+                       tags={"method": method, "lam": lam, "lam_index": lam_index})
+
     specs = []
     n_lam = len(_iwild_lambdas(p, p["seeds"][0], data_root))
     for i in range(n_lam):
-        specs += [dict(base, seed=s, method="FedPALS", lam=_iwild_lambdas(p, s, data_root)[i], lam_index=i)
-                  for s in p["seeds"]]
-    specs += [dict(base, seed=s, method="FedProx+FedPALS", lam=_iwild_lambdas(p, s, data_root)[-1], lam_index=n_lam - 1)
-              for s in p["seeds"]]
+        specs += [spec(s, "FedPALS", _iwild_lambdas(p, s, data_root)[i], i) for s in p["seeds"]]
+    specs += [spec(s, "FedProx+FedPALS", _iwild_lambdas(p, s, data_root)[-1], n_lam - 1) for s in p["seeds"]]
     for m in IWILD_BASELINES:
-        specs += [dict(base, seed=s, method=m, lam=None, lam_index=None) for s in p["seeds"]]
+        specs += [spec(s, m, None, None) for s in p["seeds"]]
     return specs
 
 
 def iwild_runs(p: dict, data_root=None) -> pd.DataFrame:
     specs = iwild_specs(p, data_root)
-    from fedpaper.store import run_sweep
-
-    results = run_sweep(specs, run_fn_many=lambda c: _iwild_train_many(c, data_root), desc="fedpals iwildcam",
-                        progress=_progress())
+    results = run_specs(specs, data_root, execution=execution(p), desc="fedpals iwildcam")
     rows = []
     for s, r in zip(specs, results):
         f1, rnd = _best(r, "val_f1", "test_f1")
-        label = s["lam"] if p["lambdas"] != "ess" or s["lam_index"] is None else lam_labels(p)[s["lam_index"]]
-        rows.append({"method": s["method"], "lambda": label, "seed": s["seed"], "f1": f1, "best_round": rnd,
+        t = s.tags
+        label = t["lam"] if p["lambdas"] != "ess" or t["lam_index"] is None else lam_labels(p)[t["lam_index"]]
+        rows.append({"method": t["method"], "lambda": label, "seed": s.seed, "f1": f1, "best_round": rnd,
                      "curve": [h["test_f1"] for h in r["history"]]})
     return pd.DataFrame(rows)
 
@@ -536,6 +517,3 @@ def profile_params(group: str, prof: str, seeds=None) -> dict:
     p["seeds"] = list(range(n)) if isinstance(n, int) else list(n)
     return p
 
-
-def spec_json(spec) -> str:
-    return json.dumps(spec, sort_keys=True, default=str)

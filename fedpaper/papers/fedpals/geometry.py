@@ -3,13 +3,17 @@ statistics of Figs 2a/2b/5a/5b/6a, and the synthetic Gaussian task of Fig 9 (App
 """
 from __future__ import annotations
 
+import json
 import math
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from fedpaper.algorithms import weights as W
-from fedpaper.metrics import summarize
+from fedpaper.experiment import Execution, RunSpec, layout, pools_builder, run_specs
+from fedpaper.papers._common.summaries import seed_summary
+from fedpaper.store import spec_json
 
 # ----------------------------------------------------------------------------- Fig 1 (vague-24)
 #: Panel A: the synthetic task's clients (M=2 < K=3) and a target outside their hull.
@@ -90,9 +94,8 @@ def distance_rows(parts_by_x: dict, dataset: str, xname: str) -> list[dict]:
     rows = []
     for x, parts in parts_by_x.items():
         d = [W.projection_distance(p.marginals[:-1], p.marginals[-1]) for p in parts]
-        s = summarize(d, n_resamples=200)
-        rows.append({"dataset": dataset, xname: x, "metric": "projection_distance", "mean": s["mean"],
-                     "std": s["std"], "n_seeds": s["n"], "per_seed": ";".join(f"{v:.5f}" for v in d)})
+        rows.append({"dataset": dataset, xname: x,
+                     **seed_summary(d, "projection_distance", n_resamples=200, per_seed=".5f")})
     return rows
 
 
@@ -132,34 +135,64 @@ def fig9_pools(deltas, seeds, n_test, n_val):
     return pools, feds, tasks
 
 
-def fig9_runs(p: dict) -> pd.DataFrame:
-    """Per (delta, seed, method): best-validation test accuracy; FedPALS over its lambda grid."""
+@lru_cache(maxsize=4)
+def _fig9_joint(options_json: str):
+    o = json.loads(options_json)
+    return fig9_pools(o["deltas"], o["seeds"], o["n_test"], o["n_val"])
+
+
+@pools_builder("fedpals-fig9")
+def _fig9_run_pools(options: dict, data_root, device):
+    """Every (delta, seed) task of the sweep in one pool, so runs of any delta train as one batch."""
+    return _fig9_joint(spec_json(options))[0]
+
+
+@layout("fedpals-fig9")
+def _fig9_federation(spec: RunSpec, pools=None, data_root=None):
+    """The two clients, validation and test set of the (delta, seed) task in the joint pool."""
+    return _fig9_joint(spec_json(spec.data["options"]))[1][(spec.partition["delta"], spec.seed)]
+
+
+def fig9_specs(p: dict) -> list[RunSpec]:
+    """FedAvg on every (delta, seed), then FedPALS over each lambda of its grid (lambda=0 and the
+    ESS fractions, per delta); runs sharing a method and lambda train as one batch, whatever their
+    delta."""
     from fedpaper.algorithms import get_method
     from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
-    from fedpaper.engine import TrainConfig, train
 
     deltas, seeds = p["deltas"], p["seeds"]
-    pools, feds, _ = fig9_pools(deltas, seeds, p["n_test"], p["n_val"])
-    cfg = TrainConfig("logreg", {"in_features": 2, "num_classes": 3}, lr=p["lr"], batch_size=p["batch_size"],
-                      local_epochs=1, rounds=p["rounds"], backend="vmap")
+    data = {"name": "fedpals-fig9", "options": {"deltas": list(deltas), "seeds": list(seeds), "n_test": p["n_test"],
+                                                "n_val": p["n_val"]}, "stands_for": None}
+    training = {"model": "logreg", "model_kwargs": {"in_features": 2, "num_classes": 3}, "lr": p["lr"],
+                "batch_size": p["batch_size"], "local_epochs": 1, "rounds": p["rounds"]}
     S, n = np.stack([S1, S2]), np.array([N1, N2], float)
-    by_lam: dict = {}  # runs sharing lambda train as one batch, whatever their delta
+    by_lam: dict = {}
     for d in deltas:
         lams = {0.0} | {round(W.lambda_for_ess(S, n, target_marginal(d), f), 9) for f in p["ess_grid"]}
         for lam in sorted(lams):
             by_lam.setdefault(lam, []).extend((d, s) for s in seeds)
     jobs = [("FedAvg", None, [(d, s) for d in deltas for s in seeds])]
     jobs += [("FedPALS", lam, keys) for lam, keys in sorted(by_lam.items())]
-    rows = []
+    specs = []
     for name, lam, keys in jobs:
         m = get_method(name) if lam is None else get_method(name, lam=float(lam))
-        res = train(m, cfg, pools, [feds[k] for k in keys], progress=False)
-        h = res.history
-        for r, k in enumerate(keys):
-            hr = h[h["run"] == r]
-            best = hr.loc[hr["val_acc"].idxmax()]
-            rows.append({"delta": k[0], "seed": k[1], "method": name, "lam": lam, "val_acc": best["val_acc"],
-                         "test_acc": best["test_acc"], "final_test_acc": hr["test_acc"].iloc[-1]})
+        specs += [RunSpec(paper="fedpals", data=data, partition={"layout": "fedpals-fig9", "seed": s, "delta": d},
+                          method=m.spec(), training=training, tags={"method": name, "lam": lam})
+                  for d, s in keys]
+    return specs
+
+
+def fig9_runs(p: dict) -> pd.DataFrame:
+    """Per (delta, seed, method): best-validation test accuracy; FedPALS over its lambda grid."""
+    specs = fig9_specs(p)
+    results = run_specs(specs, execution=Execution(backend="vmap", device="cpu"), desc="fedpals fig9",
+                        max_batch=len(specs))
+    rows = []
+    for s, r in zip(specs, results):
+        hr = pd.DataFrame(r["history"])
+        best = hr.loc[hr["val_acc"].idxmax()]
+        rows.append({"delta": s.partition["delta"], "seed": s.seed, "method": s.tags["method"], "lam": s.tags["lam"],
+                     "val_acc": best["val_acc"], "test_acc": best["test_acc"], "final_test_acc": hr["test_acc"].iloc[-1]})
     return pd.DataFrame(rows)
 
 
@@ -171,9 +204,8 @@ def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
     sel = runs.groupby(["delta", "seed", "method"], as_index=False).first()
     rows = []
     for (d, m), g in sel.groupby(["delta", "method"]):
-        s = summarize(100 * g["test_acc"].to_numpy(), n_resamples=200)
         dist = W.projection_distance(np.stack([S1, S2]), target_marginal(d))
-        rows.append({"delta": d, "projection_distance": dist, "method": m, "metric": "accuracy_pct",
-                     "mean": s["mean"], "std": s["std"], "n_seeds": s["n"],
+        rows.append({"delta": d, "projection_distance": dist, "method": m,
+                     **seed_summary(100 * g["test_acc"].to_numpy(), "accuracy_pct", n_resamples=200),
                      "lambda_selected": ";".join("-" if pd.isna(x) else f"{x:g}" for x in g["lam"])})
     return pd.DataFrame(rows)

@@ -11,7 +11,7 @@ it with `implement(...)`, and give its claims a `check`.
 """
 from __future__ import annotations
 
-from fedpaper.papers import Claim, add_claims, artifact_ids, not_implemented
+from fedpaper.papers._common.claims import register_unchecked
 
 PAPER = "fednca"
 
@@ -67,5 +67,4 @@ _CLAIMS = [
      '(data, Sec. 5.3) 57% of ChestX-ray14 training images and 38% of test images are "No Finding".'),
 ]
 
-not_implemented(artifact_ids(PAPER))
-add_claims(Claim(cid, text, artifacts=tuple(arts), check=None) for cid, arts, text in _CLAIMS)
+register_unchecked(PAPER, _CLAIMS)

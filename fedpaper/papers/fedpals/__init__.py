@@ -6,12 +6,12 @@ eq. (4), ESS (Sec. 3), lambda by ESS bisection (App. A.1), projection distance (
 FedProx, SCAFFOLD, FedRS, AFL (Sec. 5, App. A.3). This module and its helpers build the paper's
 federations and artifacts:
 
-- fedpals_runs      partitions -> federations, lambda grid, run specs (Sec. 5, App. A.2-A.3)
-- fedpals_train     Table 1, Figs 2c/5c/6b, 7, 8 (compute + draw)
-- fedpals_geometry  Fig 1, the label-marginal panels (Figs 2a/2b/5a/5b/6a), Fig 9 (App. A.5, B.4)
-- fedpals_real      PACS (Fig 3a, Tables 2, 4, Table 1's PACS row) and iWildCam (Fig 3b, Fig 4, Table 3)
-- fedpals_claims    the 32 claims, checked on our committed numbers
-- fedpals_profiles  smoke / quick / paper settings and the shrinkage notes
+- runs              partitions -> federations, lambda grid, run specs (Sec. 5, App. A.2-A.3)
+- train             Table 1, Figs 2c/5c/6b, 7, 8 (compute + draw)
+- geometry          Fig 1, the label-marginal panels (Figs 2a/2b/5a/5b/6a), Fig 9 (App. A.5, B.4)
+- real              PACS (Fig 3a, Tables 2, 4, Table 1's PACS row) and iWildCam (Fig 3b, Fig 4, Table 3)
+- claims            the 32 claims, checked on our committed numbers
+- profiles          smoke / quick / paper settings and the shrinkage notes
 
 Choices where the paper is vague (targets/fedpals.md section 4; defaults unless said):
 - vague-1: 10 partitions, IDs 0-8 train, ID 9 is the target (the "clients" column reads 10).
@@ -59,10 +59,14 @@ import pandas as pd
 
 from fedpaper.artifacts import run_artifact
 from fedpaper.papers import implement, load_reported
-from fedpaper.papers import fedpals_geometry as G
-from fedpaper.papers import fedpals_profiles as P
-from fedpaper.papers import fedpals_runs as R
-from fedpaper.papers import fedpals_train as TR
+from fedpaper.papers.fedpals import geometry as G
+from fedpaper.papers.fedpals import profiles as P
+from fedpaper.papers.fedpals import runs as R
+from fedpaper.papers.fedpals import train as TR
+
+#: Modules of this package that only read results; every other file here is part of the cache key
+#: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
+RESULTS_READ_ONLY = ("claims",)
 
 PAPER = "fedpals"
 NB = "notebooks/fedpals/{}.ipynb"
@@ -223,7 +227,7 @@ def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 # ============================================================================= Table 1
 def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Table 1 (Sec 5.1): target accuracy, FMNIST C=3/2, CIFAR-10 C=3/2/beta=0.1 (+ PACS C=6)."""
-    from fedpaper.papers import fedpals_real as RL
+    from fedpaper.papers.fedpals import real as RL
 
     def compute(p):
         tab, inf = TR.table1_compute(p, data_root)
@@ -291,14 +295,14 @@ def fig8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 # ============================================================================= PACS, iWildCam
 def _real(group, profile, seeds):
-    from fedpaper.papers import fedpals_real as RL
+    from fedpaper.papers.fedpals import real as RL
 
     return RL.profile_params(group, profile, seeds), RL
 
 
 def _real_info(p, RL, group, data_root):
     if p["data"]["name"] == "synthetic-images":
-        desc = dict(RL.get_pools(RL._pkey(p["data"], data_root)).description, name=group)
+        desc = dict(RL.pools(p["data"], data_root).description, name=group)
     else:
         desc = {"name": group}
     return {"datasets": [desc], "device": R.default_device(), "notes": list(p["notes"])}
@@ -405,7 +409,7 @@ def draw_fig4(tab, p):
 
 # ============================================================================= registration
 def _register():
-    from fedpaper.papers import fedpals_claims, fedpals_real  # noqa: F401  (registers claims, PACS/iWildCam)
+    from fedpaper.papers.fedpals import claims, real  # noqa: F401  (registers claims, PACS/iWildCam)
 
     groups = {
         "fig1": ["fedpals/fig1"], "fig9": ["fedpals/fig9"], "table1": ["fedpals/table1"], "fig7": ["fedpals/fig7"],
@@ -417,19 +421,7 @@ def _register():
     }
     for nb, ids in groups.items():
         for aid in ids:
-            implement(aid, notebook=NB.format(nb), profiles={pr: _summary_params(pr, nb) for pr in P.RUNS})
-
-
-def _summary_params(profile: str, group: str) -> dict:
-    if group == "fig9":
-        return dict(FIG9[profile])
-    if group == "fig1":
-        return {}
-    if group in ("pacs", "iwildcam"):
-        from fedpaper.papers import fedpals_real as RL
-
-        return RL.profile(group, profile)
-    return _params(profile)
+            implement(aid, notebook=NB.format(nb))
 
 
 _register()
