@@ -205,7 +205,7 @@ def test_large_sets_only_on_opt_in(tmp_path, fake_source):
     assert download.ensure_datasets(["iwildcam", "pacs"], tmp_path, log=lines.append) == {
         "iwildcam": "not fetched", "pacs": "not fetched"}
     assert calls == [] and lines == [
-        "not downloading iwildcam (about 11,000 MB): add --download iwildcam or --download all to fetch it"]
+        "not downloading iwildcam (about 11 GB): add --download iwildcam or --download all to fetch it"]
     lines.clear()
     status = download.ensure_datasets(["iwildcam", "pacs"], tmp_path, opt_in=["all"], log=lines.append)
     assert status == {"iwildcam": "downloaded", "pacs": "not fetched"} and calls == ["iwildcam"]

@@ -171,15 +171,20 @@ def _stage_iwildcam(folder: Path) -> list[str]:
     return ["iwildcam_v2.0"]
 
 
+# Sizes (MB = 10^6 bytes) as the sources document them, shown when a server announces none:
+# Fashion-MNIST's four gzip files (26.4 + 0.03 + 4.4 + 0.005 MB, its README); the CIFAR python
+# tarballs (170,498,071 and 169,001,437 bytes; "163 MB"/"161 MB" in MiB on the CIFAR page);
+# DermaMNIST's 28x28 npz (about 20 MB, Zenodo record 10519652); VOC 2007 trainval + test tars
+# (about 0.9 GB together); iWildCam v2.0 (about 11 GB, WILDS).
 SOURCES: dict[str, Source] = {s.name: s for s in [
     Source("fashion-mnist", "Fashion-MNIST", 30.9, _stage_fashion_mnist, _tv_fashion_urls),
     Source("cifar10", "CIFAR-10", 170.5, _stage_cifar("cifar10"),
            lambda: [_tv_cifar_class("cifar10").url]),
     Source("cifar100", "CIFAR-100", 169.0, _stage_cifar("cifar100"),
            lambda: [_tv_cifar_class("cifar100").url]),
-    Source("dermamnist", "DermaMNIST (MedMNIST v2, 28x28)", 19.7, _stage_dermamnist,
+    Source("dermamnist", "DermaMNIST (MedMNIST v2, 28x28)", 20.0, _stage_dermamnist,
            lambda: [_dermamnist_info()["url"]], library="medmnist", install="pip install medmnist"),
-    Source("voc2007", "PASCAL VOC 2007 (images and labels)", 870.0, _stage_voc2007, _voc_urls,
+    Source("voc2007", "PASCAL VOC 2007 (images and labels)", 900.0, _stage_voc2007, _voc_urls,
            large=True, note="the label files come only inside the image archives"),
     Source("iwildcam", "iWildCam 2020 (WILDS v2.0)", 11_000.0, _stage_iwildcam, _iwildcam_urls,
            library="wilds", install="pip install wilds", large=True),
@@ -341,7 +346,7 @@ def download(name: str, root, *, log: Callable[[str], None] = print) -> Path:
     root = _writable_root(Path(root))
     urls = src.urls()
     size = announced_size(urls)
-    shown = f"{size / MB:,.1f} MB" if size else f"about {src.size_mb:,.0f} MB (documented size)"
+    shown = f"{size / MB:,.1f} MB" if size else f"about {human_size(src.size_mb)} (documented size)"
     log(f"downloading {name}: {src.title}, {shown} from {urls[0]}{' and more' if len(urls) > 1 else ''} "
         f"into {root / name}")
     _remove_stale_staging(root, name)
@@ -380,6 +385,11 @@ class Outcome:
     lines: list = field(default_factory=list)
 
 
+def human_size(mb: float) -> str:
+    """'170 MB', '11 GB'."""
+    return f"{mb / 1000:,.1f} GB".replace(".0 GB", " GB") if mb >= 1000 else f"{mb:,.0f} MB"
+
+
 def failure_line(name: str, root: Path, reason: str) -> str:
     return (f"could not download {name}: {reason}; put a copy in {Path(root) / name} "
             "or set FEDPAPER_DATA")
@@ -416,7 +426,7 @@ def ensure_datasets(needs: Iterable[str], root, opt_in: Iterable[str] = (),
         src = SOURCES[name]
         if src.large and not named:
             note = f" ({src.note})" if src.note else ""
-            log(f"not downloading {name} (about {src.size_mb:,.0f} MB){note}: "
+            log(f"not downloading {name} (about {human_size(src.size_mb)}){note}: "
                 f"add --download {name} or --download all to fetch it")
             status[name] = "not fetched"
             continue
