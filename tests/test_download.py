@@ -244,3 +244,19 @@ def test_voc_label_table_matches_the_offline_layout(tmp_path):
                                                     ["000009", "val"], ["000012", "train"]]
     dog = download.VOC_CLASSES.index("dog") + 2
     assert [r.split(",")[dog] for r in rows[1:]] == ["-1", "-1", "0", "1"]
+
+
+def test_read_only_root_is_not_written_even_as_root(tmp_path, fake_source):
+    calls = fake_source("cifar10", write_cifar10)
+    ro = tmp_path / "offline"
+    ro.mkdir()
+    ro.chmod(0o555)  # how the offline copies are kept
+    try:
+        lines = []
+        for root in (ro, ro / "sub"):
+            assert download.ensure_datasets(["cifar10"], root, log=lines.append) == {"cifar10": "failed"}
+        assert calls == [] and list(ro.iterdir()) == []
+        assert lines[0] == (f"could not download cifar10: the data root {ro} is read-only (pass --data-root "
+                            f"<a writable folder>); put a copy in {ro / 'cifar10'} or set FEDPAPER_DATA")
+    finally:
+        ro.chmod(0o755)

@@ -262,7 +262,18 @@ def _socket_timeout(seconds: float):
 
 
 # --------------------------------------------------------------------------- staging + placement
+def _read_only(path: Path) -> bool:
+    """Whether `path` (or, if missing, its nearest existing parent) may not be written.
+
+    A folder without any write permission bit counts as read-only even for root (the offline
+    copies are kept that way: "no copy may be modified in place")."""
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    return not (existing.stat().st_mode & 0o222) or not os.access(existing, os.W_OK)
+
+
 def _writable_root(root: Path) -> Path:
+    if _read_only(root):
+        raise DownloadError(f"the data root {root} is read-only (pass --data-root <a writable folder>)")
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -344,7 +355,10 @@ def download(name: str, root, *, log: Callable[[str], None] = print) -> Path:
     src = SOURCES[name]
     _check_library(src)
     root = _writable_root(Path(root))
-    urls = src.urls()
+    try:
+        urls = src.urls()
+    except Exception as exc:  # e.g. a library version without the attribute read here
+        raise DownloadError(f"cannot find the source URL ({_reason(exc)})") from exc
     size = announced_size(urls)
     shown = f"{size / MB:,.1f} MB" if size else f"about {human_size(src.size_mb)} (documented size)"
     log(f"downloading {name}: {src.title}, {shown} from {urls[0]}{' and more' if len(urls) > 1 else ''} "
@@ -404,7 +418,7 @@ def ensure_datasets(needs: Iterable[str], root, opt_in: Iterable[str] = (),
     Every problem is one printed line and never stops the caller. Returns {name: status}.
     """
     root = Path(root)
-    opt_in = set(check_names(opt_in))
+    opt_in = check_names(opt_in)
     wanted: dict[str, str] = {}
     for need in [*needs, *(n for n in opt_in if n != "all")]:
         if need != "none":
@@ -432,8 +446,8 @@ def ensure_datasets(needs: Iterable[str], root, opt_in: Iterable[str] = (),
             continue
         try:
             download(name, root, log=log)
-        except DownloadError as exc:
-            log(failure_line(name, root, str(exc)))
+        except (DownloadError, OSError) as exc:
+            log(failure_line(name, root, str(exc) if isinstance(exc, DownloadError) else _reason(exc)))
             status[name] = "failed"
         else:
             status[name] = "downloaded"
