@@ -260,3 +260,28 @@ def test_read_only_root_is_not_written_even_as_root(tmp_path, fake_source):
                             f"<a writable folder>); put a copy in {ro / 'cifar10'} or set FEDPAPER_DATA")
     finally:
         ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("name", ["fashion-mnist", "cifar10", "dermamnist"])
+def test_real_fetchers_keep_the_checksum_check(tmp_path, monkeypatch, name):
+    """The libraries' own download code, fed a corrupted file instead of the network: the md5
+    check rejects it, the error is one line and nothing is placed."""
+    import torchvision.datasets.utils as tvu
+
+    fetched = []
+
+    def corrupted(url, fpath, *args, **kwargs):
+        fetched.append(url)
+        with open(fpath, "wb") as fh:
+            fh.write(b"not the data set")
+
+    monkeypatch.setattr(tvu, "_get_redirect_url", lambda url, max_hops=3: url)
+    monkeypatch.setattr(tvu, "_urlretrieve", corrupted)
+    monkeypatch.setattr(download, "announced_size", lambda urls, timeout=None: None)
+    lines = []
+    assert download.ensure_datasets([name], tmp_path, log=lines.append) == {name: "failed"}
+    assert fetched and fetched[0] == download.SOURCES[name].urls()[0]
+    assert lines[0].startswith(f"downloading {name}: ") and "(documented size)" in lines[0]
+    assert lines[1].startswith(f"could not download {name}: RuntimeError: ") and len(lines) == 2
+    assert "File not found or corrupted." in lines[1]
+    assert list(tmp_path.iterdir()) == []

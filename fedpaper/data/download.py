@@ -226,8 +226,10 @@ def _reason(exc: BaseException) -> str:
         return f"network unreachable ({exc.reason})"
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "the source did not answer in time"
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    text = " ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())  # one line
+    if len(text) > 240:
+        text = text[:237] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def announced_size(urls: list[str], timeout: float = PROBE_TIMEOUT_S) -> int | None:
