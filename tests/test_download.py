@@ -285,3 +285,38 @@ def test_real_fetchers_keep_the_checksum_check(tmp_path, monkeypatch, name):
     assert lines[1].startswith(f"could not download {name}: RuntimeError: ") and len(lines) == 2
     assert "File not found or corrupted." in lines[1]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_announced_size_sums_content_lengths_and_fails_fast_without_network(monkeypatch):
+    class Answer:
+        def __init__(self, length):
+            self.headers = {"Content-Length": length} if length is not None else {}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    seen = []
+
+    def head(req, timeout):
+        seen.append((req.get_method(), req.full_url, timeout))
+        return Answer({"https://a/1": "1000", "https://a/2": "234"}[req.full_url])
+
+    monkeypatch.setattr(download.urllib.request, "urlopen", head)
+    assert download.announced_size(["https://a/1", "https://a/2"]) == 1234
+    assert seen == [("HEAD", "https://a/1", download.PROBE_TIMEOUT_S), ("HEAD", "https://a/2", download.PROBE_TIMEOUT_S)]
+
+    def refuses_head(req, timeout):
+        raise urllib.error.HTTPError(req.full_url, 405, "Method Not Allowed", {}, None)
+
+    monkeypatch.setattr(download.urllib.request, "urlopen", refuses_head)
+    assert download.announced_size(["https://a/1"]) is None  # reachable: the download goes on
+
+    def silent(req, timeout):
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(download.urllib.request, "urlopen", silent)
+    with pytest.raises(download.DownloadError, match="the source did not answer in time"):
+        download.announced_size(["https://a/1"])

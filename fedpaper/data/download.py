@@ -30,7 +30,7 @@ import socket
 import tempfile
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -236,7 +236,9 @@ def announced_size(urls: list[str], timeout: float = PROBE_TIMEOUT_S) -> int | N
     """The total Content-Length of `urls` from HEAD requests (None when a server announces none).
 
     Raises DownloadError quickly (within `timeout`) when the first source does not answer, so a
-    machine without network fails fast instead of waiting in the library's download.
+    machine without network fails fast instead of waiting in the library's download. A server
+    that answers with an HTTP error (e.g. no HEAD support) gives None: the library's download
+    then reports a missing file itself.
     """
     total = 0
     for url in urls:
@@ -244,6 +246,8 @@ def announced_size(urls: list[str], timeout: float = PROBE_TIMEOUT_S) -> int | N
             req = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "fedpaper"})
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 length = resp.headers.get("Content-Length")
+        except urllib.error.HTTPError:  # the server answers but not to HEAD: size unknown, go on
+            return None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise DownloadError(_reason(exc)) from exc
         if length is None:
@@ -391,14 +395,6 @@ def _available(need: str, root: Path) -> bool:
     from ..papers.catalog import dataset_available
 
     return dataset_available(need, root)
-
-
-@dataclass
-class Outcome:
-    """What ensure_datasets did per data set: 'present', 'downloaded', 'failed', 'not fetched'."""
-
-    status: dict = field(default_factory=dict)
-    lines: list = field(default_factory=list)
 
 
 def human_size(mb: float) -> str:
