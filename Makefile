@@ -8,6 +8,9 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedpaper-installed
 PROFILE ?= quick
 ONLY ?=
+# Data sets to fetch beyond the small public ones (`DOWNLOAD=all`, `DOWNLOAD=iwildcam`); `DOWNLOAD=none`
+# never downloads (fedpaper reproduce --no-download).
+DOWNLOAD ?=
 
 # The offline data copies, when this checkout sits next to them (FEDPAPER_DATA from the
 # environment wins).
@@ -22,7 +25,8 @@ export MPLBACKEND := Agg
 .PHONY: figures test
 
 figures: $(STAMP)
-	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY))
+	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY)) \
+	  $(if $(filter none,$(DOWNLOAD)),--no-download,$(if $(DOWNLOAD),--download $(DOWNLOAD)))
 
 # Unit tests, then every notebook at its smoke defaults under nbval (exit code 5 = no notebook
 # collected yet, which is fine). Notebook runs use their own cache folder, never figures/.

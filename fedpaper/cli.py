@@ -2,6 +2,7 @@
 
     fedpaper reproduce --profile {smoke,quick,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
                        [--out-dir PATH] [--force] [--timeout S] [--debug]
+                       [--no-download | --download NAME ... | --download all]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
 
@@ -56,6 +57,12 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="recompute every run instead of reusing the results cache")
     r.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds for notebooks")
     r.add_argument("--no-report", action="store_true", help="do not regenerate figures/REPORT.md afterwards")
+    r.add_argument("--no-download", action="store_true",
+                   help="never download: by default each missing public data set the selected artifacts "
+                        "need (Fashion-MNIST, CIFAR-10/100, DermaMNIST) is fetched into the data root first")
+    r.add_argument("--download", nargs="+", metavar="NAME", default=[],
+                   help="also fetch these large data sets (voc2007, iwildcam), or 'all' for every one "
+                        "the selected artifacts need")
     r.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     rep = sub.add_parser("report", help="regenerate figures/REPORT.md and the README status table")
@@ -147,6 +154,25 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
     return plan
 
 
+def download_missing(selected: list[str], root: Path, args) -> dict:
+    """Fetch the missing data sets the selected implemented artifacts need, before any notebook runs.
+
+    Smoke runs use stand-ins, so only data sets named with --download are fetched there. A failed
+    download is one printed line; the run goes on with what is there (fedpaper.data.download).
+    """
+    from fedpaper.data.download import check_names, ensure_datasets
+    from fedpaper.papers import artifact
+
+    opt_in = check_names(args.download)
+    if args.no_download:
+        if opt_in:
+            raise UsageError("--download and --no-download contradict each other; pass one of them")
+        return {}
+    needs = [] if args.profile == "smoke" else [
+        d for aid in selected if artifact(aid).notebook is not None for d in artifact(aid).needed]
+    return ensure_datasets(needs, root, opt_in=opt_in)
+
+
 def _execute(nb: str, out_nb: Path, parameters: dict, timeout) -> None:
     import papermill as pm
 
@@ -177,6 +203,7 @@ def cmd_reproduce(args) -> int:
     check_profile(args.profile)
     root = _resolve_data_root(args.data_root)
     selected, named = _select(args.only)
+    download_missing(selected, root, args)
     plan = plan_run(selected, args.profile, root, explicit=named)
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.force:

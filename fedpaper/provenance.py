@@ -111,6 +111,34 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
+def dataset_copies(datasets, profile: str | None = None) -> list:
+    """The data-set records, each that names its data root with `copy`: which copy the result used.
+
+    `copy` is "original download" (fetched by fedpaper from the source), "offline copy" or "own
+    copy" (fedpaper.data.download.copy_kind); `replaces_lossy_offline_copy` is True when a result
+    comes from an original where the project's offline copy is lossy (CIFAR, DermaMNIST).
+    Smoke runs use stand-ins, so their records are left as they are.
+    """
+    out = list(datasets or [])
+    if profile == "smoke":
+        return out
+    try:
+        from fedpaper.data.download import copy_kind
+        from fedpaper.papers.catalog import DATASETS as catalog
+    except ImportError:  # pragma: no cover - a broken install: provenance still gets written
+        return out
+    for i, d in enumerate(out):
+        if not (isinstance(d, dict) and d.get("name") in catalog and d.get("data_root")):
+            continue
+        if d.get("synthetic") or d.get("available") is False:
+            continue
+        d = out[i] = dict(d)
+        d.setdefault("copy", copy_kind(d["name"], d["data_root"]))
+        if d["copy"] != "offline copy" and catalog[d["name"]].lossy_offline:
+            d.setdefault("replaces_lossy_offline_copy", True)
+    return out
+
+
 def collect(*, artifact_id: str, profile: str, params: dict, datasets: list, seeds, device=None,
             wall_time_s: float | None = None, notes=None, extra: dict | None = None) -> dict:
     """The provenance record written next to an artifact as <name>.json."""
@@ -119,7 +147,7 @@ def collect(*, artifact_id: str, profile: str, params: dict, datasets: list, see
         "profile": profile,
         "git": git_info(),
         "params": jsonable(params),
-        "datasets": jsonable(datasets),
+        "datasets": jsonable(dataset_copies(datasets, profile)),
         "seeds": jsonable(seeds),
         "device": device_description(device),
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
@@ -148,6 +176,10 @@ def summary(rec: dict) -> str:
                 tag += " SYNTHETIC"
             if d.get("lossy"):
                 tag += " lossy"
+            if d.get("copy") == "original download":
+                tag += " original download"
+                if d.get("replaces_lossy_offline_copy"):
+                    tag += " (replaces the lossy offline copy)"
             flags.append(tag)
     parts = [f"profile {rec.get('profile')}", f"device {rec.get('device')}", f"commit {commit}",
              f"seeds {n}"]

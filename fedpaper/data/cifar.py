@@ -183,10 +183,10 @@ def _parse(path: Path, name: str):
 
 
 def _download(root: Path, name: str) -> None:
-    import torchvision
+    """torchvision's original batches into <root>/<name>/, placed atomically (fedpaper.data.download)."""
+    from .download import download
 
-    cls = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
-    cls(root=str(root / _SPEC[name]["tv_dir"]), train=True, download=True)
+    download(name, root)
 
 
 def load(name: str, root=None, download: bool = False) -> ImageDataset:

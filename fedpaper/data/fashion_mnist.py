@@ -78,9 +78,9 @@ def load(root=None, download: bool = False) -> ImageDataset:
     root = resolve_root(root, download)
     files = find_files(root)
     if files is None and download:
-        import torchvision
+        from .download import download as fetch  # torchvision's files, placed atomically
 
-        torchvision.datasets.FashionMNIST(root=str(root / "fashion-mnist"), train=True, download=True)
+        fetch(NAME, root)
         files = find_files(root)
     if files is None:
         raise missing_error(NAME, candidate_dirs(root), HOW)
