@@ -66,6 +66,7 @@ def test_only_paper_lists_skipped_without_failing(capsys, figures_tmp, readme_tm
 
 
 def test_only_missing_data_without_committed_results(capsys, monkeypatch, empty_data_root, figures_tmp):
+    papers.load_papers()  # first, so that importing the paper modules cannot undo the patch below
     monkeypatch.setitem(papers._IMPLEMENTATIONS, "fedpals/table2",
                         papers.Implementation("fedpals/table2", "notebooks/fedpals/table2.ipynb"))
     assert cli.main(["reproduce", "--profile", "quick", "--only", "fedpals/table2"]) == 2
@@ -129,6 +130,7 @@ def test_reproduce_runs_notebooks_keeps_going_and_writes_report(tmp_path, monkey
     (pkg / "fp_demo.py").write_text(DEMO)
     monkeypatch.setenv("PYTHONPATH", str(pkg))
     nn = _new_notebook_module()
+    papers.load_papers()  # first, so that importing the paper modules cannot undo the patches below
     nbs = {}
     for aid, call in [("privlabels/table1", "fp_demo.table1"), ("privlabels/table2", "fp_demo.broken")]:
         nb = nn.make_notebook("privlabels", aid.split("/")[1], aid, call, section="App A")
