@@ -54,6 +54,9 @@ from fedpaper.store import atomic_path
 PROFILES = ("smoke", "quick", "paper")
 SUFFIXES = ("png", "pdf", "csv", "json")
 SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
+#: `fedpaper reproduce` names a file here; every run_artifact call (in the notebook kernels, which
+#: inherit the environment) appends one JSON line: artifact, kind ("regenerated" | "rerendered"), status.
+STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
 
 __all__ = ["PROFILES", "ArtifactResult", "Claim", "run_artifact", "check_profile", "output_paths",
            "committed_paths", "load_committed", "stamp_figure", "resolve_out_dir"]
@@ -177,6 +180,27 @@ def _write_outputs(paths: dict, *, fig=None, table=None, record=None):
                                    encoding="utf-8")
 
 
+def _report_status(artifact_id: str, kind: str, status: str, paths: dict) -> None:
+    """Tell a running `fedpaper reproduce` what became of this artifact (no-op otherwise)."""
+    target = os.environ.get(STATUS_FILE_ENV)
+    if not target:
+        return
+    line = json.dumps({"artifact": artifact_id, "kind": kind, "status": status, "csv": str(paths["csv"])})
+    with contextlib.suppress(OSError), open(target, "a", encoding="utf-8") as f:
+        f.write(line + "\n")  # one short line per write: appends do not interleave
+
+
+def read_statuses(path) -> dict[str, dict]:
+    """What `_report_status` wrote: artifact id -> its last record ({} when there is no file)."""
+    out: dict[str, dict] = {}
+    with contextlib.suppress(FileNotFoundError):
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                out[rec["artifact"]] = rec
+    return out
+
+
 def _column_notes(artifact_id: str, table: pd.DataFrame) -> list[str]:
     rp = reported_path(artifact_id)
     notes = []
@@ -296,6 +320,7 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
         _write_outputs(paths, fig=fig, table=table, record=record)
     finally:
         _close(fig)
+    _report_status(artifact_id, "regenerated", status, paths)
     return ArtifactResult(artifact_id, table, fig, record, paths, status)
 
 
@@ -325,4 +350,5 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths) -> Artif
                        record=None if in_place else prov.jsonable(record))
     finally:
         _close(fig)
+    _report_status(art.id, "rerendered", status, paths)
     return ArtifactResult(art.id, table, fig, record, paths, status)
