@@ -68,12 +68,16 @@ LEGACY_TMP_AGE_S = 3600.0
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (a killed, not yet reaped writer)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # e.g. PermissionError: it exists
-        return True
+        pass
+    with contextlib.suppress(OSError, IndexError):
+        with open(f"/proc/{pid}/stat", "rb") as f:  # Linux: "pid (name) state ..."
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     return True
 
 

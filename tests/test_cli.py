@@ -205,3 +205,17 @@ def test_artifact_outcomes_each_kind():
     assert out["p/w"][1] == "why" and "a.ipynb finished without writing it" in out["p/y"][1]
     assert cli.outcome_summary(out) == ("artifacts: 1 regenerated, 1 re-rendered from committed results, "
                                         "2 not regenerated, 1 failed")
+
+
+def test_smoke_into_committed_figures_is_bad_input(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "FEDPAPER_FIGURES"}  # the real figures/ folder
+    env["FEDPAPER_CACHE"] = str(tmp_path / "cache")
+    line = one_error_line(run_cli("reproduce", "--profile", "smoke", "--only", "fedpals/table1", "--out-dir",
+                                  "figures", env=env))
+    assert "committed figures folder" in line and "out_dir" in line
+    assert not (tmp_path / "cache" / "executed").exists()  # refused before any notebook ran
+
+
+def test_reproduce_help_shows_debug():
+    proc = run_cli("reproduce", "--help")
+    assert proc.returncode == 0 and "--debug" in proc.stdout
