@@ -151,6 +151,32 @@ def stamp_figure(fig, text: str = SYNTHETIC_STAMP):
     return fig
 
 
+def failed_claims(artifact_id: str, table: pd.DataFrame) -> list[str]:
+    """Texts of the paper claims about this artifact that fail on `table` (other artifacts a claim
+    needs are read from their committed csv), as fedpaper.report checks them."""
+    from fedpaper.papers import claims
+    from fedpaper.report import check_claims
+
+    mine = [c for c in claims(get_artifact(artifact_id).paper) if artifact_id in c.artifacts]
+    tables = {a: (table if a == artifact_id else load_committed(a)[0]) for c in mine for a in c.artifacts}
+    return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
+
+
+def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame) -> list[str]:
+    """A red line at the top of the figure naming each paper claim that this result does not reproduce."""
+    import textwrap
+
+    try:
+        failed = failed_claims(artifact_id, table)
+    except Exception:  # a claim check must never stop a figure from being drawn
+        return []
+    if failed:
+        width = max(60, int(fig.get_size_inches()[0] * 15))
+        text = textwrap.fill("Paper claim NOT reproduced here: " + " | ".join(failed), width)
+        fig.text(0.5, 1.0, text, transform=fig.transFigure, ha="center", va="bottom", fontsize=7.5, color="#b00020")
+    return failed
+
+
 def _close(fig):
     with contextlib.suppress(Exception):
         import matplotlib.pyplot as plt
@@ -308,6 +334,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     try:
         if synthetic:
             stamp_figure(fig)
+        else:
+            notes += [f"paper claim not reproduced: {t}" for t in caption_failed_claims(fig, artifact_id, table)]
         record = prov.collect(
             artifact_id=artifact_id, profile=profile, params=params, datasets=ds_records,
             seeds=info.get("seeds", resolved_seeds), device=info.get("device"), wall_time_s=wall,
@@ -343,6 +371,8 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths) -> Artif
     try:
         if (committed_record or {}).get("synthetic"):
             stamp_figure(fig)
+        else:
+            caption_failed_claims(fig, art.id, table)
         in_place = _same_dir(paths["csv"].parent, committed["csv"].parent)
         # In place, the committed csv and json stay byte-identical (they still describe the run
         # that made the numbers); only the png/pdf are redrawn. Elsewhere, all four are written.
