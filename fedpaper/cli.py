@@ -210,7 +210,10 @@ def cmd_reproduce(args) -> int:
 
     check_profile(args.profile)
     root = _resolve_data_root(args.data_root)
-    resolve_out_dir(args.profile, args.out_dir)  # bad input (e.g. smoke into figures/): exit 2 before any run
+    out = resolve_out_dir(args.profile, args.out_dir)  # bad input (e.g. smoke into figures/): exit 2 before any run
+    from fedpaper.store import clean_stale_temps
+
+    clean_stale_temps(out, recursive=True)  # left by a killed earlier run
     selected, named = _select(args.only)
     plan = plan_run(selected, args.profile, root, explicit=named)
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -332,7 +335,21 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("fedpaper: interrupted; finished runs are cached, run the same command again to resume",
               file=sys.stderr)
+        _silence_late_tracebacks()
         return 130
+
+
+def _silence_late_tracebacks() -> None:
+    """After Ctrl-C, threads and finalizers still closing the kernel's zmq sockets may print
+    tracebacks; the one-line message above is all the user should see (`--debug` keeps them)."""
+    if sys.stderr is not sys.__stderr__ or "--debug" in sys.argv:
+        return  # not the real console (tests, embedding)
+    import threading
+
+    sys.stderr.flush()
+    sys.stderr = open(os.devnull, "w")
+    sys.unraisablehook = lambda *_: None
+    threading.excepthook = lambda *_: None
 
 
 if __name__ == "__main__":
