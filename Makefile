@@ -28,10 +28,11 @@ figures: $(STAMP)
 	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY)) \
 	  $(if $(filter none,$(DOWNLOAD)),--no-download,$(if $(DOWNLOAD),--download $(DOWNLOAD)))
 
-# Unit tests, then every notebook at its smoke defaults under nbval (exit code 5 = no notebook
+# Unit tests in random order (pytest-randomly; the seed is printed, and `-p randomly --randomly-seed=N`
+# repeats an order), then every notebook at its smoke defaults under nbval (exit code 5 = no notebook
 # collected yet, which is fine). Notebook runs use their own cache folder, never figures/.
 test: $(STAMP)
-	$(VPY) -m pytest tests
+	$(VPY) -m pytest -p randomly tests
 	FEDPAPER_CACHE=$(CURDIR)/.cache/nbval FEDPAPER_FIGURES=$(CURDIR)/.cache/nbval/figures \
 	  $(VPY) -m pytest --nbval-lax notebooks/ -p no:cacheprovider; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "nbval: no notebooks yet"; exit 0; fi; exit $$rc

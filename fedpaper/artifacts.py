@@ -51,6 +51,9 @@ from fedpaper.store import atomic_path
 PROFILES = ("smoke", "quick", "paper")
 SUFFIXES = ("png", "pdf", "csv", "json")
 SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
+#: `fedpaper reproduce` names a file here; every run_artifact call (in the notebook kernels, which
+#: inherit the environment) appends one JSON line: artifact, kind ("regenerated" | "rerendered"), status.
+STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
 
 __all__ = ["PROFILES", "ArtifactResult", "Claim", "run_artifact", "check_profile", "output_paths",
            "committed_paths", "load_committed", "stamp_figure", "resolve_out_dir"]
@@ -145,6 +148,32 @@ def stamp_figure(fig, text: str = SYNTHETIC_STAMP):
     return fig
 
 
+def failed_claims(artifact_id: str, table: pd.DataFrame) -> list[str]:
+    """Texts of the paper claims about this artifact that fail on `table` (other artifacts a claim
+    needs are read from their committed csv), as fedpaper.report checks them."""
+    from fedpaper.papers import claims
+    from fedpaper.report import check_claims
+
+    mine = [c for c in claims(get_artifact(artifact_id).paper) if artifact_id in c.artifacts]
+    tables = {a: (table if a == artifact_id else load_committed(a)[0]) for c in mine for a in c.artifacts}
+    return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
+
+
+def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame) -> list[str]:
+    """A red line at the top of the figure naming each paper claim that this result does not reproduce."""
+    import textwrap
+
+    try:
+        failed = failed_claims(artifact_id, table)
+    except Exception:  # a claim check must never stop a figure from being drawn
+        return []
+    if failed:
+        width = max(60, int(fig.get_size_inches()[0] * 15))
+        text = textwrap.fill("Paper claim NOT reproduced here: " + " | ".join(failed), width)
+        fig.text(0.5, 1.0, text, transform=fig.transFigure, ha="center", va="bottom", fontsize=7.5, color="#b00020")
+    return failed
+
+
 def _close(fig):
     with contextlib.suppress(Exception):
         import matplotlib.pyplot as plt
@@ -172,6 +201,27 @@ def _write_outputs(paths: dict, *, fig=None, table=None, record=None):
         if record is not None:
             tmp["json"].write_text(json.dumps(record, indent=2, sort_keys=False, ensure_ascii=False) + "\n",
                                    encoding="utf-8")
+
+
+def _report_status(artifact_id: str, kind: str, status: str, paths: dict) -> None:
+    """Tell a running `fedpaper reproduce` what became of this artifact (no-op otherwise)."""
+    target = os.environ.get(STATUS_FILE_ENV)
+    if not target:
+        return
+    line = json.dumps({"artifact": artifact_id, "kind": kind, "status": status, "csv": str(paths["csv"])})
+    with contextlib.suppress(OSError), open(target, "a", encoding="utf-8") as f:
+        f.write(line + "\n")  # one short line per write: appends do not interleave
+
+
+def read_statuses(path) -> dict[str, dict]:
+    """What `_report_status` wrote: artifact id -> its last record ({} when there is no file)."""
+    out: dict[str, dict] = {}
+    with contextlib.suppress(FileNotFoundError):
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                out[rec["artifact"]] = rec
+    return out
 
 
 def _column_notes(artifact_id: str, table: pd.DataFrame) -> list[str]:
@@ -281,6 +331,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     try:
         if synthetic:
             stamp_figure(fig)
+        else:
+            notes += [f"paper claim not reproduced: {t}" for t in caption_failed_claims(fig, artifact_id, table)]
         record = prov.collect(
             artifact_id=artifact_id, profile=profile, params=params, datasets=ds_records,
             seeds=info.get("seeds", resolved_seeds), device=info.get("device"), wall_time_s=wall,
@@ -293,6 +345,7 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
         _write_outputs(paths, fig=fig, table=table, record=record)
     finally:
         _close(fig)
+    _report_status(artifact_id, "regenerated", status, paths)
     return ArtifactResult(artifact_id, table, fig, record, paths, status)
 
 
@@ -315,6 +368,8 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths) -> Artif
     try:
         if (committed_record or {}).get("synthetic"):
             stamp_figure(fig)
+        else:
+            caption_failed_claims(fig, art.id, table)
         in_place = _same_dir(paths["csv"].parent, committed["csv"].parent)
         # In place, the committed csv and json stay byte-identical (they still describe the run
         # that made the numbers); only the png/pdf are redrawn. Elsewhere, all four are written.
@@ -322,4 +377,5 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths) -> Artif
                        record=None if in_place else prov.jsonable(record))
     finally:
         _close(fig)
+    _report_status(art.id, "rerendered", status, paths)
     return ArtifactResult(art.id, table, fig, record, paths, status)

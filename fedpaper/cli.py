@@ -13,6 +13,7 @@ A notebook that fails does not stop the run; failures are listed at the end (exi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -63,7 +64,8 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--download", nargs="+", metavar="NAME", default=[],
                    help="also fetch these large data sets (voc2007, iwildcam), or 'all' for every one "
                         "the selected artifacts need")
-    r.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    r.add_argument("--debug", action="store_true", help="show full tracebacks (of the CLI; a notebook's own "
+                                                         "traceback is in its executed copy)")
 
     rep = sub.add_parser("report", help="regenerate figures/REPORT.md and the README status table")
     rep.add_argument("--data-root", default=None)
@@ -176,13 +178,14 @@ def download_missing(selected: list[str], root: Path, args) -> dict:
 def _execute(nb: str, out_nb: Path, parameters: dict, timeout) -> None:
     import papermill as pm
 
+    from fedpaper.kernel import kernel_manager_class
     from fedpaper.paths import REPO_ROOT
 
     src = REPO_ROOT / nb
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     pm.execute_notebook(str(src), str(out_nb), parameters=parameters, kernel_name="python3",
                         cwd=str(src.parent), progress_bar=False, log_output=False,
-                        execution_timeout=timeout)
+                        execution_timeout=timeout, kernel_manager_class=kernel_manager_class())
 
 
 def _one_line_error(e: BaseException) -> str:
@@ -194,14 +197,49 @@ def _one_line_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[0] if msg else ''}"
 
 
-def cmd_reproduce(args) -> int:
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    """Set an environment variable (inherited by the kernels) for the duration of a block."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list, failures: dict) -> None:
+    """Execute each planned notebook; a failure is recorded in `failures` and the next one runs."""
     from tqdm import tqdm
 
-    from fedpaper.artifacts import check_profile
+    for nb in tqdm(list(plan.notebooks), desc="notebooks", unit="nb", disable=not plan.notebooks):
+        out_nb = executed / Path(nb).relative_to("notebooks") if nb.startswith("notebooks/") else executed / Path(nb).name
+        t0 = time.perf_counter()
+        try:
+            _execute(nb, out_nb, params, args.timeout)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # keep going; report at the end
+            failures[nb] = _one_line_error(e) + f" (executed copy: {out_nb})"
+            if args.debug:
+                traceback.print_exc()
+        else:
+            done.append(f"{nb} ({time.perf_counter() - t0:.0f} s)")
+
+
+def cmd_reproduce(args) -> int:
+    from fedpaper.artifacts import STATUS_FILE_ENV, check_profile, read_statuses, resolve_out_dir
     from fedpaper.paths import cache_dir
 
     check_profile(args.profile)
     root = _resolve_data_root(args.data_root)
+    out = resolve_out_dir(args.profile, args.out_dir)  # bad input (e.g. smoke into figures/): exit 2 before any run
+    from fedpaper.store import clean_stale_temps
+
+    clean_stale_temps(out, recursive=True)  # left by a killed earlier run
     selected, named = _select(args.only)
     download_missing(selected, root, args)
     plan = plan_run(selected, args.profile, root, explicit=named)
@@ -216,34 +254,65 @@ def cmd_reproduce(args) -> int:
     failures: dict[str, str] = {}
     done: list[str] = []
     executed = cache_dir("executed", args.profile)
+    status_file = executed / f"status-{os.getpid()}.jsonl"
+    status_file.unlink(missing_ok=True)
     print(f"fedpaper reproduce: profile {args.profile}, data root {root}, "
           f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated")
-    for nb in tqdm(list(plan.notebooks), desc="notebooks", unit="nb", disable=not plan.notebooks):
-        out_nb = executed / Path(nb).relative_to("notebooks") if nb.startswith("notebooks/") else executed / Path(nb).name
-        t0 = time.perf_counter()
-        try:
-            _execute(nb, out_nb, params, args.timeout)
-        except KeyboardInterrupt:
-            raise
-        except Exception as e:  # keep going; report at the end
-            failures[nb] = _one_line_error(e) + f" (executed copy: {out_nb})"
-            if args.debug:
-                traceback.print_exc()
-        else:
-            done.append(f"{nb} ({time.perf_counter() - t0:.0f} s)")
+    with _env(STATUS_FILE_ENV, str(status_file)):  # the kernels append what became of each artifact
+        _run_notebooks(plan, executed, params, args, done, failures)
+    statuses = read_statuses(status_file)
+    status_file.unlink(missing_ok=True)
     for d in done:
         print(f"ok      {d}")
-    for aid, reason in plan.skipped.items():
-        print(f"skipped {aid}: {reason}")
     for nb, err in failures.items():
         print(f"FAILED  {nb}: {err}")
+    outcomes = artifact_outcomes(selected, plan, statuses, failures)
+    for aid, (kind, detail) in outcomes.items():
+        print(f"{OUTCOME_LABELS[kind]:<15} {aid}: {detail}")
     if not args.no_report:
         from fedpaper.report import write_report
 
         path = write_report(data_root=root)
         print(f"report: {path}")
-    print(f"{len(done)} notebook(s) ok, {len(failures)} failed, {len(plan.skipped)} artifact(s) not regenerated")
+    print(outcome_summary(outcomes) + f"; notebooks: {len(done)} ok, {len(failures)} failed")
     return EXIT_FAILED if failures else 0
+
+
+# What became of each artifact: regenerated, re-rendered from committed results, not regenerated
+# (why), failed.
+OUTCOME_LABELS = {"regenerated": "regenerated", "rerendered": "re-rendered", "skipped": "not regenerated",
+                  "failed": "FAILED"}
+OUTCOME_COUNTS = {"regenerated": "regenerated", "rerendered": "re-rendered from committed results",
+                  "skipped": "not regenerated", "failed": "failed"}
+
+
+def artifact_outcomes(selected, plan: Plan, statuses: dict, failures: dict) -> dict[str, tuple[str, str]]:
+    """artifact id -> (kind, detail) for every selected artifact and every other one a notebook wrote.
+
+    `statuses`: what the notebooks reported (artifacts.read_statuses); `failures`: notebook -> error."""
+    notebook_of = {aid: nb for nb, aids in plan.notebooks.items() for aid in aids}
+    out: dict[str, tuple[str, str]] = {}
+    for aid in list(selected) + [a for a in statuses if a not in selected]:
+        rec = statuses.get(aid)
+        nb = notebook_of.get(aid)
+        if rec is not None:
+            kind = "rerendered" if rec.get("kind") == "rerendered" else "regenerated"
+            out[aid] = (kind, f"{rec.get('status', kind)} -> {rec.get('csv')}")
+        elif aid in plan.skipped:
+            out[aid] = ("skipped", plan.skipped[aid].removeprefix("not regenerated: "))
+        elif nb in failures:
+            out[aid] = ("failed", f"{nb}: {failures[nb]}")
+        elif nb is not None:
+            out[aid] = ("skipped", f"{nb} finished without writing it")
+    return out
+
+
+def outcome_summary(outcomes: dict) -> str:
+    """'artifacts: 1 regenerated, 0 re-rendered from committed results, 2 not regenerated, 0 failed'."""
+    counts = {k: 0 for k in OUTCOME_COUNTS}
+    for kind, _ in outcomes.values():
+        counts[kind] += 1
+    return "artifacts: " + ", ".join(f"{counts[k]} {label}" for k, label in OUTCOME_COUNTS.items())
 
 
 def cmd_report(args) -> int:
@@ -293,7 +362,21 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("fedpaper: interrupted; finished runs are cached, run the same command again to resume",
               file=sys.stderr)
+        _silence_late_tracebacks()
         return 130
+
+
+def _silence_late_tracebacks() -> None:
+    """After Ctrl-C, threads and finalizers still closing the kernel's zmq sockets may print
+    tracebacks; the one-line message above is all the user should see (`--debug` keeps them)."""
+    if sys.stderr is not sys.__stderr__ or "--debug" in sys.argv:
+        return  # not the real console (tests, embedding)
+    import threading
+
+    sys.stderr.flush()
+    sys.stderr = open(os.devnull, "w")
+    sys.unraisablehook = lambda *_: None
+    threading.excepthook = lambda *_: None
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ class DataMissingError(FedpaperError, FileNotFoundError):
     """A data set is not on disk (names the data set, where it was looked for and how to get it)."""
 
 
+class DataCorruptError(FedpaperError, ValueError):
+    """A data file is truncated or garbled (names the file and how to replace it)."""
+
+
 class UnknownNameError(FedpaperError, KeyError):
     """An unknown artifact id, data set, profile or method name (lists the known ones)."""
 

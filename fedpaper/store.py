@@ -16,7 +16,10 @@ import hashlib
 import json
 import os
 import pickle
+import re
+import sys
 import tempfile
+import time
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -33,7 +36,9 @@ def atomic_path(path: str | os.PathLike):
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", suffix=path.suffix, dir=path.parent)
+    # the writer's pid is in the name, so that clean_stale_temps knows when the writer is gone
+    fd, tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{path.name}.{os.getpid()}.", suffix=path.suffix,
+                               dir=path.parent)
     os.close(fd)
     os.chmod(tmp, 0o644)  # mkstemp makes 0600; artifacts and caches are ordinary readable files
     try:
@@ -57,6 +62,79 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+_TMP_PID = re.compile(r"\.(\d+)\.[A-Za-z0-9_]{8}(?:\.[^.]*)?$")
+LEGACY_TMP_AGE_S = 3600.0
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (a killed, not yet reaped writer)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. PermissionError: it exists
+        pass
+    with contextlib.suppress(OSError, IndexError):
+        with open(f"/proc/{pid}/stat", "rb") as f:  # Linux: "pid (name) state ..."
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    return True
+
+
+def clean_stale_temps(folder, *, recursive: bool = False) -> list[Path]:
+    """Remove temporary files (atomic_path's `.tmp-*`) whose writer process is gone.
+
+    A kill -9 mid-write leaves one behind; it is never read (readers only open final names), and
+    here it is removed on the next start. Files from a live writer are kept; a temp file without a
+    pid in its name (older versions) is removed once it is an hour old. Returns what was removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for p in (folder.rglob if recursive else folder.glob)(TMP_PREFIX + "*"):
+        m = _TMP_PID.search(p.name)
+        with contextlib.suppress(OSError):
+            stale = (not _pid_alive(int(m.group(1))) if m
+                     else time.time() - p.stat().st_mtime > LEGACY_TMP_AGE_S)
+            if stale and p.is_file():
+                p.unlink()
+                removed.append(p)
+    return removed
+
+
+def warn_console(message: str) -> None:
+    """warnings.warn, and inside a notebook kernel also the process's own stderr, which
+    `fedpaper reproduce` (the kernel's parent) shows on its console."""
+    warnings.warn(message, stacklevel=3)
+    real = sys.__stderr__
+    if real is not None and sys.stderr is not real:
+        with contextlib.suppress(OSError, ValueError):
+            print(f"fedpaper: warning: {message}", file=real, flush=True)
+
+
+# Checksummed files: a header line with the SHA-256 of the payload, then the payload.
+CHECKSUM_MAGIC = b"fedpaper-sha256:"
+
+
+class ChecksumError(ValueError):
+    """The stored bytes do not match their checksum (bit rot, a partial copy, a hand edit)."""
+
+
+def with_checksum(payload: bytes) -> bytes:
+    return CHECKSUM_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def verified_payload(data: bytes) -> Optional[bytes]:
+    """The payload of `with_checksum` bytes; None when `data` has no checksum header (an older
+    format); ChecksumError when header and payload disagree."""
+    if not data.startswith(CHECKSUM_MAGIC):
+        return None
+    head, sep, payload = data.partition(b"\n")
+    digest = head[len(CHECKSUM_MAGIC):].decode("ascii", "replace")
+    if not sep or hashlib.sha256(payload).hexdigest() != digest:
+        raise ChecksumError("checksum mismatch")
+    return payload
 
 
 def _fsync_file(p) -> None:
@@ -200,8 +278,11 @@ def spec_json(spec) -> str:
 class ResultStore:
     """Finished runs on disk, keyed by (run spec, code version of the spec's paper).
 
-    Entries are pickles (dicts, pandas frames, arrays...) written atomically; an unreadable or
-    partial entry counts as missing, and leftover temporary files are ignored.
+    Entries are pickles (dicts, pandas frames, arrays...) behind a SHA-256 header line, written
+    atomically. An entry whose bytes do not match its checksum, or that cannot be read, counts as
+    missing (with a warning on the console) and is recomputed; an entry of the older format
+    without a checksum is read and rewritten with one. Temporary files left by a killed writer
+    are removed when a store is opened.
     """
 
     SUFFIX = ".pkl"
@@ -213,6 +294,7 @@ class ResultStore:
             root = cache_dir("results")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        clean_stale_temps(self.root, recursive=True)
         self.code = code  # None: the code version of each spec's paper (code_version)
 
     def code_of(self, spec) -> str:
@@ -229,15 +311,23 @@ class ResultStore:
 
     def _load(self, path: Path, spec):
         try:
-            with open(path, "rb") as f:
-                entry = pickle.load(f)
+            data = path.read_bytes()
         except FileNotFoundError:
             return _MISSING
+        try:
+            payload = verified_payload(data)
+            entry = pickle.loads(data if payload is None else payload)
+        except ChecksumError:
+            warn_console(f"result file {path} does not match its checksum (corrupt); it will be recomputed")
+            return _MISSING
         except Exception as e:  # truncated, corrupt, or from an incompatible library version
-            warnings.warn(f"ignoring unreadable result file {path} ({type(e).__name__}); it will be recomputed")
+            warn_console(f"ignoring unreadable result file {path} ({type(e).__name__}); it will be recomputed")
             return _MISSING
         if not isinstance(entry, dict) or entry.get("spec") != spec_json(spec) or entry.get("code") != self.code_of(spec):
             return _MISSING
+        if payload is None:  # the format before checksums: add one now
+            with contextlib.suppress(OSError):
+                self._write(path, entry)
         return entry["result"]
 
     def get(self, spec, default=None):
@@ -253,11 +343,12 @@ class ResultStore:
         from fedpaper.provenance import now_iso
 
         entry = {"spec": spec_json(spec), "code": self.code_of(spec), "created": now_iso(), "result": result}
-        path = self.path(spec)
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as f:
-                pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
+        return self._write(self.path(spec), entry)
+
+    @staticmethod
+    def _write(path: Path, entry: dict) -> Path:
+        payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+        return atomic_write_bytes(path, with_checksum(payload))
 
     def __len__(self) -> int:
         return sum(1 for p in self.root.glob("*/*" + self.SUFFIX) if not p.name.startswith(TMP_PREFIX))

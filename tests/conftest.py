@@ -48,3 +48,11 @@ def empty_data_root(tmp_path, monkeypatch):
 
 def shared_data_available() -> bool:
     return (data_root() / "cifar10").is_dir()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """With pytest-randomly on (`make test`: -p randomly), print the seed even under -q."""
+    if config.pluginmanager.has_plugin("randomly"):
+        seed = config.getoption("randomly_seed")
+        terminalreporter.write_line(f"tests ran in random order, seed {seed}; repeat this order with "
+                                    f"`pytest -p randomly --randomly-seed={seed}`")

@@ -1,5 +1,6 @@
 """The `fedpaper` command: one-line errors with exit code 2, list/report, reproduce via papermill."""
 import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
@@ -60,12 +61,14 @@ def test_only_not_implemented_is_one_line(capsys, empty_data_root):
 def test_only_paper_lists_skipped_without_failing(capsys, figures_tmp, readme_tmp, empty_data_root):
     assert cli.main(["reproduce", "--profile", "quick", "--only", "fedmt"]) == 0
     out = capsys.readouterr().out
-    assert "0 notebook(s) ok, 0 failed, 11 artifact(s) not regenerated" in out
-    assert "skipped fedmt/table3: not regenerated: not implemented yet (open issue)" in out
+    assert ("artifacts: 0 regenerated, 0 re-rendered from committed results, 11 not regenerated, 0 failed; "
+            "notebooks: 0 ok, 0 failed") in out
+    assert "\nnot regenerated fedmt/table3: not implemented yet (open issue)" in out
     assert (figures_tmp / "REPORT.md").is_file()
 
 
 def test_only_missing_data_without_committed_results(capsys, monkeypatch, empty_data_root, figures_tmp):
+    papers.load_papers()  # first, so that importing the paper modules cannot undo the patch below
     monkeypatch.setitem(papers._IMPLEMENTATIONS, "fedpals/table2",
                         papers.Implementation("fedpals/table2", "notebooks/fedpals/table2.ipynb"))
     assert cli.main(["reproduce", "--profile", "quick", "--only", "fedpals/table2"]) == 2
@@ -107,6 +110,15 @@ DEMO = textwrap.dedent(
         return run_artifact("privlabels/table1", profile=profile, params={"cnn": "demo"}, compute=compute,
                             draw=_draw, datasets=["none"], data_root=data_root, out_dir=out_dir, seeds=seeds)
 
+    def fig2(profile="smoke", data_root=None, out_dir=None, seeds=None):  # needs CIFAR-10
+        compute = lambda p: (pd.DataFrame({"method": ["FedAvg"], "mean": [0.5]}), {})
+        return run_artifact("privlabels/fig2", profile=profile, params={}, compute=compute, draw=_draw,
+                            datasets=["cifar10"], data_root=data_root, out_dir=out_dir, seeds=seeds)
+
+    def table1_and_fig2(**kwargs):  # one notebook, two artifacts
+        table1(**kwargs)
+        return fig2(**kwargs)
+
     def broken(**kwargs):
         raise RuntimeError("deliberate failure")
     """
@@ -127,22 +139,35 @@ def test_reproduce_runs_notebooks_keeps_going_and_writes_report(tmp_path, monkey
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "fp_demo.py").write_text(DEMO)
-    monkeypatch.setenv("PYTHONPATH", str(pkg))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pkg), str(REPO_ROOT)]))  # this checkout's fedpaper
     nn = _new_notebook_module()
+    papers.load_papers()  # first, so that importing the paper modules cannot undo the patches below
     nbs = {}
-    for aid, call in [("privlabels/table1", "fp_demo.table1"), ("privlabels/table2", "fp_demo.broken")]:
+    for aid, call in [("privlabels/table1", "fp_demo.table1_and_fig2"), ("privlabels/table2", "fp_demo.broken")]:
         nb = nn.make_notebook("privlabels", aid.split("/")[1], aid, call, section="App A")
         path = tmp_path / f"{aid.split('/')[1]}.ipynb"
         nbformat.write(nb, str(path))
         nbs[aid] = path
         monkeypatch.setitem(papers._IMPLEMENTATIONS, aid, papers.Implementation(aid, str(path)))
+    monkeypatch.setitem(papers._IMPLEMENTATIONS, "privlabels/fig2",
+                        papers.Implementation("privlabels/fig2", str(nbs["privlabels/table1"])))
+    (figures_tmp / "privlabels").mkdir(parents=True)
+    (figures_tmp / "privlabels" / "fig2.csv").write_text("method,mean\nFedAvg,0.25\n")  # committed results
     before = nbs["privlabels/table1"].read_bytes()
     readme_tmp.write_text("<!-- artifact-status:start -->\n<!-- artifact-status:end -->\n")
 
-    rc = cli.main(["reproduce", "--profile", "quick", "--only", "privlabels/table1", "privlabels/table2"])
+    rc = cli.main(["reproduce", "--profile", "quick", "--only", "privlabels/table1", "privlabels/table2",
+                   "privlabels/fig2"])
     out = capsys.readouterr().out
     assert rc == 1, out
     assert "FAILED" in out and "deliberate failure" in out and "ok      " in out
+    # per artifact: what became of it, and a summary line that counts each kind
+    assert "\nregenerated     privlabels/table1: regenerated -> " in out
+    assert "\nre-rendered     privlabels/fig2: re-rendered from committed results; cifar10 missing" in out
+    assert "\nFAILED          privlabels/table2: " in out
+    assert ("artifacts: 1 regenerated, 1 re-rendered from committed results, 0 not regenerated, 1 failed; "
+            "notebooks: 1 ok, 1 failed") in out
+    assert "FEDPAPER_STATUS_FILE" not in os.environ and not list((cache_tmp / "executed").rglob("status-*"))
     for suffix in ("png", "pdf", "csv", "json"):
         assert (figures_tmp / "privlabels" / f"table1.{suffix}").is_file()
     assert nbs["privlabels/table1"].read_bytes() == before  # the source notebook is untouched
@@ -168,3 +193,29 @@ def test_generated_notebook_shape():
     assert "result = table1(profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)" in call.source
     assert "from fedpaper.papers.fedpals import table1" in call.source
     assert "result.table" in show.source and "result.figure" in show.source
+
+
+def test_artifact_outcomes_each_kind():
+    plan = cli.Plan(notebooks={"a.ipynb": ["p/x", "p/y"], "b.ipynb": ["p/z"]}, skipped={"p/w": "not regenerated: why"})
+    statuses = {"p/x": {"artifact": "p/x", "kind": "rerendered", "status": "re-rendered ...", "csv": "x.csv"},
+                "p/extra": {"artifact": "p/extra", "kind": "regenerated", "status": "regenerated", "csv": "e.csv"}}
+    out = cli.artifact_outcomes(["p/w", "p/x", "p/y", "p/z"], plan, statuses, {"b.ipynb": "RuntimeError: boom"})
+    assert {a: k for a, (k, _) in out.items()} == {"p/w": "skipped", "p/x": "rerendered", "p/y": "skipped",
+                                                   "p/z": "failed", "p/extra": "regenerated"}
+    assert out["p/w"][1] == "why" and "a.ipynb finished without writing it" in out["p/y"][1]
+    assert cli.outcome_summary(out) == ("artifacts: 1 regenerated, 1 re-rendered from committed results, "
+                                        "2 not regenerated, 1 failed")
+
+
+def test_smoke_into_committed_figures_is_bad_input(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "FEDPAPER_FIGURES"}  # the real figures/ folder
+    env["FEDPAPER_CACHE"] = str(tmp_path / "cache")
+    line = one_error_line(run_cli("reproduce", "--profile", "smoke", "--only", "fedpals/table1", "--out-dir",
+                                  "figures", env=env))
+    assert "committed figures folder" in line and "out_dir" in line
+    assert not (tmp_path / "cache" / "executed").exists()  # refused before any notebook ran
+
+
+def test_reproduce_help_shows_debug():
+    proc = run_cli("reproduce", "--help")
+    assert proc.returncode == 0 and "--debug" in proc.stdout

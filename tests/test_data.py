@@ -344,3 +344,74 @@ def test_real_cifar100(need):
     assert len(ds.extra["coarse_classes"]) == 20 and ds.extra["y_test_coarse"].shape == (10000,)
     f2c = ds.extra["fine_to_coarse"]
     assert torch.equal(f2c[ds.y_train], ds.extra["y_train_coarse"])
+
+
+# --------------------------------------------------------------------------- corrupt files and cache
+def _fashion_files(raw, gz=True):
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 256, (12, 28, 28)), rng.integers(0, 10, 12)
+    for stem, arr in [("train-images-idx3-ubyte", x), ("train-labels-idx1-ubyte", y),
+                      ("t10k-images-idx3-ubyte", x[:4]), ("t10k-labels-idx1-ubyte", y[:4])]:
+        write_idx(raw / stem, arr, gz)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garble"])
+def test_corrupt_gz_names_the_file_and_the_fix(tmp_path, tmp_cache, damage):
+    from fedpaper.errors import DataCorruptError
+
+    raw = tmp_path / "data" / "fashion-mnist" / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    _fashion_files(raw)
+    bad = raw / "train-images-idx3-ubyte.gz"
+    data = bad.read_bytes()
+    bad.write_bytes(data[: len(data) // 2] if damage == "truncate" else data[:10] + b"\x00garbage" * 50)
+    with pytest.raises(DataCorruptError) as e:
+        load_dataset("fashion-mnist", root=tmp_path / "data")
+    msg = str(e.value)
+    assert "\n" not in msg and str(bad) in msg and "re-download" in msg and "download=True" in msg
+    assert str(tmp_cache / "data") in msg  # the parsed-array cache to delete
+
+
+def test_corrupt_cifar_zip_names_the_file(tmp_path, tmp_cache):
+    from fedpaper.errors import DataCorruptError
+
+    z = tmp_path / "data" / "cifar10" / "cifar10-jpeg.zip"
+    z.parent.mkdir(parents=True)
+    z.write_bytes(b"PK\x03\x04 this is not a zip file" * 20)
+    with pytest.raises(DataCorruptError, match="cifar10-jpeg.zip is truncated or corrupt.*re-download"):
+        load_dataset("cifar10", root=tmp_path / "data")
+
+
+def test_flipped_bit_in_parsed_cache_is_warned_and_parsed_again(tmp_path, tmp_cache):
+    raw = tmp_path / "data" / "fashion-mnist" / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    _fashion_files(raw)
+    ds = load_dataset("fashion-mnist", root=tmp_path / "data")
+    (path,) = tmp_cache.glob("data/fashion-mnist-*.npz")
+    data = bytearray(path.read_bytes())
+    with np.load(path) as npz:  # a byte inside the x_train pixels
+        assert npz["x_train"].nbytes == 12 * 28 * 28
+    pos = data.index(ds.x_train.numpy().tobytes()[:64]) + 100
+    data[pos] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="does not match its checksum.*x_train"):
+        again = load_dataset("fashion-mnist", root=tmp_path / "data")
+    assert torch.equal(again.x_train, ds.x_train)  # parsed again from the source, not the flipped bit
+    assert data_cache.load_cached("fashion-mnist", path.stem.split("-")[-1]) is not None  # rewritten
+
+
+def test_parsed_cache_without_checksums_is_upgraded(tmp_cache):
+    import warnings
+    import zipfile
+
+    arrays = {"x": np.arange(6, dtype=np.uint8)}
+    path = data_cache.save_cached("t", "k", arrays, {"classes": ["a"]})
+    with np.load(path) as npz:  # rewrite as the older format: no checksum member
+        old = {k: npz[k] for k in npz.files if k != "__sha256__"}
+    np.savez(path, **old)
+    assert "__sha256__.npy" not in zipfile.ZipFile(path).namelist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, meta = data_cache.load_cached("t", "k")
+    assert np.array_equal(got["x"], arrays["x"]) and meta == {"classes": ["a"]}
+    assert "__sha256__.npy" in zipfile.ZipFile(path).namelist()

@@ -57,9 +57,9 @@ def test_leftover_temp_and_corrupt_entries_count_as_missing(tmp_path):
     st.put(spec, {"x": list(range(1000))})
     data = final.read_bytes()
     final.write_bytes(data[: len(data) // 2])
-    with pytest.warns(UserWarning, match="unreadable"):
+    with pytest.warns(UserWarning, match="checksum"):
         assert st.get(spec) is None
-    with pytest.warns(UserWarning, match="unreadable"):
+    with pytest.warns(UserWarning, match="checksum"):
         assert run_sweep([spec], lambda s: {"x": 1}, store=st, progress=False) == [{"x": 1}]
     assert st.get(spec) == {"x": 1}
 
@@ -132,19 +132,23 @@ def test_batched_sweep_stores_each(tmp_path):
 CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
+    from fedpaper import store as S
     from fedpaper.store import ResultStore, run_sweep
 
-    class KillWhilePickling:
-        def __reduce__(self):  # runs inside put(), after the temp file was opened
+    k = int(sys.argv[2])
+    fsync = S._fsync_file
+    writes = []
+
+    def fsync_or_die(p):  # the (k+1)-th entry is killed after its temp file was written
+        writes.append(p)
+        if len(writes) == k + 1:
             os.kill(os.getpid(), signal.SIGKILL)
+        fsync(p)
 
-    def run(spec):
-        if spec["seed"] == int(sys.argv[2]):
-            return {"payload": KillWhilePickling()}
-        return {"acc": spec["seed"]}
-
+    S._fsync_file = fsync_or_die
     st = ResultStore(sys.argv[1], code="v")
-    run_sweep([{"method": "fedavg", "seed": i, "lr": 0.1} for i in range(8)], run, store=st, progress=False)
+    run_sweep([{"method": "fedavg", "seed": i, "lr": 0.1} for i in range(8)], lambda s: {"acc": s["seed"]},
+              store=st, progress=False)
     """
 )
 
@@ -158,6 +162,7 @@ def test_sigkilled_sweep_restarts(tmp_path):
     assert leftovers  # the kill happened mid-write
     st = ResultStore(tmp_path, code="v")
     assert len(st) == k
+    assert not [p for p in tmp_path.rglob(S.TMP_PREFIX + "*")]  # removed on the next start
     calls = []
 
     def run(spec):
@@ -241,3 +246,65 @@ def test_atomic_files_are_world_readable(tmp_path):
 
     p = S.atomic_write_text(tmp_path / "a.csv", "x\n")
     assert p.stat().st_mode & 0o777 == 0o644
+
+
+def test_flipped_bit_is_warned_and_recomputed(tmp_path):
+    st = ResultStore(tmp_path, code="v")
+    spec = {"method": "fedavg", "seed": 3}
+    original = {"acc": [0.1667, 0.2291], "table": pd.DataFrame({"x": [1.5, 2.5]})}
+    st.put(spec, original)
+    path = st.path(spec)
+    data = bytearray(path.read_bytes())
+    header = data.index(b"\n") + 1
+    for pos in (header + (len(data) - header) // 2, len(data) - 2, 20):  # payload middle, end, the digest
+        flipped = bytearray(data)
+        flipped[pos] ^= 0x04
+        path.write_bytes(bytes(flipped))
+        with pytest.warns(UserWarning, match="does not match its checksum"):
+            assert st.get(spec) is None
+        calls = []
+
+        def run(s):
+            calls.append(s)
+            return original
+
+        with pytest.warns(UserWarning, match="checksum"):
+            got = run_sweep([spec], run, store=st, progress=False)[0]
+        assert calls == [spec]  # recomputed
+        assert got["acc"] == original["acc"]
+        pd.testing.assert_frame_equal(st.get(spec)["table"], original["table"])  # rewritten, readable
+        assert path.read_bytes() != bytes(flipped)
+
+
+def test_entry_without_checksum_is_read_and_upgraded(tmp_path):
+    import warnings
+
+    st = ResultStore(tmp_path, code="v")
+    spec = {"seed": 1}
+    entry = {"spec": S.spec_json(spec), "code": "v", "created": "then", "result": {"acc": 0.5}}
+    st.path(spec).parent.mkdir(parents=True)
+    st.path(spec).write_bytes(pickle.dumps(entry))  # the format before checksums
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert st.get(spec) == {"acc": 0.5}
+    assert st.path(spec).read_bytes().startswith(S.CHECKSUM_MAGIC)
+    assert st.get(spec) == {"acc": 0.5}
+
+
+def test_stale_temp_files_are_removed_on_open(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    d = tmp_path / "ab"
+    d.mkdir()
+    stale = d / f"{S.TMP_PREFIX}entry.pkl.{dead}.abcd1234.pkl"
+    live = d / f"{S.TMP_PREFIX}entry.pkl.{os.getpid()}.abcd1234.pkl"
+    old = d / f"{S.TMP_PREFIX}entry.pkl.zz_old12.pkl"  # no pid (older format), an hour old
+    young = d / f"{S.TMP_PREFIX}entry.pkl.zz_new12.pkl"
+    for p in (stale, live, old, young):
+        p.write_bytes(b"")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    ResultStore(tmp_path, code="v")
+    assert sorted(p.name for p in d.iterdir()) == sorted([live.name, young.name])
+    with S.atomic_path(tmp_path / "x.csv") as tmp:  # the writer's pid is in the temp name
+        assert f".{os.getpid()}." in tmp.name and S._TMP_PID.search(tmp.name)
+        tmp.write_text("x\n")

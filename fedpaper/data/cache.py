@@ -3,25 +3,35 @@
 The cache file name holds the data set name and a hash of the source files' paths, sizes and
 modification times (plus a format version), so a changed or moved source is parsed again. Files
 are written to a temporary name and then moved into place with ``os.replace``, so a reader never
-sees a half-written file even when several processes parse at once.
+sees a half-written file even when several processes parse at once. Each file holds the SHA-256
+of every array (and of the metadata); a file that does not match is reported on the console and
+parsed again, like an unreadable one.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import DataCorruptError, FedpaperError
 from ..paths import cache_dir
+from ..store import atomic_path, clean_stale_temps, warn_console
 
 #: Bump when the parsed layout changes, so old cache files are ignored.
 CACHE_VERSION = 1
 _META_KEY = "__meta__"
+_SUMS_KEY = "__sha256__"
+
+
+def _sha256(a: np.ndarray) -> str:
+    """SHA-256 of an array's dtype, shape and C-order bytes."""
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    return h.hexdigest()
 
 
 def source_key(name: str, sources: list[Path]) -> str:
@@ -76,41 +86,82 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_cached(name: str, key: str) -> tuple[dict[str, np.ndarray], dict] | None:
-    """The cached arrays and metadata, or None when there is no (readable) cache file."""
+    """The cached arrays and metadata, or None when there is no cache file or it is corrupt
+    (unreadable, or not matching its checksums: then a warning names it, and it is parsed again)."""
     path = cache_path(name, key)
     if not path.is_file():
         return None
     try:
         arrays = read_npz(path)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):  # a corrupt file is simply parsed again
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        warn_console(f"parsed-array cache {path} is unreadable ({type(e).__name__}); parsing the source again")
         return None
+    sums = json.loads(arrays.pop(_SUMS_KEY).tobytes().decode()) if _SUMS_KEY in arrays else None
+    if sums is not None:
+        bad = sorted(k for k in set(arrays) | set(sums) if k not in arrays or sums.get(k) != _sha256(arrays[k]))
+        if bad:
+            warn_console(f"parsed-array cache {path} does not match its checksum ({', '.join(bad)}); "
+                         "parsing the source again")
+            return None
     meta = json.loads(arrays.pop(_META_KEY).tobytes().decode()) if _META_KEY in arrays else {}
+    if sums is None:  # written before checksums: add them now
+        save_cached(name, key, arrays, meta)
     return arrays, meta
 
 
 def save_cached(name: str, key: str, arrays: dict[str, np.ndarray], meta: dict) -> Path:
-    """Write the arrays (and JSON-able metadata) atomically; returns the cache file path."""
+    """Write the arrays, JSON-able metadata and their SHA-256 sums atomically; returns the path."""
     path = cache_path(name, key)
     payload = dict(arrays)
     payload[_META_KEY] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **payload)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    sums = {k: _sha256(v) for k, v in payload.items()}
+    payload[_SUMS_KEY] = np.frombuffer(json.dumps(sums, sort_keys=True).encode(), dtype=np.uint8)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **payload)
     return path
+
+
+def _corrupt_errors() -> tuple:
+    import pickle
+    import zlib
+
+    errors = [OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error, pickle.UnpicklingError]
+    try:
+        from PIL import UnidentifiedImageError
+
+        errors.append(UnidentifiedImageError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+#: What reading a truncated or garbled source file raises (gzip, zip, pickle, JPEG, IDX).
+CORRUPT_ERRORS = _corrupt_errors()
+
+
+def corrupt_error(name: str, path, e: BaseException) -> DataCorruptError:
+    """One line: which file of data set `name` is corrupt, what failed, and the two fixes."""
+    detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return DataCorruptError(
+        f"{name}: {path} is truncated or corrupt ({type(e).__name__}{': ' + detail if detail else ''}); "
+        f"re-download it (delete it, then copy it again from the offline copies or call "
+        f"load_dataset('{name}', download=True)); if only the parsed arrays are at fault, delete "
+        f"{cache_dir('data') / (name + '-*.npz')}")
 
 
 def cached_parse(name: str, sources: list[Path], parse) -> tuple[dict[str, np.ndarray], dict]:
     """Return ``parse()`` (a pair arrays, meta), reading it from the cache when the sources are unchanged."""
     key = source_key(name, sources)
+    clean_stale_temps(cache_dir("data"))
     hit = load_cached(name, key)
     if hit is not None:
         return hit
-    arrays, meta = parse()
+    try:
+        arrays, meta = parse()
+    except FedpaperError:
+        raise
+    except CORRUPT_ERRORS as e:
+        src = sources[0] if len(sources) == 1 else f"one of {', '.join(str(s) for s in sources)}"
+        raise corrupt_error(name, src, e) from e
     save_cached(name, key, arrays, meta)
     return arrays, meta

@@ -23,7 +23,7 @@ import torch
 
 from ..partition import cifar100_correspondence_matrix
 from .base import ImageDataset
-from .cache import cached_parse
+from .cache import cached_parse, corrupt_error
 from .common import fixed_permutation, missing_error, resolve_root, to_tensor_dataset
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer",
@@ -122,8 +122,11 @@ def read_cifar100_classes(path: Path) -> tuple[list[str], list[str], np.ndarray]
 
 # --------------------------------------------------------------------------- torchvision pickles
 def _unpickle(path: Path) -> dict:
-    with open(path, "rb") as fh:
-        return pickle.load(fh, encoding="latin1")
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh, encoding="latin1")
+    except (OSError, EOFError, ValueError, pickle.UnpicklingError) as e:
+        raise corrupt_error(path.parent.parent.name or "cifar", path, e) from e
 
 
 def _tv_files(folder: Path, name: str) -> list[Path]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import ImageDataset
-from .cache import cached_parse
+from .cache import cached_parse, corrupt_error
 from .common import missing_error, resolve_root, to_tensor_dataset
 
 NAME = "fashion-mnist"
@@ -52,14 +52,19 @@ def find_files(root: Path) -> dict[str, Path] | None:
 def read_idx(path: Path) -> np.ndarray:
     """Parse one IDX file (magic 0x00000801 labels, 0x00000803 images), gzip or plain."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as fh:
-        data = fh.read()
-    magic = int.from_bytes(data[0:4], "big")
-    ndim = magic & 0xFF
-    if magic >> 8 != 0x08 or ndim not in (1, 3):
-        raise ValueError(f"{path} is not a uint8 IDX file (magic {magic:#x})")
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+    try:
+        with opener(path, "rb") as fh:
+            data = fh.read()
+        magic = int.from_bytes(data[0:4], "big")
+        ndim = magic & 0xFF
+        if magic >> 8 != 0x08 or ndim not in (1, 3):
+            raise ValueError(f"not a uint8 IDX file (magic {magic:#x})")
+        dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+        if len(data) != 4 + 4 * ndim + int(np.prod(dims)):
+            raise EOFError(f"{len(data)} bytes for an array of shape {tuple(dims)}")
+        return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+    except (OSError, EOFError, ValueError) as e:  # truncated or garbled gzip / IDX
+        raise corrupt_error(NAME, path, e) from e
 
 
 def _parse(files: dict[str, Path]):

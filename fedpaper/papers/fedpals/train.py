@@ -74,10 +74,15 @@ def info(p: dict, datasets: list[str], data_root=None, notes=()) -> dict:
     return {"datasets": descs, "device": default_device(), "notes": list(notes)}
 
 
-def subtitle(fig, p: dict):
+def subtitle(fig, p: dict, caption: str = ""):
+    """The caption under the figure: what the error bars are, then the profile's notes."""
+    import textwrap
+
     notes = p.get("notes") or []
-    if notes:
-        fig.text(0.5, -0.01, "; ".join(notes), ha="center", va="top", fontsize=6.5, wrap=True, color="0.3")
+    width = max(60, int(fig.get_size_inches()[0] * 17))
+    text = "\n".join(textwrap.fill(t, width) for t in ([caption] if caption else []) + (["; ".join(notes)] if notes else []))
+    if text:
+        fig.text(0.5, -0.01, text, ha="center", va="top", fontsize=6.5, color="0.3")
 
 
 # ----------------------------------------------------------------------------- Table 1
@@ -155,22 +160,73 @@ def shift_table(p: dict, settings: list, data_root=None) -> pd.DataFrame:
     return tab
 
 
+AXIS_WORDS = {"C": "labels per client C", "beta": "Dirichlet concentration β (smaller = more skewed)",
+              "local_epochs": "local epochs per round E", "training_clients": "number of training clients"}
+CHANCE_PCT = 10.0  # CIFAR-10 and Fashion-MNIST: 10 classes
+
+
+def std_caption(tab: pd.DataFrame, what: str = "error bars") -> str:
+    n = sorted({int(v) for v in tab["n_seeds"].dropna()}) if "n_seeds" in tab else []
+    seeds = "/".join(map(str, n)) if n else "the"
+    return f"Points: mean; {what}: ± 1 std over {seeds} seeds; dotted: chance ({CHANCE_PCT:.0f}%)"
+
+
+def chance_note(tab: pd.DataFrame, xcol: str | None, word: str | None = None) -> str:
+    """'at or below chance (<= 15%): FedAvg, SCAFFOLD at E=15' for rows whose mean is <= 1.5x chance."""
+    low = tab[tab["mean"] <= 1.5 * CHANCE_PCT]
+    if low.empty:
+        return ""
+    if xcol is None:
+        return f"at or below chance (<= {1.5 * CHANCE_PCT:.0f}%): {', '.join(dict.fromkeys(low['method']))}"
+    def where(x):
+        return str(x) if isinstance(x, str) else f"{word or xcol}={x:g}"
+
+    parts = [f"{', '.join(dict.fromkeys(g['method']))} at {where(x)}" for x, g in low.groupby(xcol)]
+    return f"at or below chance (<= {1.5 * CHANCE_PCT:.0f}%): " + "; ".join(parts)
+
+
+def _runs_of_contiguous(xs: list[float], integer_grid: bool) -> list[list[int]]:
+    """Index runs to join with a line: on an integer grid (C) a skipped value breaks the line."""
+    runs: list[list[int]] = []
+    for i, x in enumerate(xs):
+        if runs and not (integer_grid and x - xs[i - 1] > 1):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
 def draw_curve(tab: pd.DataFrame, params: dict, xcol: str, title: str, logx=False, ylabel="Target accuracy (%)"):
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    for i, (m, g) in enumerate(tab[~tab["method"].str.contains(r"\(")].groupby("method", sort=False)):
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    main = tab[~tab["method"].str.contains(r"\(")]
+    integer_grid = xcol in ("C", "local_epochs", "training_clients")
+    for i, (m, g) in enumerate(main.groupby("method", sort=False)):
         g = g.sort_values(xcol)
         ls = "--" if m == "Oracle" else "-"
-        ax.errorbar(g[xcol], g["mean"], yerr=g["std"], label=m, ls=ls, marker="o", ms=3, capsize=2, color=f"C{i}")
+        ax.errorbar(g[xcol], g["mean"], yerr=g["std"], label=m, ls="none", marker="o", ms=3, capsize=2,
+                    color=f"C{i}")
+        xs = g[xcol].tolist()
+        for run in _runs_of_contiguous(xs, integer_grid):  # lines only between neighbouring settings
+            if len(run) > 1:
+                ax.plot(g[xcol].iloc[run], g["mean"].iloc[run], ls=ls, color=f"C{i}", lw=1.2)
+    ax.axhline(CHANCE_PCT, color="0.4", ls=":", lw=1)
+    xs_all = sorted(main[xcol].unique())
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel(xcol)
+        ax.minorticks_off()
+    ax.set_xticks(xs_all, [f"{x:g}" for x in xs_all])  # label every setting that was run (E = 1, 5, 15)
+    ax.set_xlabel(AXIS_WORDS.get(xcol, xcol))
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, frameon=False)
+    word = {"local_epochs": "E", "training_clients": "M"}.get(xcol, xcol)
+    note = chance_note(main, xcol, word)
+    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3)
-    subtitle(fig, params)
+    gaps = integer_grid and any(b - a > 1 for a, b in zip(xs_all, xs_all[1:]))
+    caption = std_caption(main) + (f"; no line across values of {word} that were not run" if gaps else "")
+    subtitle(fig, params, caption)
     return fig
 
 
@@ -204,12 +260,14 @@ def draw_fig7(tab: pd.DataFrame, params: dict):
         for i, (m, g) in enumerate(sub.groupby("method", sort=False)):
             ax.plot(g["round"], g["mean"], label=m, color=f"C{i}", ls="--" if m == "Oracle" else "-")
             ax.fill_between(g["round"], g["mean"] - g["std"], g["mean"] + g["std"], color=f"C{i}", alpha=0.12)
-        ax.set_title(f"{ds}, {ls}", fontsize=9)
+        ax.axhline(CHANCE_PCT, color="0.4", ls=":", lw=1)
+        note = chance_note(sub[sub["round"] == sub["round"].max()], None)
+        ax.set_title(f"{ds}, {ls}" + (f"\nfinal round: {note}" if note else ""), fontsize=9)
         ax.set_xlabel("Round")
         ax.set_ylabel("Target test accuracy (%)")
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, frameon=False)
-    subtitle(fig, params)
+    axes[0][-1].legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    subtitle(fig, params, std_caption(tab, "bands").replace("Points", "Lines"))
     return fig
 
 
@@ -254,11 +312,15 @@ def draw_fig8(tab: pd.DataFrame, params: dict, which: str):
             g = tab[tab.method == m].set_index("label_split").reindex(xs)
             ax.bar(np.arange(len(xs)) + i * w, g["mean"], w, yerr=g["std"], label=m, capsize=2)
         ax.set_xticks(np.arange(len(xs)) + 0.4 - w / 2, xs)
+        ax.set_xlabel("label split (labels per client C)")
         ax.set_ylabel("Target test accuracy (%)")
+        ax.axhline(CHANCE_PCT, color="0.4", ls=":", lw=1)
+        note = chance_note(tab, "label_split")
         ax.set_title(f"CIFAR-10, {int(tab['training_clients'].iloc[0])} clients, 10% participation, "
-                     f"lambda={tab['lambda_per_seed'].iloc[0].split(';')[0]}", fontsize=9)
-        ax.legend(fontsize=7, frameon=False)
-        subtitle(fig, params)
+                     f"lambda={tab['lambda_per_seed'].iloc[0].split(';')[0]}" + (f"\n{note}" if note else ""),
+                     fontsize=9)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        subtitle(fig, params, std_caption(tab).replace("Points", "Bars"))
         return fig
     xcol = "local_epochs" if which == "fig8b" else "training_clients"
     title = ("CIFAR-10, C=3: accuracy vs local epochs E (rounds = base rounds / E)" if which == "fig8b"

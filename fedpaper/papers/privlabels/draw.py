@@ -1,10 +1,14 @@
 """Figures of the private-label-sets artifacts: line plots over L (or E), grouped bars, curves over
-rounds and configuration tables. Every plot shows mean with the 95% bootstrap CI over seeds."""
+rounds and configuration tables. Every plot shows the mean over seeds with its 95% percentile-bootstrap
+CI, accuracy in % (the csv keeps fractions), the legend outside the axes, and a caption that says
+what the bands / bars are and over how many seeds."""
 from __future__ import annotations
 
 import matplotlib
 
 matplotlib.use("Agg", force=False)
+import textwrap  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -20,10 +24,65 @@ def _methods(df: pd.DataFrame) -> list[str]:
     return [m for m in ORDER if m in present] + [m for m in present if m not in ORDER]
 
 
-def _finish(fig, title: str, sub: str):
-    fig.suptitle(title + (f"\n{sub}" if sub else ""), fontsize=9 if sub else 11)
+PCT = 100.0  # the csv holds fractions; figures print %
+CHANCE = 10.0  # % for the 10-class data sets of this paper
+
+
+def _wrap(text: str, fig) -> str:
+    """Wrap a caption to the figure's width (a long line would widen the saved canvas)."""
+    width = max(40, int(fig.get_size_inches()[0] * 15))
+    return "\n".join(textwrap.fill(part, width) for part in text.split("\n"))
+
+
+def _seeds(table: pd.DataFrame) -> str:
+    n = sorted({int(v) for v in table.get("n_seeds", pd.Series(dtype=float)).dropna()})
+    return "/".join(map(str, n)) if n else "?"
+
+
+def _ci_caption(table: pd.DataFrame, what: str) -> str:
+    n = _seeds(table)
+    few = " (a rough interval: few seeds)" if n != "?" and max(map(int, n.split("/"))) < 5 else ""
+    return f"{what}: 95% percentile-bootstrap CI of the mean over {n} seeds{few}; dotted: chance ({CHANCE:.0f}%)"
+
+
+def _at_chance(table: pd.DataFrame) -> list[str]:
+    """Methods whose mean accuracy never rises above 1.5x chance."""
+    out = []
+    for m in _methods(table):
+        if PCT * table.loc[table["method"] == m, "mean"].max() <= 1.5 * CHANCE:
+            out.append(m)
+    return out
+
+
+def _finish(fig, title: str, sub: str, table: pd.DataFrame | None = None, caption: str = ""):
+    chance = _at_chance(table) if table is not None and len(table) else []
+    if chance:
+        title += f"\n{', '.join(chance)} at chance level (<= {1.5 * CHANCE:.0f}%)"
+    fig.suptitle(title + (f"\n{_wrap(sub, fig)}" if sub else ""), fontsize=9 if sub else 11)
+    if caption:
+        fig.text(0.5, 0.0, _wrap(caption, fig), ha="center", va="top", fontsize=7.5, color="0.25")
     fig.tight_layout()
     return fig
+
+
+def _legend_outside(ax, *args):
+    """The legend right of the axes, so it covers no data."""
+    ax.legend(*args, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0)
+
+
+def _contiguous(xs: list) -> list[list[int]]:
+    """Index runs of neighbouring integer settings (a skipped value, e.g. L = 6..9, breaks a run)."""
+    runs: list[list[int]] = []
+    for i, v in enumerate(xs):
+        if runs and v - xs[i - 1] <= 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _chance_line(ax):
+    ax.axhline(CHANCE, color="0.4", ls=":", lw=1)
 
 
 def lines(table: pd.DataFrame, x: str, title: str, sub: str, xlabel: str):
@@ -33,15 +92,27 @@ def lines(table: pd.DataFrame, x: str, title: str, sub: str, xlabel: str):
         t = table[table["setting"] == setting]
         for m in _methods(t):
             g = t[t["method"] == m].sort_values(x)
-            ax.plot(g[x], g["mean"], marker="o", ms=3, color=COLORS.get(m), label=m)
-            ax.fill_between(g[x], g["ci_low"], g["ci_high"], color=COLORS.get(m), alpha=0.15)
+            ax.plot(g[x], PCT * g["mean"], marker="o", ms=3, ls="none", color=COLORS.get(m), label=m)
+            for run in _contiguous(g[x].tolist()):  # no line or band across settings that were not run
+                r = g.iloc[run]
+                ax.plot(r[x], PCT * r["mean"], color=COLORS.get(m))
+                ax.fill_between(r[x], PCT * r["ci_low"], PCT * r["ci_high"], color=COLORS.get(m), alpha=0.15)
+            single = [i for i in range(len(g)) if all(i not in r or len(r) == 1 for r in _contiguous(g[x].tolist()))]
+            if single:  # an isolated setting: its CI as an error bar
+                r = g.iloc[single]
+                ax.errorbar(r[x], PCT * r["mean"], yerr=[PCT * (r["mean"] - r["ci_low"]), PCT * (r["ci_high"] - r["mean"])],
+                            ls="none", color=COLORS.get(m), capsize=2, lw=1, alpha=0.6)
+        _chance_line(ax)
         ax.set_title(TITLES[setting], fontsize=10)
         ax.set_xlabel(xlabel)
         ax.set_xticks(sorted(t[x].unique()) if len(t) else [])
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("test accuracy (best-val snapshot)")
-    axes[1].legend(fontsize=7, loc="lower right")
-    return _finish(fig, title, sub)
+    axes[0].set_ylabel("test accuracy (%, best-val snapshot)")
+    _legend_outside(axes[1])
+    xs = sorted(table[x].unique()) if len(table) else []
+    gaps = any(b - a > 1 for a, b in zip(xs, xs[1:]))
+    skip = f"; no line across values of {xlabel.split()[-1]} that were not run" if gaps else ""
+    return _finish(fig, title, sub, table, _ci_caption(table, "Point: mean; band / error bar") + skip)
 
 
 def bars(table: pd.DataFrame, title: str, sub: str):
@@ -54,34 +125,36 @@ def bars(table: pd.DataFrame, title: str, sub: str):
         for i, m in enumerate(ms):
             r = t[t["method"] == m].iloc[0]
             xx = x0 + i
-            ax.bar(xx, r["mean"], color=COLORS.get(m))
-            ax.errorbar(xx, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
+            ax.bar(xx, PCT * r["mean"], color=COLORS.get(m))
+            ax.errorbar(xx, PCT * r["mean"], yerr=[[PCT * (r["mean"] - r["ci_low"])], [PCT * (r["ci_high"] - r["mean"])]],
                         color="k", capsize=3, lw=1)
         ticks.append(x0 + (len(ms) - 1) / 2)
         labels.append(TITLES[setting])
         x0 += len(ms) + 1
     ax.set_xticks(ticks, labels)
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS.get(m)) for m in _methods(table)]
-    ax.legend(handles, _methods(table), fontsize=7, ncol=3, loc="lower center")
-    ax.set_ylabel("test accuracy (best-val snapshot)")
-    lo = max(0.0, float(table["ci_low"].min()) - 0.1) if len(table) else 0.0
-    ax.set_ylim(lo, min(1.0, float(table["ci_high"].max()) + 0.05) if len(table) else 1.0)
+    _legend_outside(ax, handles, _methods(table))
+    ax.set_ylabel("test accuracy (%, best-val snapshot)")
+    lo = max(0.0, PCT * float(table["ci_low"].min()) - 10) if len(table) else 0.0
+    ax.set_ylim(lo, min(100.0, PCT * float(table["ci_high"].max()) + 5) if len(table) else 100.0)
+    _chance_line(ax)
     ax.grid(axis="y", alpha=0.3)
-    return _finish(fig, title, sub)
+    return _finish(fig, title, sub, table, _ci_caption(table, "Bar: mean; error bar"))
 
 
 def curves(table: pd.DataFrame, title: str, sub: str):
     """Test accuracy per round: mean line and 95% CI band per method."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
     for m in _methods(table):
         g = table[table["method"] == m].sort_values("round")
-        ax.plot(g["round"], g["mean"], color=COLORS.get(m), label=m)
-        ax.fill_between(g["round"], g["ci_low"], g["ci_high"], color=COLORS.get(m), alpha=0.2)
+        ax.plot(g["round"], PCT * g["mean"], color=COLORS.get(m), label=m)
+        ax.fill_between(g["round"], PCT * g["ci_low"], PCT * g["ci_high"], color=COLORS.get(m), alpha=0.2)
+    _chance_line(ax)
     ax.set_xlabel("communication round")
-    ax.set_ylabel("test accuracy")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("test accuracy (%)")
+    _legend_outside(ax)
     ax.grid(alpha=0.3)
-    return _finish(fig, title, sub)
+    return _finish(fig, title, sub, table, _ci_caption(table, "Line: mean; band"))
 
 
 def table_figure(table: pd.DataFrame, title: str, sub: str, col_width=None):
