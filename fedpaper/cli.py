@@ -24,6 +24,8 @@ from fedpaper.errors import FedpaperError, UnknownNameError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# A notebook that stopped on one of these (raised inside its kernel) failed on bad input: exit 2.
+BAD_INPUT_ERRORS = ("BadParameterError", "UnknownNameError", "DataMissingError")
 
 
 class UsageError(FedpaperError):
@@ -187,6 +189,7 @@ def cmd_reproduce(args) -> int:
     params = {"profile": args.profile, "data_root": str(root),
               "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
     failures: dict[str, str] = {}
+    bad_input: set[str] = set()  # failures caused by bad input (exit 2 when they are all of them)
     done: list[str] = []
     executed = cache_dir("executed", args.profile)
     print(f"fedpaper reproduce: profile {args.profile}, data root {root}, "
@@ -200,6 +203,8 @@ def cmd_reproduce(args) -> int:
             raise
         except Exception as e:  # keep going; report at the end
             failures[nb] = _one_line_error(e) + f" (executed copy: {out_nb})"
+            if getattr(e, "ename", None) in BAD_INPUT_ERRORS:
+                bad_input.add(nb)
             if args.debug:
                 traceback.print_exc()
         else:
@@ -216,6 +221,8 @@ def cmd_reproduce(args) -> int:
         path = write_report(data_root=root)
         print(f"report: {path}")
     print(f"{len(done)} notebook(s) ok, {len(failures)} failed, {len(plan.skipped)} artifact(s) not regenerated")
+    if failures and set(failures) <= bad_input:
+        return EXIT_USAGE
     return EXIT_FAILED if failures else 0
 
 

@@ -2,12 +2,9 @@
 rounds and configuration tables. Every plot shows mean with the 95% bootstrap CI over seeds."""
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt  # the backend is the caller's: never matplotlib.use() in the package
+import numpy as np
+import pandas as pd
 
 COLORS = {"FedAvg": "C0", "FedProx": "C1", "FedRS": "C2", "Tuning-MSE": "C3", "Tuning-Pairwise": "C4",
           "Tuning-Pairwise (all pairs)": "C5"}
