@@ -51,7 +51,7 @@ from fedpaper.papers.catalog import (
     _split_need,
 )
 from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir
-from fedpaper.store import atomic_path
+from fedpaper.store import BAR_PREFIX, atomic_path
 
 PROFILES = ("smoke", "quick", "paper")
 SUFFIXES = ("png", "pdf", "csv", "json")
@@ -289,7 +289,11 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
 
     t0 = time.perf_counter()
-    result = compute(params)
+    token = BAR_PREFIX.set(artifact_id)
+    try:
+        result = compute(params)
+    finally:
+        BAR_PREFIX.reset(token)
     wall = time.perf_counter() - t0
     try:
         table, info = result

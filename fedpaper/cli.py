@@ -183,6 +183,7 @@ def cmd_reproduce(args) -> int:
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"
+    os.environ.setdefault("FEDPAPER_PROGRESS", "text")  # the kernels' bars: text in executed copies, no widgets
     from fedpaper.store import CODE_VERSION_ENV, code_version
 
     os.environ.setdefault(CODE_VERSION_ENV, code_version())  # one cache version for the whole run
