@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedpaper-installed
+NBSTRIP := $(VENV)/.nbstripout-installed
 PROFILE ?= quick
 ONLY ?=
 
@@ -21,14 +22,14 @@ export MPLBACKEND := Agg
 
 .PHONY: figures test
 
-figures: $(STAMP)
+figures: $(STAMP) $(NBSTRIP)
 	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY))
 
 # Unit tests, then every notebook at its smoke defaults under nbval (exit code 5 = no notebook
 # collected yet, which is fine). Notebook runs use their own cache folder, never figures/.
-test: $(STAMP)
+test: $(STAMP) $(NBSTRIP)
 	$(VPY) -m pytest tests
-	FEDPAPER_CACHE=$(CURDIR)/.cache/nbval FEDPAPER_FIGURES=$(CURDIR)/.cache/nbval/figures \
+	FEDPAPER_CACHE=$(CURDIR)/.cache/nbval FEDPAPER_FIGURES=$(CURDIR)/.cache/nbval/figures FEDPAPER_PROGRESS=text \
 	  $(VPY) -m pytest --nbval-lax notebooks/ -p no:cacheprovider; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "nbval: no notebooks yet"; exit 0; fi; exit $$rc
 
@@ -37,3 +38,10 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install -e '.[dev]'
 	$(VPY) -m ipykernel install --sys-prefix --name python3
 	touch $(STAMP)
+
+# The nbstripout git filter (.gitattributes names it): executed notebooks (JupyterLab autosave,
+# papermill in place) stage without outputs, so `git status` stays clean. Skipped outside git.
+$(NBSTRIP): $(STAMP) .gitattributes
+	if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  $(VENV)/bin/nbstripout --install --attributes .gitattributes; fi
+	touch $(NBSTRIP)
