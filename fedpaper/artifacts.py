@@ -31,6 +31,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +278,10 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     params.setdefault("profile", profile)
     if resolved_seeds is not None:
         params["seeds"] = resolved_seeds
+    if explore.seeds is not None and resolved_seeds and isinstance(params.get("notes"), list):
+        # the profile's notes (figure footnote, provenance) name its seed count: follow the actual seeds
+        params["notes"] = [re.sub(r"\b\d+ seeds\b", f"{len(resolved_seeds)} seeds", n) if isinstance(n, str) else n
+                           for n in params["notes"]]
 
     needed = [d for d in datasets if d != "none"]
     missing = [d for d in needed if not dataset_available(d, root)]

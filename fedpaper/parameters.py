@@ -23,6 +23,7 @@ what was changed, its figure says so, and the report never scores it.
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import functools
@@ -163,18 +164,26 @@ def validate(*, profile="smoke", seeds=None, data_root=None, out_dir=None, overr
     return Parameters(profile, seeds, data_root, out_dir, overrides)
 
 
+@contextlib.contextmanager
+def using(**parameters):
+    """`with using(profile="smoke", overrides={"rounds": 3}) as p:` checks the parameters (see
+    `validate`) and makes them the current ones (`current()`, `apply_overrides`) inside the block."""
+    p = validate(**parameters)
+    token = _CURRENT.set(p)
+    try:
+        yield p
+    finally:
+        _CURRENT.reset(token)
+
+
 def artifact_function(fn):
     """Decorator for a paper's artifact function `fn(*, profile, data_root, out_dir, seeds)`:
     checks every parameter first (and adds `overrides`), then runs `fn` with the overrides active."""
 
     @functools.wraps(fn)
     def wrapper(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
-        p = validate(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides)
-        token = _CURRENT.set(p)
-        try:
+        with using(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides) as p:
             return fn(profile=p.profile, data_root=p.data_root, out_dir=p.out_dir, seeds=p.seeds)
-        finally:
-            _CURRENT.reset(token)
 
     return wrapper
 

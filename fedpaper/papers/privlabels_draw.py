@@ -2,7 +2,7 @@
 rounds and configuration tables. Every plot shows mean with the 95% bootstrap CI over seeds."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt  # the backend is the caller's: never matplotlib.use() in the package
+import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND, Jupyter): never set it here
 import numpy as np
 import pandas as pd
 
