@@ -7,6 +7,9 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedpaper-installed
 NBSTRIP := $(VENV)/.nbstripout-installed
+# Besides outputs, execution counts and widget state (nbstripout's defaults), the filter drops what
+# a kernel or papermill writes into a notebook's metadata (tests/test_notebooks.py reads this line).
+NBSTRIPOUT_EXTRA_KEYS := metadata.language_info metadata.papermill cell.metadata.papermill
 PROFILE ?= quick
 ONLY ?=
 
@@ -43,5 +46,6 @@ $(STAMP): pyproject.toml
 # papermill in place) stage without outputs, so `git status` stays clean. Skipped outside git.
 $(NBSTRIP): $(STAMP) .gitattributes
 	if git rev-parse --git-dir >/dev/null 2>&1; then \
-	  $(VENV)/bin/nbstripout --install --attributes .gitattributes; fi
+	  $(VENV)/bin/nbstripout --install --attributes .gitattributes && \
+	  git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)"; fi
 	touch $(NBSTRIP)

@@ -48,9 +48,18 @@ def one_line_errors() -> bool:
 
 
 def run(artifact_function, **parameters):
-    """`artifact_function(**parameters)` with one-line errors (see the module docstring)."""
+    """`artifact_function(**parameters)` with one-line errors (see the module docstring).
+
+    A function not wrapped by `fedpaper.parameters.artifact_function` (e.g. a new paper module's
+    first draft) gets the same checks here, and is called without `overrides` (run_artifact
+    applies them to the params it is given)."""
+    from fedpaper.parameters import using
+
     one_line_errors()
-    return artifact_function(**parameters)
+    if getattr(artifact_function, "fedpaper_artifact_function", False):
+        return artifact_function(**parameters)
+    with using(**parameters) as p:
+        return artifact_function(profile=p.profile, data_root=p.data_root, out_dir=p.out_dir, seeds=p.seeds)
 
 
 def _results(result) -> list:

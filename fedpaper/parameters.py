@@ -185,6 +185,7 @@ def artifact_function(fn):
         with using(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides) as p:
             return fn(profile=p.profile, data_root=p.data_root, out_dir=p.out_dir, seeds=p.seeds)
 
+    wrapper.fedpaper_artifact_function = True
     return wrapper
 
 

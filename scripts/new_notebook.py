@@ -104,7 +104,6 @@ def make_notebook(paper: str, name: str, artifact_ids, call: str, section: str |
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[new_markdown_cell(md), params, new_code_cell(call_cell), new_code_cell(show)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["fedpaper"] = {"paper": paper, "artifacts": ids}
     nbformat.validate(nb)
     return nb

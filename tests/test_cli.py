@@ -1,5 +1,6 @@
 """The `fedpaper` command: one-line errors with exit code 2, list/report, reproduce via papermill."""
 import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
@@ -127,7 +128,7 @@ def test_reproduce_runs_notebooks_keeps_going_and_writes_report(tmp_path, monkey
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "fp_demo.py").write_text(DEMO)
-    monkeypatch.setenv("PYTHONPATH", str(pkg))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(pkg), os.environ.get("PYTHONPATH")) if p))
     nn = _new_notebook_module()
     nbs = {}
     for aid, call in [("privlabels/table1", "fp_demo.table1"), ("privlabels/table2", "fp_demo.broken")]:
@@ -163,8 +164,10 @@ def test_generated_notebook_shape():
     md, params, call, show = nb.cells
     assert "fedpals/table1" in md.source and "Sec 5.1, Table 1" in md.source
     assert params.metadata["tags"] == ["parameters"]
-    for line in ('profile = "smoke"', "data_root = None", "out_dir = None", "seeds = None"):
+    for line in ('profile = "smoke"', "data_root = None", "out_dir = None", "seeds = None", "overrides = {}"):
         assert line in params.source
-    assert "result = table1(profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)" in call.source
+    assert ("result = run(table1, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds,\n"
+            "             overrides=overrides)") in call.source
     assert "from fedpaper.papers.fedpals import table1" in call.source
-    assert "result.table" in show.source and "result.figure" in show.source
+    assert "from fedpaper.notebook import run, show" in call.source
+    assert show.source.startswith("show(result)")
