@@ -29,12 +29,16 @@ figures: $(STAMP) $(NBSTRIP)
 	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY))
 
 # Unit tests, then every notebook at its smoke defaults under nbval (exit code 5 = no notebook
-# collected yet, which is fine). Notebook runs use their own cache folder, never figures/.
+# collected yet, which is fine), then the checks of executed notebooks (inline image, clean
+# progress, one-line errors, an override under nbval, no outputs in git), which read back the
+# runs nbval cached. Notebook runs use their own cache folder, never figures/.
 test: $(STAMP) $(NBSTRIP)
 	$(VPY) -m pytest tests
 	FEDPAPER_CACHE=$(CURDIR)/.cache/nbval FEDPAPER_FIGURES=$(CURDIR)/.cache/nbval/figures FEDPAPER_PROGRESS=text \
 	  $(VPY) -m pytest --nbval-lax notebooks/ -p no:cacheprovider; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "nbval: no notebooks yet"; exit 0; fi; exit $$rc
+	FEDPAPER_NOTEBOOK_TESTS=1 FEDPAPER_NOTEBOOK_CACHE=$(CURDIR)/.cache/nbval \
+	  $(VPY) -m pytest tests/test_notebooks.py -p no:cacheprovider
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)

@@ -109,6 +109,9 @@ def show(result) -> None:
         display(r.table)
         cmp = side_by_side(r)
         if cmp is not None:
+            ran = cmp[cmp["ours"] != "–"]
+            left_out = len(cmp) - len(ran)
             display(Markdown(f"**{r.artifact_id}: ours ({r.provenance.get('profile')} profile"
-                             + (", exploration" if r.exploration else "") + ") next to the paper's**"))
-            display(cmp)
+                             + (", exploration" if r.exploration else "") + ") next to the paper's**"
+                             + (f" ({left_out} of the paper's {len(cmp)} rows not run here)" if left_out else "")))
+            display(ran if len(ran) else cmp)
