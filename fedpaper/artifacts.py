@@ -205,6 +205,12 @@ def _write_outputs(paths: dict, *, fig=None, table=None, record=None):
                                    encoding="utf-8")
 
 
+def _follow_seeds(notes: list, n: int) -> list:
+    """A profile's notes (figure footnote, provenance) name its seed count ("2 seeds"); with
+    explicit seeds they name the actual count."""
+    return [re.sub(r"\b\d+ seeds\b", f"{n} seeds", x) if isinstance(x, str) else x for x in notes]
+
+
 def _column_notes(artifact_id: str, table: pd.DataFrame) -> list[str]:
     rp = reported_path(artifact_id)
     notes = []
@@ -278,10 +284,9 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     params.setdefault("profile", profile)
     if resolved_seeds is not None:
         params["seeds"] = resolved_seeds
-    if explore.seeds is not None and resolved_seeds and isinstance(params.get("notes"), list):
-        # the profile's notes (figure footnote, provenance) name its seed count: follow the actual seeds
-        params["notes"] = [re.sub(r"\b\d+ seeds\b", f"{len(resolved_seeds)} seeds", n) if isinstance(n, str) else n
-                           for n in params["notes"]]
+    n_seeds = len(resolved_seeds) if explore.seeds is not None and resolved_seeds else None
+    if n_seeds and isinstance(params.get("notes"), list):
+        params["notes"] = _follow_seeds(params["notes"], n_seeds)
 
     needed = [d for d in datasets if d != "none"]
     missing = [d for d in needed if not dataset_available(d, root)]
@@ -313,6 +318,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     notes = list(info.get("notes") or [])
     if isinstance(info.get("notes"), str):
         notes = [info["notes"]]
+    if n_seeds:
+        notes = _follow_seeds(notes, n_seeds)
     notes += _column_notes(artifact_id, table)
 
     if profile == "smoke":

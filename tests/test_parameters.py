@@ -106,13 +106,14 @@ def test_an_exploration_goes_to_scratch_is_marked_and_leaves_git_status_clean(ca
     from fedpaper.papers.fedpals import fig9
 
     before = _git_status()
-    r = fig9(overrides={"rounds": 2, "deltas": [0.0, 1.0]}, seeds=2)
+    r = fig9(overrides={"rounds": 2, "deltas": [0.0, 1.0]}, seeds=3)
     assert _git_status() == before
     assert not figures_tmp.exists() or not any(figures_tmp.rglob("*"))
     png = Path(r.paths["png"])
     assert png.is_file() and (cache_tmp / "explore") in png.parents
     rec = json.loads(Path(r.paths["json"]).read_text())
-    assert rec["exploration"]["changes"] == {"rounds": 2, "deltas": [0.0, 1.0], "seeds": 2}
+    assert rec["exploration"]["changes"] == {"rounds": 2, "deltas": [0.0, 1.0], "seeds": 3}
+    assert any("3 seeds" in n for n in rec["notes"]) and not any("2 seeds" in n for n in rec["notes"])
     assert rec["params"]["rounds"] == 2 and rec["params"]["overrides"] == {"rounds": 2, "deltas": [0.0, 1.0]}
     assert sorted(r.table["delta"].unique()) == [0.0, 1.0] if "delta" in r.table else True
     assert r.exploration == rec["exploration"]
@@ -166,3 +167,22 @@ def test_dirty_flag_ignores_notebook_outputs(tmp_path, monkeypatch):
     nb.cells[0].source = "x = 2"
     nbformat.write(nb, str(path))
     assert provenance.git_info()["dirty"] is True
+
+
+def test_reproduce_exits_2_when_notebooks_stopped_on_bad_input(monkeypatch, capsys, figures_tmp, cache_tmp,
+                                                               readme_tmp):
+    from fedpaper import cli
+
+    class NotebookError(Exception):  # what papermill raises: the kernel's exception name and value
+        ename, evalue = "BadParameterError", "seeds='abc' is a string; give a number of seeds >= 1"
+
+    def execute(nb, out_nb, parameters, timeout):
+        raise NotebookError(NotebookError.evalue)
+
+    monkeypatch.setattr(cli, "_execute", execute)
+    rc = cli.main(["reproduce", "--profile", "smoke", "--only", "fedpals/fig9", "--no-report"])
+    out = capsys.readouterr().out
+    assert rc == 2, out
+    assert "BadParameterError: seeds='abc'" in out
+    NotebookError.ename = "RuntimeError"
+    assert cli.main(["reproduce", "--profile", "smoke", "--only", "fedpals/fig9", "--no-report"]) == 1

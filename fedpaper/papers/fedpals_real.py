@@ -420,7 +420,7 @@ def _iwild_train_many(chunk: list, data_root) -> list:
     for idx in groups.values():
         s0 = chunk[idx[0]]
         res = train(_method(s0), _config(s0, pl.num_classes, pl.x_train.shape[-1]), pl,
-                    [iwild_federation(chunk[i], data_root) for i in idx], progress=_progress())
+                    [iwild_federation(chunk[i], data_root) for i in idx], progress=False)  # the sweep has the bar
         for r, i in enumerate(idx):
             h = res.history[res.history["run"] == r].drop(columns=["run"])
             out[i] = {"history": h.to_dict("records"), "log": dict(res.log)}
