@@ -32,7 +32,8 @@ def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals"
     for st in settings:  # one sweep per setting: runs batched together must have equal client counts
         sp = R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root, **st.get("kw", {}))
         specs += sp
-        label = f"{desc} {st['dataset']} {R.label_setting(st['split'])}"  # one bar per sweep, each its own label
+        kw = ", ".join(f"{k}={v}" for k, v in st.get("kw", {}).items() if k in ("local_epochs", "num_clients"))
+        label = f"{desc} {st['dataset']} {R.label_setting(st['split'])}" + (f" ({kw})" if kw else "")  # unique
         results += run_specs(sp, R.builder(data_root), desc=label, progress=_progress())
     return specs, results
 
