@@ -145,10 +145,11 @@ def test_a_bad_parameter_is_one_line_in_the_notebook(kernel_env, tmp_path):
 
 def test_nbval_runs_a_notebook_with_an_override(kernel_env, tmp_path):
     import nbformat
+    from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
-    nb = nbformat.read(str(REPO_ROOT / "notebooks/fedpals/fig9.ipynb"), as_version=4)
-    nb = parameterize_notebook(nb, {"overrides": {"rounds": 3, "deltas": [0.0, 1.0]}})
+    nb = load_notebook_node(str(REPO_ROOT / "notebooks/fedpals/fig9.ipynb"))
+    nb = parameterize_notebook(nb, {"overrides": {"rounds": 3, "deltas": [0.0, 1.0]}})  # papermill's -y
     path = tmp_path / "fig9_override.ipynb"
     nbformat.write(nb, str(path))
     run = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", str(path), "-p", "no:cacheprovider",
