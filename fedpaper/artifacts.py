@@ -287,6 +287,10 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     n_seeds = len(resolved_seeds) if explore.seeds is not None and resolved_seeds else None
     if n_seeds and isinstance(params.get("notes"), list):
         params["notes"] = _follow_seeds(params["notes"], n_seeds)
+    explore_note = (f"EXPLORATION: changed {explore.describe()}; other notes describe the {profile} profile"
+                    if explore.exploration else None)
+    if explore_note and isinstance(params.get("notes"), list):
+        params["notes"] = [explore_note] + params["notes"]  # figure footnotes drawn from the notes say it too
 
     needed = [d for d in datasets if d != "none"]
     missing = [d for d in needed if not dataset_available(d, root)]
@@ -320,6 +324,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
         notes = [info["notes"]]
     if n_seeds:
         notes = _follow_seeds(notes, n_seeds)
+    if explore_note and explore_note not in notes:
+        notes = [explore_note] + notes
     notes += _column_notes(artifact_id, table)
 
     if profile == "smoke":

@@ -114,6 +114,7 @@ def test_an_exploration_goes_to_scratch_is_marked_and_leaves_git_status_clean(ca
     rec = json.loads(Path(r.paths["json"]).read_text())
     assert rec["exploration"]["changes"] == {"rounds": 2, "deltas": [0.0, 1.0], "seeds": 3}
     assert any("3 seeds" in n for n in rec["notes"]) and not any("2 seeds" in n for n in rec["notes"])
+    assert rec["notes"][0].startswith("EXPLORATION: changed rounds=2, deltas=[0.0, 1.0], seeds=3")
     assert rec["params"]["rounds"] == 2 and rec["params"]["overrides"] == {"rounds": 2, "deltas": [0.0, 1.0]}
     assert sorted(r.table["delta"].unique()) == [0.0, 1.0] if "delta" in r.table else True
     assert r.exploration == rec["exploration"]
