@@ -6,6 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedpaper-installed
+NBSTRIP := $(VENV)/.nbstripout-installed
+# Besides outputs, execution counts and widget state (nbstripout's defaults), the filter drops what
+# a kernel or papermill writes into a notebook's metadata (tests/test_notebooks.py reads this line).
+NBSTRIPOUT_EXTRA_KEYS := metadata.language_info metadata.papermill cell.metadata.papermill
 PROFILE ?= quick
 ONLY ?=
 # Data sets to fetch beyond the small public ones (`DOWNLOAD=all`, `DOWNLOAD=iwildcam`); `DOWNLOAD=none`
@@ -24,21 +28,33 @@ export MPLBACKEND := Agg
 
 .PHONY: figures test
 
-figures: $(STAMP)
+figures: $(STAMP) $(NBSTRIP)
 	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY)) \
 	  $(if $(filter none,$(DOWNLOAD)),--no-download,$(if $(DOWNLOAD),--download $(DOWNLOAD)))
 
 # Unit tests in random order (pytest-randomly; the seed is printed, and `-p randomly --randomly-seed=N`
 # repeats an order), then every notebook at its smoke defaults under nbval (exit code 5 = no notebook
-# collected yet, which is fine). Notebook runs use their own cache folder, never figures/.
-test: $(STAMP)
+# collected yet, which is fine), then the checks of executed notebooks (inline image, clean
+# progress, one-line errors, an override under nbval, no outputs in git), which read back the
+# runs nbval cached. Notebook runs use their own cache folder, never figures/.
+test: $(STAMP) $(NBSTRIP)
 	$(VPY) -m pytest -p randomly tests
-	FEDPAPER_CACHE=$(CURDIR)/.cache/nbval FEDPAPER_FIGURES=$(CURDIR)/.cache/nbval/figures \
+	FEDPAPER_CACHE=$(CURDIR)/.cache/nbval FEDPAPER_FIGURES=$(CURDIR)/.cache/nbval/figures FEDPAPER_PROGRESS=text \
 	  $(VPY) -m pytest --nbval-lax notebooks/ -p no:cacheprovider; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "nbval: no notebooks yet"; exit 0; fi; exit $$rc
+	FEDPAPER_NOTEBOOK_TESTS=1 FEDPAPER_NOTEBOOK_CACHE=$(CURDIR)/.cache/nbval \
+	  $(VPY) -m pytest tests/test_notebooks.py -p no:cacheprovider
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -e '.[dev]'
 	$(VPY) -m ipykernel install --sys-prefix --name python3
 	touch $(STAMP)
+
+# The nbstripout git filter (.gitattributes names it): executed notebooks (JupyterLab autosave,
+# papermill in place) stage without outputs, so `git status` stays clean. Skipped outside git.
+$(NBSTRIP): $(STAMP) .gitattributes
+	if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  $(VENV)/bin/nbstripout --install --attributes .gitattributes && \
+	  git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)"; fi
+	touch $(NBSTRIP)

@@ -28,8 +28,10 @@ strings, e.g. shrinkage relative to the paper). `draw(table, params) -> matplotl
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
+from fedpaper import parameters as _parameters
 from fedpaper import provenance as prov
 from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
 from fedpaper.data.registry import dataset_available, dataset_info, missing_message, split_need
@@ -46,7 +49,7 @@ from fedpaper.papers.catalog import (
     reported_path,
 )
 from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir
-from fedpaper.store import atomic_path
+from fedpaper.store import BAR_PREFIX, atomic_path
 
 PROFILES = ("smoke", "quick", "paper")
 SUFFIXES = ("png", "pdf", "csv", "json")
@@ -56,7 +59,7 @@ SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
 STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
 
 __all__ = ["PROFILES", "ArtifactResult", "Claim", "run_artifact", "check_profile", "output_paths",
-           "committed_paths", "load_committed", "stamp_figure", "resolve_out_dir"]
+           "committed_paths", "load_committed", "stamp_figure", "resolve_out_dir", "exploration_dir"]
 
 
 @dataclass
@@ -67,6 +70,11 @@ class ArtifactResult:
     provenance: dict
     paths: dict = field(default_factory=dict)  # {"png": Path, "pdf": ..., "csv": ..., "json": ...}
     status: str = "regenerated"
+
+    @property
+    def exploration(self) -> Optional[dict]:
+        """What an exploration run changed (its provenance's `exploration`), None for a profile run."""
+        return (self.provenance or {}).get("exploration")
 
     def __repr__(self):
         files = ", ".join(str(p) for p in self.paths.values())
@@ -91,6 +99,26 @@ def resolve_out_dir(profile: str, out_dir=None) -> Path:
             f"out_dir={str(out)!r} is the committed figures folder; smoke output goes to a cache "
             "folder: leave out_dir=None or use --profile quick")
     return out
+
+
+def exploration_dir(profile: str, changes: dict) -> Path:
+    """The scratch folder of an exploration run: cache/explore/<profile>/<hash of the changes>/."""
+    import hashlib
+
+    from fedpaper.store import spec_json
+
+    digest = hashlib.sha256(spec_json(changes).encode()).hexdigest()[:10]
+    return cache_dir("explore", profile, digest)
+
+
+def stamp_exploration(fig, changes: str, above_banner: bool = False):
+    """A one-line subtitle above the figure saying what this exploration changed."""
+    h = fig.get_size_inches()[1]
+    y = 1.0 + (18.0 / (72.0 * h) if above_banner else 0.0)
+    fig.text(0.5, y, f"EXPLORATION (changed: {changes}); not the profile's result", transform=fig.transFigure,
+             ha="center", va="bottom", fontsize=8, color="white", zorder=1001,
+             bbox=dict(facecolor="tab:blue", edgecolor="none", pad=2))
+    return fig
 
 
 def _same_dir(a: Path, b: Path) -> bool:
@@ -224,6 +252,12 @@ def read_statuses(path) -> dict[str, dict]:
     return out
 
 
+def _follow_seeds(notes: list, n: int) -> list:
+    """A profile's notes (figure footnote, provenance) name its seed count ("2 seeds"); with
+    explicit seeds they name the actual count."""
+    return [re.sub(r"\b\d+ seeds\b", f"{n} seeds", x) if isinstance(x, str) else x for x in notes]
+
+
 def _column_notes(artifact_id: str, table: pd.DataFrame) -> list[str]:
     rp = reported_path(artifact_id)
     notes = []
@@ -283,7 +317,13 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     unknown_opt = [d for d in optional_datasets if d not in datasets]
     if unknown_opt:
         raise BadParameterError(f"optional_datasets {unknown_opt} must also be listed in datasets")
-    out = resolve_out_dir(profile, out_dir)
+    explore = _parameters.current()
+    if explore.exploration:
+        params = _parameters.apply_overrides(copy.deepcopy(dict(params)), where=artifact_id)
+    if explore.exploration and out_dir is None:
+        out = exploration_dir(profile, explore.changes())
+    else:
+        out = resolve_out_dir(profile, out_dir)
     root = _data_root(data_root)
     paths = output_paths(artifact_id, out)
     params = dict(params)
@@ -291,16 +331,30 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     params.setdefault("profile", profile)
     if resolved_seeds is not None:
         params["seeds"] = resolved_seeds
+    n_seeds = len(resolved_seeds) if explore.seeds is not None and resolved_seeds else None
+    if n_seeds and isinstance(params.get("notes"), list):
+        params["notes"] = _follow_seeds(params["notes"], n_seeds)
+    explore_note = (f"EXPLORATION: changed {explore.describe()}; other notes describe the {profile} profile"
+                    if explore.exploration else None)
+    if explore_note and isinstance(params.get("notes"), list):
+        params["notes"] = [explore_note] + params["notes"]  # figure footnotes drawn from the notes say it too
 
     needed = [d for d in datasets if d != "none"]
     missing = [d for d in needed if not dataset_available(d, root)]
     missing_required = [d for d in missing if d not in optional_datasets]
+    if profile != "smoke" and missing_required and explore.exploration:
+        raise DataMissingError(f"{artifact_id}: {missing_message(missing_required[0], root)}; an exploration "
+                               f"({explore.describe()}) needs the data (committed results are not re-rendered)")
     if profile != "smoke" and missing_required:
         return _rerender_or_fail(art, profile, params, draw, missing_required, root, paths)
     params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
 
     t0 = time.perf_counter()
-    result = compute(params)
+    token = BAR_PREFIX.set(artifact_id)
+    try:
+        result = compute(params)
+    finally:
+        BAR_PREFIX.reset(token)
     wall = time.perf_counter() - t0
     try:
         table, info = result
@@ -315,6 +369,10 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     notes = list(info.get("notes") or [])
     if isinstance(info.get("notes"), str):
         notes = [info["notes"]]
+    if n_seeds:
+        notes = _follow_seeds(notes, n_seeds)
+    if explore_note and explore_note not in notes:
+        notes = [explore_note] + notes
     notes += _column_notes(artifact_id, table)
 
     if profile == "smoke":
@@ -328,11 +386,16 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     lossy = [d["name"] for d in ds_records if d.get("lossy")]
 
     fig = draw(table, params)
+    exploration = ({"changes": explore.changes(), "out_dir": str(out),
+                    "note": "exploration: parameters differ from the profile's; never scored in the report"}
+                   if explore.exploration else None)
     try:
         if synthetic:
             stamp_figure(fig)
         else:
             notes += [f"paper claim not reproduced: {t}" for t in caption_failed_claims(fig, artifact_id, table)]
+        if exploration:
+            stamp_exploration(fig, explore.describe(), above_banner=synthetic)
         record = prov.collect(
             artifact_id=artifact_id, profile=profile, params=params, datasets=ds_records,
             seeds=info.get("seeds", resolved_seeds), device=info.get("device"), wall_time_s=wall,
@@ -340,7 +403,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
             extra={"paper": art.paper, "title": art.title, "status": status, "synthetic": synthetic,
                    "stamped": synthetic, "lossy_datasets": lossy,
                    "missing_datasets": missing if profile != "smoke" else [],
-                   "info": {k: v for k, v in info.items() if k not in ("datasets", "notes", "seeds", "device")}},
+                   "info": {k: v for k, v in info.items() if k not in ("datasets", "notes", "seeds", "device")},
+                   **({"exploration": exploration} if exploration else {})},
         )
         _write_outputs(paths, fig=fig, table=table, record=record)
     finally:

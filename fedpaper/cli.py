@@ -26,6 +26,8 @@ from fedpaper.errors import FedpaperError, UnknownNameError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# A notebook that stopped on one of these (raised inside its kernel) failed on bad input: exit 2.
+BAD_INPUT_ERRORS = ("BadParameterError", "UnknownNameError", "DataMissingError")
 
 
 class UsageError(FedpaperError):
@@ -211,8 +213,10 @@ def _env(name: str, value: str):
             os.environ[name] = old
 
 
-def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list, failures: dict) -> None:
-    """Execute each planned notebook; a failure is recorded in `failures` and the next one runs."""
+def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list, failures: dict,
+                   bad_input: set) -> None:
+    """Execute each planned notebook; a failure is recorded in `failures` (and in `bad_input` when
+    the notebook stopped on bad input) and the next one runs."""
     from tqdm import tqdm
 
     for nb in tqdm(list(plan.notebooks), desc="notebooks", unit="nb", disable=not plan.notebooks):
@@ -224,6 +228,8 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
             raise
         except Exception as e:  # keep going; report at the end
             failures[nb] = _one_line_error(e) + f" (executed copy: {out_nb})"
+            if getattr(e, "ename", None) in BAD_INPUT_ERRORS:
+                bad_input.add(nb)
             if args.debug:
                 traceback.print_exc()
         else:
@@ -249,9 +255,11 @@ def cmd_reproduce(args) -> int:
     from fedpaper.store import CODE_VERSION_ENV, pin_code_versions
 
     os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run
+    os.environ.setdefault("FEDPAPER_PROGRESS", "text")  # the kernels' bars: text in executed copies, no widgets
     params = {"profile": args.profile, "data_root": str(root),
               "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
     failures: dict[str, str] = {}
+    bad_input: set[str] = set()  # failures caused by bad input (exit 2 when they are all of them)
     done: list[str] = []
     executed = cache_dir("executed", args.profile)
     status_file = executed / f"status-{os.getpid()}.jsonl"
@@ -259,7 +267,7 @@ def cmd_reproduce(args) -> int:
     print(f"fedpaper reproduce: profile {args.profile}, data root {root}, "
           f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated")
     with _env(STATUS_FILE_ENV, str(status_file)):  # the kernels append what became of each artifact
-        _run_notebooks(plan, executed, params, args, done, failures)
+        _run_notebooks(plan, executed, params, args, done, failures, bad_input)
     statuses = read_statuses(status_file)
     status_file.unlink(missing_ok=True)
     for d in done:
@@ -275,6 +283,8 @@ def cmd_reproduce(args) -> int:
         path = write_report(data_root=root)
         print(f"report: {path}")
     print(outcome_summary(outcomes) + f"; notebooks: {len(done)} ok, {len(failures)} failed")
+    if failures and set(failures) <= bad_input:
+        return EXIT_USAGE
     return EXIT_FAILED if failures else 0
 
 

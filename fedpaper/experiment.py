@@ -240,7 +240,8 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
         for idx in groups.values():
             for j in range(0, len(idx), max_batch):
                 part = idx[j:j + max_batch]
-                for i, r in zip(part, _train_group([setups[i] for i in part], progress)):
+                # the sweep's own bar is the one bar; the engine's per-method bar stays off here
+                for i, r in zip(part, _train_group([setups[i] for i in part], False)):
                     out[i] = r
         return out
 

@@ -63,12 +63,40 @@ def _git(*args: str) -> str | None:
 
 def git_info() -> dict:
     """{'commit': sha or None, 'dirty': bool or None}. Dirty counts tracked changes only, outside
-    figures/ (a reproduce run rewrites figures/ as it goes; those files are its output, not its code)."""
+    figures/ (a reproduce run rewrites figures/ as it goes; those files are its output, not its code),
+    and not a notebook whose cell sources are unchanged (outputs are not code)."""
     commit = _git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
     status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures")
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+    if status is None:
+        return {"commit": commit, "dirty": None}
+    changed = [line.split(maxsplit=1)[1].strip('"') for line in status.splitlines() if line.strip()]
+    return {"commit": commit, "dirty": any(not _only_outputs_changed(p) for p in changed)}
+
+
+def _cell_sources(text: str) -> list | None:
+    """(cell type, source) of every cell of a notebook's JSON text; None if it is not one."""
+    import json
+
+    try:
+        cells = json.loads(text).get("cells", [])
+        return [(c.get("cell_type"), "".join(c.get("source") or "")) for c in cells]
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def _only_outputs_changed(path: str) -> bool:
+    """True for a notebook whose cells' sources equal the committed ones (only outputs, execution
+    counts or metadata differ, e.g. after JupyterLab's autosave): not a code change."""
+    if not path.endswith(".ipynb") or " -> " in path:
+        return False
+    try:
+        now = _cell_sources((REPO_ROOT / path).read_text(encoding="utf-8"))
+    except OSError:
+        return False
+    committed = _git("show", f"HEAD:{path}")
+    return now is not None and committed is not None and now == _cell_sources(committed)
 
 
 @lru_cache(maxsize=None)

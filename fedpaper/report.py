@@ -57,7 +57,14 @@ def status_rows(data_root=None, paper: Optional[str] = None) -> list[dict]:
         data = "none" if not art.needed else ", ".join(
             d.replace(":labels", " (labels)") + (" (missing)" if d in missing else "") for d in art.needed)
         reason = ""
-        if has_csv:
+        explored = (rec or {}).get("exploration")
+        if has_csv and explored:  # never scored: its parameters are not the profile's
+            has_csv = False
+            changed = ", ".join(f"{k}={v}" for k, v in (explored.get("changes") or {}).items())
+            status = (f"not scored: figures/ holds an exploration run ({changed}); regenerate it with "
+                      "`fedpaper reproduce` to score it")
+            reason = status
+        elif has_csv:
             profile = (rec or {}).get("profile", "?")
             status = f"regenerated ({profile})"
             if (rec or {}).get("synthetic"):

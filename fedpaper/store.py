@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
@@ -361,16 +362,44 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _progress(total, initial, desc, enabled):
-    try:  # widgets in JupyterLab when ipywidgets is installed; plain text bars otherwise
-        import ipywidgets  # noqa: F401
-        from tqdm.auto import tqdm
-    except ImportError:
-        from tqdm import tqdm
+# The artifact being made (set by run_artifact): prefixes sweep bars, so that two artifacts whose
+# sweeps share a description ("privlabels cifar10") still get distinct bar labels.
+BAR_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_prefix", default="")
 
-    if os.environ.get("FEDPAPER_PROGRESS", "1") == "0":
+
+def _progress(total, initial, desc, enabled):
+    """One bar per sweep: a widget in JupyterLab (tqdm.auto; ipywidgets is a dependency), text
+    elsewhere. FEDPAPER_PROGRESS=0 turns it off, =text forces text (set by `fedpaper reproduce`
+    and `make test` for the kernels they start, whose outputs nobody watches live)."""
+    mode = os.environ.get("FEDPAPER_PROGRESS", "1")
+    tqdm = None
+    if mode != "text":
+        try:  # without ipywidgets tqdm.auto would warn "IProgress not found" and print text anyway
+            import ipywidgets  # noqa: F401
+            from tqdm.auto import tqdm
+        except ImportError:
+            tqdm = None
+    if tqdm is None:
+        from tqdm import tqdm
+    if mode == "0":
         enabled = False
+    prefix = BAR_PREFIX.get()
+    desc = f"{prefix}: {desc}" if prefix else desc
     return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, leave=True)
+
+
+@contextlib.contextmanager
+def _log_above(bar):
+    """fedpaper's log messages (e.g. partition notes) on their own lines above the bar."""
+    import logging
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    if getattr(bar, "disable", True):
+        yield
+        return
+    with logging_redirect_tqdm(loggers=[logging.getLogger("fedpaper")], tqdm_class=type(bar)):
+        yield
 
 
 def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many: Optional[Callable] = None,
@@ -404,7 +433,7 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
         else:
             done[k] = r
     n_unique = len(done) + len(pending)
-    with _progress(n_unique, len(done), desc, progress) as bar:
+    with _progress(n_unique, len(done), desc, progress) as bar, _log_above(bar):
         if run_fn is not None:
             for s in pending:
                 r = run_fn(s)

@@ -2,13 +2,15 @@
 """Write the standard short notebook of an artifact: notebooks/<PAPER>/<NAME>.ipynb.
 
     python scripts/new_notebook.py PAPER NAME "ARTIFACT_IDS" "CALL" [--section S] [--root DIR] [--force]
+    python scripts/new_notebook.py --refresh NOTEBOOK...   # rewrite the standard cells of existing ones
 
     python scripts/new_notebook.py fedpals table1 "fedpals/table1" fedpaper.papers.fedpals.table1 \
         --section "Sec 5.1, Table 1"
 
 ARTIFACT_IDS: space- or comma-separated ids the notebook regenerates. CALL: the dotted path of the
-function that regenerates them; it is called as CALL(profile=..., data_root=..., out_dir=...,
-seeds=...) and returns an ArtifactResult (or a list of them, one per artifact).
+function that regenerates them; it is called through fedpaper.notebook.run as CALL(profile=...,
+data_root=..., out_dir=..., seeds=..., overrides=...) and returns an ArtifactResult (or a list of
+them, one per artifact); fedpaper.notebook.show displays them.
 
 Cells: a markdown title naming the artifacts and the paper section; the `parameters` cell
 (smoke defaults, read by papermill); the call; a cell showing the table and the figure.
@@ -29,8 +31,37 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 PARAMETERS = '''profile = "smoke"  # smoke (synthetic, seconds) | quick | paper
 data_root = None  # None: $FEDPAPER_DATA, ../shared/data, ~/.fedpaper/data
-out_dir = None  # None: figures/ (quick, paper) or the cache (smoke)
-seeds = None  # None: the profile's default; an int n means seeds 0..n-1'''
+out_dir = None  # None: figures/ (quick, paper), the cache (smoke), a scratch folder (exploration)
+seeds = None  # None: the profile's default; an int n means seeds 0..n-1
+overrides = {}  # profile settings to change, e.g. {"rounds": 4, "mu": 0.1}: an exploration (fedpaper.parameters)'''
+
+
+SHOW = "show(result)  # status, where the files are, figure, table (and ours next to the paper's)"
+
+
+def call_source(module: str, func: str) -> str:
+    """The call cell: fedpaper.notebook.run gives one-line errors for bad parameters."""
+    setup = f"from {module} import {func}\n" if module else ""
+    return ("from fedpaper.notebook import run, show\n" + setup + "\n"
+            f"result = run({func}, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds,\n"
+            f"             overrides=overrides)")
+
+
+def refresh(path: Path) -> None:
+    """Rewrite the parameters, call and show cells of an existing notebook (markdown kept)."""
+    nb = nbformat.read(str(path), as_version=4)
+    params = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    m = re.search(r"^from (\S+) import (\w+)$", nb.cells[params + 1].source, re.M)
+    if m is None:
+        raise SystemExit(f"new_notebook: {path}: no 'from MODULE import FUNC' in the call cell")
+    nb.cells[params].source = PARAMETERS
+    nb.cells[params + 1].source = call_source(m.group(1), m.group(2))
+    nb.cells[params + 2].source = SHOW
+    for c in nb.cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+    nbformat.validate(nb)
+    nbformat.write(nb, str(path))
 
 
 def _split_ids(ids: str) -> list[str]:
@@ -67,26 +98,24 @@ def make_notebook(paper: str, name: str, artifact_ids, call: str, section: str |
         f"`fedpaper reproduce --only {' '.join(ids)} --profile quick` or",
         f"`papermill notebooks/{paper}/{name}.ipynb out.ipynb -p profile quick`.",
     ])
-    setup = f"from {module} import {func}\n\n" if module else ""
-    call_cell = f"{setup}result = {func or call}(profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)"
-    if len(ids) == 1:
-        show = "print(result.status)\ndisplay(result.table)\nresult.figure"
-    else:
-        show = ("for r in (result if isinstance(result, (list, tuple)) else [result]):\n"
-                "    print(r.artifact_id, '-', r.status)\n"
-                "    display(r.table)\n"
-                "    display(r.figure)")
+    call_cell = call_source(module, func or call)
+    show = SHOW
     params = new_code_cell(PARAMETERS)
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[new_markdown_cell(md), params, new_code_cell(call_cell), new_code_cell(show)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["fedpaper"] = {"paper": paper, "artifacts": ids}
     nbformat.validate(nb)
     return nb
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--refresh"]:  # new_notebook.py --refresh NOTEBOOK...
+        for nb in argv[1:]:
+            refresh(Path(nb))
+            print(nb)
+        return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("paper")
     p.add_argument("name")

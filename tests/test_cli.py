@@ -139,7 +139,7 @@ def test_reproduce_runs_notebooks_keeps_going_and_writes_report(tmp_path, monkey
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "fp_demo.py").write_text(DEMO)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pkg), str(REPO_ROOT)]))  # this checkout's fedpaper
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(pkg), os.environ.get("PYTHONPATH")) if p))
     nn = _new_notebook_module()
     papers.load_papers()  # first, so that importing the paper modules cannot undo the patches below
     nbs = {}
@@ -188,11 +188,13 @@ def test_generated_notebook_shape():
     md, params, call, show = nb.cells
     assert "fedpals/table1" in md.source and "Sec 5.1, Table 1" in md.source
     assert params.metadata["tags"] == ["parameters"]
-    for line in ('profile = "smoke"', "data_root = None", "out_dir = None", "seeds = None"):
+    for line in ('profile = "smoke"', "data_root = None", "out_dir = None", "seeds = None", "overrides = {}"):
         assert line in params.source
-    assert "result = table1(profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)" in call.source
+    assert ("result = run(table1, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds,\n"
+            "             overrides=overrides)") in call.source
     assert "from fedpaper.papers.fedpals import table1" in call.source
-    assert "result.table" in show.source and "result.figure" in show.source
+    assert "from fedpaper.notebook import run, show" in call.source
+    assert show.source.startswith("show(result)")
 
 
 def test_artifact_outcomes_each_kind():

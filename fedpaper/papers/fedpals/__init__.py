@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.artifacts import run_artifact
+from fedpaper.parameters import apply_overrides, artifact_function
 from fedpaper.papers import implement, load_reported
 from fedpaper.papers.fedpals import geometry as G
 from fedpaper.papers.fedpals import profiles as P
@@ -78,7 +79,7 @@ def _params(profile: str, section: str | None = None, **extra) -> dict:
     p.update(P.grid(profile))
     p["notes"] = P.notes(profile, section)
     p.update(extra)
-    return p
+    return apply_overrides(p, where=f"the {PAPER} {profile} profile")
 
 
 def _run(aid, profile, p, compute, draw, datasets, data_root, out_dir, seeds, optional=()):
@@ -87,6 +88,7 @@ def _run(aid, profile, p, compute, draw, datasets, data_root, out_dir, seeds, op
 
 
 # ============================================================================= Fig 1
+@artifact_function
 def fig1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Fig 1: ternary simplex, T outside (A) / inside (B) Conv(S) (Sec 3, eq. 8; vague-24)."""
     def compute(p):
@@ -179,6 +181,7 @@ def _bars_artifact(aid, dataset, split, profile, data_root, out_dir, seeds):
     return _run(aid, profile, p, compute, draw, [dataset], data_root, out_dir, seeds)
 
 
+@artifact_function
 def label_marginals(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Figs 2a, 2b, 5a, 5b, 6a: partition statistics (Sec 5.1, App. B.1-B.2), no training."""
     return [
@@ -201,6 +204,7 @@ FIG9 = {
 FIG9["quick"] = FIG9["paper"]
 
 
+@artifact_function
 def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Fig 9: synthetic Gaussians, accuracy vs d(T_delta, S) (App. A.5, B.4; vague-18)."""
     def compute(p):
@@ -225,6 +229,7 @@ def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 
 # ============================================================================= Table 1
+@artifact_function
 def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Table 1 (Sec 5.1): target accuracy, FMNIST C=3/2, CIFAR-10 C=3/2/beta=0.1 (+ PACS C=6)."""
     from fedpaper.papers.fedpals import real as RL
@@ -248,6 +253,7 @@ def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 
 # ============================================================================= accuracy vs shift
+@artifact_function
 def accuracy_vs_shift(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Figs 2c, 6b (accuracy vs C) and 5c (accuracy vs beta) (Sec 5.1, App. B.1-B.2)."""
     p0 = _params(profile, "shift")
@@ -270,6 +276,7 @@ def accuracy_vs_shift(*, profile="smoke", data_root=None, out_dir=None, seeds=No
 
 
 # ============================================================================= Fig 7
+@artifact_function
 def fig7(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Fig 7 (App. B.2): target accuracy over rounds, FMNIST C=6 and CIFAR-10 beta=0.2."""
     p = _params(profile, "fig7")
@@ -278,6 +285,7 @@ def fig7(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 
 # ============================================================================= Fig 8
+@artifact_function
 def fig8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Fig 8 (App. B.3): 100 clients (a), local epochs (b), number of clients (c), CIFAR-10."""
     p0 = _params(profile, "fig8")
@@ -308,6 +316,7 @@ def _real_info(p, RL, group, data_root):
     return {"datasets": [desc], "device": R.default_device(), "notes": list(p["notes"])}
 
 
+@artifact_function
 def pacs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Fig 3a, Table 2, Table 4 (Sec 5.1, App. A.4, A.6): PACS, 3 clients, C=6."""
     p, RL = _real("pacs", profile, seeds)
@@ -329,6 +338,7 @@ def pacs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
                  ["pacs"], data_root, out_dir, seeds) for k, (f, d) in arts.items()]
 
 
+@artifact_function
 def iwildcam(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Fig 3b, Fig 4, Table 3 (Sec 5.1, App. A.7): iWildCam, 100 clients."""
     p, RL = _real("iwildcam", profile, seeds)

@@ -4,7 +4,6 @@ Table 1, the accuracy-vs-shift curves (Figs 2c, 5c, 6b), Fig 7 and Fig 8 (a, b, 
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pandas as pd
@@ -14,10 +13,6 @@ from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 
 PAPER_FIG8A_CLIENT_SIZE = 50000 / 101  # CIFAR-10 images per partition with 101 partitions
-
-
-def _progress() -> bool:
-    return os.environ.get("FEDPAPER_PROGRESS", "1") != "0"
 
 
 def _gkey(s) -> tuple:
@@ -32,7 +27,9 @@ def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals"
     for st in settings:  # one sweep per setting: runs batched together must have equal client counts
         sp = R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root, **st.get("kw", {}))
         specs += sp
-        results += run_specs(sp, data_root, execution=R.execution(), desc=desc)
+        kw = ", ".join(f"{k}={v}" for k, v in st.get("kw", {}).items() if k in ("local_epochs", "num_clients"))
+        label = f"{desc} {st['dataset']} {R.label_setting(st['split'])}" + (f" ({kw})" if kw else "")  # unique
+        results += run_specs(sp, data_root, execution=R.execution(), desc=label)
     return specs, results
 
 

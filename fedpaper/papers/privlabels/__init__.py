@@ -47,6 +47,7 @@ figure's subtitle and in every provenance json.
 from __future__ import annotations
 
 from fedpaper.artifacts import run_artifact
+from fedpaper.parameters import apply_overrides, artifact_function
 from fedpaper.papers import add_claims, implement
 
 from . import appendix_b as appb_mod
@@ -70,7 +71,7 @@ KEYS = ["dataset", "setting", "labels_per_client", "method"]
 
 
 def _params(profile: str, seeds=None) -> dict:
-    p = settings(profile)
+    p = apply_overrides(settings(profile), where=f"the {PAPER} {profile} profile")
     p["profile"] = profile
     n = seeds if seeds is not None else p["seeds"]
     p["seeds"] = list(range(n)) if isinstance(n, int) else [int(s) for s in n]
@@ -124,6 +125,7 @@ def _lines_compute(dataset, data_root):
     return compute
 
 
+@artifact_function
 def accuracy_vs_labels(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Figs 2 (CIFAR-10) and 3 (Fashion-MNIST): test accuracy vs labels per client, private | public."""
     p = _params(profile, seeds)
@@ -138,6 +140,7 @@ def accuracy_vs_labels(*, profile="smoke", data_root=None, out_dir=None, seeds=N
 
 
 # ------------------------------------------------------------------------ Figs 1b, 4, 9, 10 (bars)
+@artifact_function
 def bars(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Bar plots at one L (the same runs as Figs 2/3): Fig 1b, 4, 9, 10."""
     p = _params(profile, seeds)
@@ -154,6 +157,7 @@ def bars(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 
 # ------------------------------------------------------------------------ Figs 5-8 (rounds)
+@artifact_function
 def rounds(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Test accuracy per round at L = rounds_L (vague-12), mean and 95% CI band over seeds."""
     p = _params(profile, seeds)
@@ -188,6 +192,7 @@ def _fig_E(p, which):
     return want if want in grid else (max(grid) if which == "fig12" else grid[len(grid) // 2])
 
 
+@artifact_function
 def epochs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Local-epoch ablation on CIFAR-10 with SGD central tuning (App C.3, vague-13)."""
     p = _params(profile, seeds)
@@ -215,6 +220,7 @@ def epochs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 
 # ------------------------------------------------------------------------ App B, Tables 1-2
+@artifact_function
 def appb(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """App B demonstration: exact losses and gradients when label 9 is held by no client."""
     p = _params(profile, seeds)
@@ -225,6 +231,7 @@ def appb(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     return _run("appB", p, compute, lambda t, q: appb_mod.draw(t), [], data_root, out_dir)
 
 
+@artifact_function
 def tables(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Tables 1 and 2: the configuration of this profile next to the paper's."""
     p = _params(profile, seeds)

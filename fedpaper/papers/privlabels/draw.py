@@ -4,14 +4,11 @@ CI, accuracy in % (the csv keeps fractions), the legend outside the axes, and a 
 what the bands / bars are and over how many seeds."""
 from __future__ import annotations
 
-import matplotlib
+import textwrap
 
-matplotlib.use("Agg", force=False)
-import textwrap  # noqa: E402
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND, Jupyter): never set it here
+import numpy as np
+import pandas as pd
 
 COLORS = {"FedAvg": "C0", "FedProx": "C1", "FedRS": "C2", "Tuning-MSE": "C3", "Tuning-Pairwise": "C4",
           "Tuning-Pairwise (all pairs)": "C5"}

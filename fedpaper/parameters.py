@@ -1,0 +1,311 @@
+"""The parameters of an artifact function, checked in one place, and profile overrides.
+
+Every public artifact function of a paper module (`fedpaper.papers.fedpals.table1`, ...) is
+wrapped by `artifact_function`, so a notebook cell, papermill (`-p`/`-y`) and the CLI all get
+the same one-line error for a bad value:
+
+    table1(profile="smoke", seeds=None, data_root=None, out_dir=None, overrides={"rounds": 4})
+
+- profile: one of fedpaper.artifacts.PROFILES;
+- seeds: None (the profile's), an int n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0;
+- data_root, out_dir: None, a str or a path;
+- overrides: None or a dict (a YAML/JSON string of a dict is accepted, as papermill's `-p` gives
+  one) of profile settings to change, applied on top of the profile by `apply_overrides` where the
+  paper module builds its profile dict (and by `run_artifact` for the rest). A key is a setting of
+  the profile dict (`rounds`, `lr`, `hyper`), a dotted path into a nested one (`hyper.mu`,
+  `rounds.cifar10`) or a nested name that is unique (`mu`). A number given for a dict of numbers
+  (fedpals' `rounds: {fashion-mnist: 15, cifar10: 15}`) sets every entry. `seeds` may be given
+  here too.
+
+A run with overrides or explicit seeds is an *exploration* (`Parameters.exploration`): its
+artifacts go to a scratch folder under the cache unless out_dir is given, its provenance records
+what was changed, its figure says so, and the report never scores it.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import functools
+import math
+import numbers
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from fedpaper.errors import BadParameterError
+
+# Profile-dict keys that describe the run rather than set it: never overridable.
+NOT_OVERRIDABLE = frozenset({"profile", "notes", "stand_ins", "missing_datasets", "overrides"})
+APPLIED_KEY = "overrides"  # the key apply_overrides leaves in the dict it changed
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The checked parameters of one artifact-function call."""
+
+    profile: str = "smoke"
+    seeds: Any = None  # None, int >= 1 or a list of ints
+    data_root: Optional[str] = None
+    out_dir: Optional[str] = None
+    overrides: dict = field(default_factory=dict)
+
+    @property
+    def exploration(self) -> bool:
+        """True when anything differs from the profile's settings (overrides or explicit seeds)."""
+        return bool(self.overrides) or self.seeds is not None
+
+    def changes(self) -> dict:
+        """What this run changed relative to the profile (seeds included)."""
+        out = dict(self.overrides)
+        if self.seeds is not None:
+            out["seeds"] = self.seeds
+        return out
+
+    def describe(self) -> str:
+        """`rounds=4, hyper.mu=0.1, seeds=3`: the changes in one line."""
+        return ", ".join(f"{k}={_short(v)}" for k, v in self.changes().items())
+
+
+_CURRENT: contextvars.ContextVar[Optional[Parameters]] = contextvars.ContextVar("fedpaper_parameters",
+                                                                                default=None)
+
+
+def current() -> Parameters:
+    """The parameters of the artifact function now running (defaults outside one)."""
+    return _CURRENT.get() or Parameters()
+
+
+def _short(v) -> str:
+    s = repr(v) if isinstance(v, str) else str(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+# ------------------------------------------------------------------------------------ checks
+def check_profile(profile) -> str:
+    from fedpaper.artifacts import check_profile as _check
+
+    if not isinstance(profile, str):
+        from fedpaper.artifacts import PROFILES
+
+        raise BadParameterError(f"profile={profile!r} is not a profile name; choose one of {', '.join(PROFILES)}")
+    return _check(profile)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def check_seeds(seeds, name: str = "seeds"):
+    """None, an int >= 1, or a non-empty list of distinct ints >= 0 (returned as a list)."""
+    if seeds is None:
+        return None
+    fix = f"give a number of seeds >= 1 (e.g. {name}=3) or a list of seed ids (e.g. {name}=[0, 1, 2])"
+    if _is_int(seeds):
+        if seeds < 1:
+            raise BadParameterError(f"{name}={seeds!r} is out of range; {fix}")
+        return int(seeds)
+    if isinstance(seeds, (list, tuple)):
+        if not seeds or not all(_is_int(s) and s >= 0 for s in seeds) or len(set(seeds)) != len(seeds):
+            raise BadParameterError(f"{name}={list(seeds)!r} is not a list of distinct seed ids >= 0; {fix}")
+        return [int(s) for s in seeds]
+    kind = "a string" if isinstance(seeds, str) else f"a {type(seeds).__name__}"
+    raise BadParameterError(f"{name}={seeds!r} is {kind}; {fix}")
+
+
+def check_path(value, name: str) -> Optional[str]:
+    """None, or a str/path (returned as str)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, os.PathLike)) and str(value).strip():
+        return os.fspath(value)
+    raise BadParameterError(f"{name}={value!r} is not a folder path; give a path as a string "
+                            f"(e.g. {name}='/data/fedpaper') or None for the default")
+
+
+def check_overrides(overrides) -> dict:
+    """None -> {}; a dict with str keys; a YAML/JSON string of such a dict (papermill -p)."""
+    if overrides is None:
+        return {}
+    if isinstance(overrides, str):
+        import yaml
+
+        try:
+            parsed = yaml.safe_load(overrides) if overrides.strip() else {}
+        except yaml.YAMLError:
+            parsed = None
+        if parsed is None:
+            parsed = {}
+        if not isinstance(parsed, dict):
+            raise BadParameterError(f"overrides={overrides!r} is not a dict; give settings to change as a "
+                                    "dict, e.g. overrides={'rounds': 4} (papermill: -y 'overrides: {rounds: 4}')")
+        overrides = parsed
+    if not isinstance(overrides, dict):
+        raise BadParameterError(f"overrides={overrides!r} is a {type(overrides).__name__}; give a dict of settings "
+                                "to change, e.g. overrides={'rounds': 4}, or None")
+    bad = [k for k in overrides if not isinstance(k, str) or not k]
+    if bad:
+        raise BadParameterError(f"override key {bad[0]!r} is not a setting name; keys are names such as "
+                                "'rounds' or 'hyper.mu'")
+    return copy.deepcopy(overrides)
+
+
+def validate(*, profile="smoke", seeds=None, data_root=None, out_dir=None, overrides=None) -> Parameters:
+    """All parameters of an artifact function, checked; one-line BadParameterError/UnknownNameError."""
+    profile = check_profile(profile)
+    seeds = check_seeds(seeds)
+    data_root = check_path(data_root, "data_root")
+    out_dir = check_path(out_dir, "out_dir")
+    overrides = check_overrides(overrides)
+    if "seeds" in overrides:
+        if seeds is not None:
+            raise BadParameterError("seeds is given twice (as seeds= and in overrides); give it once")
+        seeds = check_seeds(overrides.pop("seeds"), "overrides['seeds']")
+    return Parameters(profile, seeds, data_root, out_dir, overrides)
+
+
+@contextlib.contextmanager
+def using(**parameters):
+    """`with using(profile="smoke", overrides={"rounds": 3}) as p:` checks the parameters (see
+    `validate`) and makes them the current ones (`current()`, `apply_overrides`) inside the block."""
+    p = validate(**parameters)
+    token = _CURRENT.set(p)
+    try:
+        yield p
+    finally:
+        _CURRENT.reset(token)
+
+
+def artifact_function(fn):
+    """Decorator for a paper's artifact function `fn(*, profile, data_root, out_dir, seeds)`:
+    checks every parameter first (and adds `overrides`), then runs `fn` with the overrides active."""
+
+    @functools.wraps(fn)
+    def wrapper(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
+        with using(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides) as p:
+            return fn(profile=p.profile, data_root=p.data_root, out_dir=p.out_dir, seeds=p.seeds)
+
+    wrapper.fedpaper_artifact_function = True
+    return wrapper
+
+
+# ------------------------------------------------------------------------------- overrides
+def overridable_keys(params: dict) -> list[str]:
+    """The settings of a profile dict an override may name (top level, then dotted nested ones)."""
+    top = [k for k in params if k not in NOT_OVERRIDABLE]
+    nested = [f"{k}.{sub}" for k in top if isinstance(params[k], dict) for sub in params[k]]
+    return top + nested
+
+
+def _allowed_line(params: dict, where: str) -> str:
+    keys = overridable_keys(params)
+    shown = ", ".join(keys) if keys else "none (this artifact has no settings to change)"
+    return f"settings of {where or 'this artifact'}: {shown}"
+
+
+def _resolve_key(params: dict, key: str, where: str) -> list[str]:
+    """The path (list of keys) an override key names in `params`."""
+    if key in params and key not in NOT_OVERRIDABLE:
+        return [key]
+    parts = key.split(".")
+    if len(parts) > 1 and parts[0] in params and parts[0] not in NOT_OVERRIDABLE:
+        node = params
+        for part in parts:
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return parts
+    hits = [[k, key] for k, v in params.items()
+            if k not in NOT_OVERRIDABLE and isinstance(v, dict) and key in v]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise BadParameterError(f"override {key!r} is ambiguous; name one of "
+                                f"{', '.join('.'.join(h) for h in hits)}")
+    raise BadParameterError(f"unknown override {key!r}; {_allowed_line(params, where)}")
+
+
+def _kind(v) -> str:
+    if isinstance(v, bool):
+        return "true/false"
+    if _is_int(v):
+        return "an integer >= 1" if v >= 1 else "an integer"
+    if isinstance(v, numbers.Real):
+        return "a number >= 0"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, (list, tuple)):
+        return "a list" + (f" of {_kind(v[0]).removeprefix('an ').removeprefix('a ')}s" if v else "")
+    if isinstance(v, dict):
+        return f"a dict with keys {', '.join(map(str, v))} (or one value for all of them)"
+    return type(v).__name__
+
+
+def _checked(name: str, default, value):
+    """`value` if it has the type (and sign) of `default`, else BadParameterError naming both."""
+    def bad():
+        return BadParameterError(f"override {name}={value!r} is not allowed; give {_kind(default)} "
+                                 f"(profile value: {_short(default)})")
+
+    if default is None:
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad()
+        return value
+    if _is_int(default):
+        if not _is_int(value) or (default >= 1 and value < 1):
+            raise bad()
+        return int(value)
+    if isinstance(default, numbers.Real):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+                or (default >= 0 and value < 0):
+            raise bad()
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise bad()
+        return value
+    if isinstance(default, (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+            raise bad()
+        if default:
+            proto = default[0]
+            return [_checked(f"{name}[{i}]", proto, v) if not isinstance(proto, (list, dict)) else v
+                    for i, v in enumerate(value)]
+        return list(value)
+    if isinstance(default, dict):
+        if isinstance(value, dict):
+            out = copy.deepcopy(default)
+            for k, v in value.items():
+                if k not in default:
+                    raise BadParameterError(f"unknown override {name}.{k}; {name} has keys "
+                                            f"{', '.join(map(str, default))}")
+                out[k] = _checked(f"{name}.{k}", default[k], v)
+            return out
+        scalars = [v for v in default.values() if not isinstance(v, (dict, list, tuple))]
+        if default and len(scalars) == len(default):  # one value for every entry
+            return {k: _checked(f"{name}.{k}", v, value) for k, v in default.items()}
+        raise bad()
+    return value
+
+
+def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: str = "") -> dict:
+    """`params` (a profile dict, changed in place and returned) with the overrides applied.
+
+    `overrides` None means those of the artifact function now running. Unknown keys and values
+    of the wrong type raise BadParameterError naming the key and what is allowed. The applied
+    overrides are recorded under params["overrides"] (so they reach provenance, and a second
+    call is a no-op)."""
+    overrides = current().overrides if overrides is None else check_overrides(overrides)
+    if not overrides or params.get(APPLIED_KEY) == overrides:
+        return params
+    for key, value in overrides.items():
+        path = _resolve_key(params, key, where)
+        node = params
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = _checked(".".join(path), node[path[-1]], value)
+    params[APPLIED_KEY] = copy.deepcopy(overrides)
+    return params

@@ -1,0 +1,189 @@
+"""Parameters of artifact functions (one place, one line), overrides and exploration runs."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fedpaper import parameters as P
+from fedpaper.errors import FedpaperError
+from fedpaper.paths import REPO_ROOT
+
+
+def _one_line_error(fn, **kw) -> str:
+    with pytest.raises(FedpaperError) as e:
+        fn(**kw)
+    msg = str(e.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"profile": "fast"}, ["'fast'", "smoke, quick, paper"]),
+    ({"profile": 3}, ["profile=3", "smoke, quick, paper"]),
+    ({"seeds": "abc"}, ["seeds='abc'", "string", "seeds=3"]),
+    ({"seeds": 2.5}, ["seeds=2.5", "float"]),
+    ({"seeds": "12"}, ["seeds='12'", "string"]),
+    ({"seeds": 0}, ["seeds=0", ">= 1"]),
+    ({"seeds": [1, 1]}, ["distinct"]),
+    ({"data_root": 5}, ["data_root=5", "path"]),
+    ({"out_dir": ["x"]}, ["out_dir=['x']"]),
+    ({"overrides": "[1, 2]"}, ["not a dict"]),
+    ({"overrides": 7}, ["overrides=7", "dict"]),
+    ({"overrides": {"roundz": 3}}, ["unknown override 'roundz'", "rounds", "hyper.mu"]),
+    ({"overrides": {"rounds": 0}}, ["rounds", "integer >= 1"]),
+    ({"overrides": {"rounds": 2.5}}, ["rounds", "integer"]),
+    ({"overrides": {"mu": "big"}}, ["hyper.mu='big'", "number >= 0"]),
+    ({"overrides": {"lr": -0.1}}, ["lr=-0.1", "number >= 0"]),
+    ({"overrides": {"shift_methods": "FedAvg"}}, ["shift_methods", "list"]),
+    ({"overrides": {"seeds": "x"}}, ["overrides['seeds']='x'"]),
+    ({"seeds": 2, "overrides": {"seeds": 3}}, ["given twice"]),
+])
+def test_bad_parameters_fail_with_one_line_before_any_work(kw, words, cache_tmp):
+    from fedpaper.papers.fedpals import table1
+
+    msg = _one_line_error(table1, **kw)
+    for w in words:
+        assert w in msg, msg
+    assert not (cache_tmp / "results").exists() or not any((cache_tmp / "results").rglob("*.pkl"))
+
+
+def test_unknown_override_of_an_artifact_without_settings():
+    from fedpaper.papers.fedpals import fig1
+
+    msg = _one_line_error(fig1, overrides={"rounds": 3})
+    assert "unknown override 'rounds'" in msg and "fedpals/fig1" in msg and "no settings" in msg
+
+
+def test_overrides_apply_to_nested_and_broadcast_and_papermill_strings():
+    from fedpaper.papers import fedpals, privlabels
+
+    with P.using(overrides="{rounds: 7, mu: 0.1, 'per_client.cifar10': 12}"):
+        p = fedpals._params("smoke")
+    assert p["rounds"] == {"fashion-mnist": 7, "cifar10": 7}
+    assert p["hyper"]["mu"] == 0.1 and p["per_client"]["cifar10"] == 12
+    assert p["per_client"]["fashion-mnist"] == fedpals._params("smoke")["per_client"]["fashion-mnist"]
+    assert p["overrides"] == {"rounds": 7, "mu": 0.1, "per_client.cifar10": 12}
+    with P.using(overrides={"mu": 0.5, "widths": [4, 4, 8, 8]}, seeds=3):
+        q = privlabels._params("smoke", seeds=3)
+    assert q["mu"] == 0.5 and q["widths"] == [4, 4, 8, 8] and q["seeds"] == [0, 1, 2]
+    assert "overrides" not in fedpals._params("smoke")  # outside an exploration: the profile as is
+
+
+def _fedavg_run(rounds):
+    """One tiny FedAvg run of the fedpals smoke profile with `rounds` overridden."""
+    from fedpaper.papers import fedpals, fedpals_runs as R
+    from fedpaper.papers import fedpals_train as TR
+    from fedpaper.store import ResultStore
+
+    with P.using(overrides={"rounds": rounds}):
+        p = fedpals._params("smoke")
+    p["seeds"] = [0]
+    setting = {"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg"]}
+    specs, results = TR.train_settings(p, [setting])
+    return specs, results, {ResultStore().key(s) for s in specs}
+
+
+def test_an_override_changes_the_cache_key_and_the_result(cache_tmp):
+    from fedpaper.store import ResultStore
+
+    specs1, res1, keys1 = _fedavg_run(1)
+    specs2, res2, keys2 = _fedavg_run(2)
+    assert keys1.isdisjoint(keys2)
+    assert len(ResultStore()) == len(keys1) + len(keys2)
+    assert [len(r["history"]) for r in res1] == [1] * len(res1)
+    assert [len(r["history"]) for r in res2] == [2] * len(res2)
+    _, again, keys1b = _fedavg_run(1)  # going back to the first setting reads the cache
+    assert keys1b == keys1 and again == res1 and len(ResultStore()) == len(keys1) + len(keys2)
+
+
+def _git_status() -> str:
+    out = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True)
+    return out.stdout if out.returncode == 0 else "no git"
+
+
+def test_an_exploration_goes_to_scratch_is_marked_and_leaves_git_status_clean(cache_tmp, figures_tmp):
+    from fedpaper.papers.fedpals import fig9
+
+    before = _git_status()
+    r = fig9(overrides={"rounds": 2, "deltas": [0.0, 1.0]}, seeds=3)
+    assert _git_status() == before
+    assert not figures_tmp.exists() or not any(figures_tmp.rglob("*"))
+    png = Path(r.paths["png"])
+    assert png.is_file() and (cache_tmp / "explore") in png.parents
+    rec = json.loads(Path(r.paths["json"]).read_text())
+    assert rec["exploration"]["changes"] == {"rounds": 2, "deltas": [0.0, 1.0], "seeds": 3}
+    assert any("3 seeds" in n for n in rec["notes"]) and not any("2 seeds" in n for n in rec["notes"])
+    assert rec["notes"][0].startswith("EXPLORATION: changed rounds=2, deltas=[0.0, 1.0], seeds=3")
+    assert rec["params"]["rounds"] == 2 and rec["params"]["overrides"] == {"rounds": 2, "deltas": [0.0, 1.0]}
+    assert sorted(r.table["delta"].unique()) == [0.0, 1.0] if "delta" in r.table else True
+    assert r.exploration == rec["exploration"]
+
+
+def test_report_never_scores_an_exploration(cache_tmp, figures_tmp, readme_tmp):
+    from fedpaper.papers.fedpals import fig9
+    from fedpaper.report import render_report, status_rows
+
+    fig9(profile="quick", overrides={"rounds": 2, "deltas": [0.0], "n_test": 60, "n_val": 30}, seeds=1,
+         out_dir=figures_tmp)  # an exploration written to figures/ on explicit request
+    assert (figures_tmp / "fedpals" / "fig9.csv").is_file()
+    row = next(r for r in status_rows(paper="fedpals") if r["id"] == "fedpals/fig9")
+    assert row["committed"] is False and "exploration" in row["status"] and "rounds=2" in row["status"]
+    text = render_report()
+    assert "figures/ holds an exploration run (rounds=2" in text
+
+
+def test_the_package_never_switches_the_matplotlib_backend():
+    offenders = [str(p) for p in (REPO_ROOT / "fedpaper").rglob("*.py")
+                 if "matplotlib.use(" in p.read_text(encoding="utf-8")
+                 or "plt.switch_backend(" in p.read_text(encoding="utf-8")]
+    assert offenders == []
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_dirty_flag_ignores_notebook_outputs(tmp_path, monkeypatch):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from fedpaper import provenance
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    nb = new_notebook(cells=[new_code_cell("x = 1")])
+    path = repo / "n.ipynb"
+    nbformat.write(nb, str(path))
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "nb")
+    monkeypatch.setattr(provenance, "REPO_ROOT", repo)
+    assert provenance.git_info()["dirty"] is False
+    nb.cells[0].outputs = [new_output("stream", name="stdout", text="1\n")]
+    nb.cells[0].execution_count = 1
+    nbformat.write(nb, str(path))
+    assert _git(repo, "status", "--porcelain").strip()  # git sees a change (no filter here) ...
+    assert provenance.git_info()["dirty"] is False  # ... but it is not code
+    nb.cells[0].source = "x = 2"
+    nbformat.write(nb, str(path))
+    assert provenance.git_info()["dirty"] is True
+
+
+def test_reproduce_exits_2_when_notebooks_stopped_on_bad_input(monkeypatch, capsys, figures_tmp, cache_tmp,
+                                                               readme_tmp):
+    from fedpaper import cli
+
+    class NotebookError(Exception):  # what papermill raises: the kernel's exception name and value
+        ename, evalue = "BadParameterError", "seeds='abc' is a string; give a number of seeds >= 1"
+
+    def execute(nb, out_nb, parameters, timeout):
+        raise NotebookError(NotebookError.evalue)
+
+    monkeypatch.setattr(cli, "_execute", execute)
+    rc = cli.main(["reproduce", "--profile", "smoke", "--only", "fedpals/fig9", "--no-report"])
+    out = capsys.readouterr().out
+    assert rc == 2, out
+    assert "BadParameterError: seeds='abc'" in out
+    NotebookError.ename = "RuntimeError"
+    assert cli.main(["reproduce", "--profile", "smoke", "--only", "fedpals/fig9", "--no-report"]) == 1
