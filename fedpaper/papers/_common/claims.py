@@ -130,3 +130,15 @@ def combine_rows(results: list, what: str) -> tuple:
     else:
         verdict = True
     return verdict, f"{what}: {counts}. {body}"
+
+
+# ------------------------------------------------------------------------------- intervals
+def interval_name(n_seeds) -> str:
+    """What a committed ci_low/ci_high interval over `n_seeds` seeds is. Our tables hold the 95%
+    percentile bootstrap of the mean (metrics.bootstrap_ci, 1000 resamples); with 3 or fewer seeds
+    the resample made of the smallest seed alone has probability 1/n^n >= 2.5% (1/27 for n=3), so the
+    interval is exactly the seeds' min-max range and is labelled so, not "95% CI"."""
+    n = int(n_seeds)
+    if n <= 3:
+        return f"min-max over n={n} seeds"
+    return f"95% percentile-bootstrap interval, n={n} seeds"
