@@ -108,6 +108,12 @@ def _avg(t, setting, methods, col="mean"):
     return a.groupby("method")[col].mean().reindex(methods)
 
 
+def _partial(ok: bool, note: str):
+    """A verdict on the L values where the models learn: PARTIAL when it holds there but some L
+    values were left out at chance (`note` non-empty), else the plain bool."""
+    return PARTIAL if ok and note else bool(ok)
+
+
 def _testable(t, setting, methods) -> tuple:
     """(L values below 10 where no method in `methods` is at chance, note on the others)."""
     _, Ls = _below10(_acc(t))
@@ -159,8 +165,7 @@ def _order(tables, aid, setting, test, methods=STD):
     if not Ls:
         return NOT_TESTABLE, f"{setting}: no L below 10 where every compared method learns{note}"
     avg = _avg(tables[aid], setting, methods)
-    ok = bool(test(avg))
-    return ok, f"{setting}, mean accuracy over L in {Ls}: {_fmt(avg)}{note}"
+    return _partial(test(avg), note), f"{setting}, mean accuracy over L in {Ls}: {_fmt(avg)}{note}"
 
 
 def check_claim2(tables):
@@ -200,7 +205,7 @@ def check_claim7(tables):
     if not Ls:
         return NOT_TESTABLE, f"private: no L below 10 where every compared method learns{note}"
     s, ok = _spread(tables, FIG2, "private")
-    return bool(ok), f"private, across-seed std averaged over L in {Ls}: {_fmt(s)}{note}"
+    return _partial(ok, note), f"private, across-seed std averaged over L in {Ls}: {_fmt(s)}{note}"
 
 
 def check_claim8(tables):
@@ -254,7 +259,7 @@ def check_claim10(tables):
     a = _avg(tables[FIG3], "private", ADAPT + TUNE)
     s, spread = _spread(tables, FIG3, "private")
     ok = max(a[TUNE]) <= max(a[ADAPT]) and spread
-    return bool(ok), f"private, mean over L in {Ls}: {_fmt(a)}; std: {_fmt(s)}{note}"
+    return _partial(ok, note), f"private, mean over L in {Ls}: {_fmt(a)}; std: {_fmt(s)}{note}"
 
 
 def check_claim11(tables):
@@ -276,7 +281,7 @@ def check_claim12(tables):
         return NOT_TESTABLE, f"no L below 10 where both tuning methods learn: public{nu or ' ok'}; private{nr or ' ok'}"
     pu, pr = _avg(tables[FIG3], "public", TUNE), _avg(tables[FIG3], "private", TUNE)
     ok = pu["Tuning-Pairwise"] > pu["Tuning-MSE"] and pr["Tuning-MSE"] > pr["Tuning-Pairwise"]
-    return bool(ok), f"public, mean over L in {Lu}: {_fmt(pu)}{nu}; private, mean over L in {Lr}: {_fmt(pr)}{nr}"
+    return _partial(ok, nu + nr), f"public, mean over L in {Lu}: {_fmt(pu)}{nu}; private, mean over L in {Lr}: {_fmt(pr)}{nr}"
 
 
 def check_claim13(tables):
@@ -292,7 +297,7 @@ def check_claim13(tables):
     acc = acc[(acc["setting"] == "public") & acc["method"].isin(base)]
     overl = [int(L) for L, g in acc.groupby("labels_per_client") if _overlap(g)]
     ok = max(a[TUNE]) < min(a[base]) and len(overl) == len(Ls)
-    return bool(ok), (f"public, mean over L in {kept}: {_fmt(a)}{note}; FedAvg/FedProx/FedRS seed intervals "
+    return _partial(ok, note), (f"public, mean over L in {kept}: {_fmt(a)}{note}; FedAvg/FedProx/FedRS seed intervals "
                       f"overlap at L in {overl} of {Ls}" + _iv(acc))
 
 
