@@ -120,3 +120,13 @@ def test_report_counts_code_checks_apart_and_marks_new_verdicts():
     counts = R.claim_counts(res)
     assert counts.startswith("On results: 0 pass, 1 fail, 1 partial, 1 not testable, 0 not checkable.")
     assert "Checked on code (a formula or a data split, no trained model): 1 pass, 0 fail, 0 not checkable." in counts
+
+
+def test_claim27_leaves_out_epochs_where_fedpals_sits_at_chance():
+    rows = []
+    for e, seeds, val in ((1, [45.0, 50.0, 48.0], 50.0), (5, [40.0, 44.0, 42.0], 45.0), (15, [33.33, 33.33, 40.0], 60.0)):
+        rows += _curve_rows("C=3", e, {"FedPALS": seeds}, xcol="local_epochs", val_mean=val)
+    t = pd.DataFrame(rows)
+    ok, detail = FC.c27({"fedpals/fig8b": t})
+    assert ok == K.PARTIAL and "left out E in [15]" in detail  # E=15's 60.0 is a one-class model's
+    assert FC.c27({"fedpals/fig8b": t[t.local_epochs < 15]})[0] is True
