@@ -15,7 +15,6 @@ import pandas as pd
 
 from fedpaper.papers import Claim, add_claims
 from fedpaper.papers._common.claims import (
-    CHANCE_RULE,
     NOT_TESTABLE,
     PARTIAL,
     chance_models,
