@@ -114,8 +114,8 @@ def combine_rows(results: list, what: str) -> tuple:
     failed = [r for r in results if r[1] is False]
     untestable = [r for r in results if r[1] == NOT_TESTABLE]
     missing = [r for r in results if r[1] is None]
-    body = "; ".join(f"{lab}: {txt}" + {False: " (FAILS)", NOT_TESTABLE: " (not testable)",
-                                         None: " (not checkable)"}.get(v, "") for lab, v, txt in results)
+    marks = {False: " (FAILS)", NOT_TESTABLE: " (not testable)", None: " (not checkable)", PARTIAL: " (partial)"}
+    body = "; ".join(f"{lab}{marks.get(v, '')}: {txt}" for lab, v, txt in results)
     counts = f"{len(held)} of {n} rows hold"
     if untestable:
         counts += f", {len(untestable)} not testable (models at chance)"
