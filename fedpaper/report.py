@@ -16,6 +16,7 @@ import pandas as pd
 
 from fedpaper import provenance as prov
 from fedpaper.artifacts import committed_paths, load_committed
+from fedpaper.papers._common.claims import CHANCE_RULE
 from fedpaper.papers import (
     PAPER_TITLES,
     PAPERS,
@@ -172,9 +173,22 @@ def _frame_to_md(df: pd.DataFrame, drop_constant: bool = True) -> tuple[str, str
 
 
 # ------------------------------------------------------------------------------------ claims
+VERDICTS = ("pass", "fail", "partial", "not testable", "not checkable")
+VERDICT_MARKS = {"pass": "PASS", "fail": "FAIL", "partial": "partial", "not testable": "not testable at this scale",
+                 "not checkable": "not checkable"}
+
+
+def _verdict(passed) -> str:
+    """A check's first value as a verdict: True/False, the strings 'partial'/'not testable', or
+    None (not checkable)."""
+    if isinstance(passed, str) and passed in VERDICTS:
+        return passed
+    return {True: "pass", False: "fail"}.get(passed, "not checkable")
+
+
 def check_claims(claims, tables: dict) -> list[dict]:
-    """Run every claim's check on our tables: [{id, text, verdict, detail}], verdict in
-    'pass', 'fail', 'not checkable'."""
+    """Run every claim's check on our tables: [{id, text, verdict, detail, on_code}], verdict in
+    VERDICTS; on_code: the check tests a formula or a data split, no trained model."""
     out = []
     for c in claims:
         avail = {a: tables[a] for a in c.artifacts if a in tables and tables[a] is not None}
@@ -185,12 +199,26 @@ def check_claims(claims, tables: dict) -> list[dict]:
         else:
             try:
                 passed, detail = c.check(avail)
-                verdict = {True: "pass", False: "fail"}.get(passed, "not checkable")
+                verdict = _verdict(passed)
             except Exception as e:  # a broken check must not break the report
                 verdict, detail = "not checkable", f"check raised {type(e).__name__}: {e}"
         out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": verdict,
-                    "detail": str(detail).replace("\n", " ")})
+                    "detail": str(detail).replace("\n", " "),
+                    "on_code": bool(getattr(c.check, "on_code", False))})
     return out
+
+
+def claim_counts(results: list[dict]) -> str:
+    """'a pass, b fail, ... on results; checked on code (no trained model): c pass, d fail'."""
+    def count(rs):
+        return ", ".join(f"{sum(r['verdict'] == v for r in rs)} {v}" for v in VERDICTS
+                         if v in ("pass", "fail", "not checkable") or any(r["verdict"] == v for r in rs))
+    res = [r for r in results if not r["on_code"]]
+    code = [r for r in results if r["on_code"]]
+    text = f"On results: {count(res)}."
+    if code:
+        text += f" Checked on code (a formula or a data split, no trained model): {count(code)}."
+    return text
 
 
 def _profiles_note(rows, paper: str) -> str:
@@ -265,12 +293,13 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
         pr = [c for c in results if c["id"].startswith(paper + "/")]
         if not pr:
             continue
-        counts = {v: sum(c["verdict"] == v for c in pr) for v in ("pass", "fail", "not checkable")}
-        out += [f"### {paper}: {PAPER_TITLES[paper]}", "",
-                f"{counts['pass']} pass, {counts['fail']} fail, {counts['not checkable']} not checkable."
-                + _profiles_note(rows, paper), ""]
+        out += [f"### {paper}: {PAPER_TITLES[paper]}", "", claim_counts(pr) + _profiles_note(rows, paper), ""]
+        if any(c["verdict"] == "not testable" for c in pr):
+            out += [f"\"Not testable at this scale\": the models the claim compares sit at chance, so neither "
+                    f"PASS nor FAIL would test it; {CHANCE_RULE}. \"partial\": an every-row claim holds in "
+                    "the rows we can test, with other rows not testable or not checkable.", ""]
         for c in pr:
-            mark = {"pass": "PASS", "fail": "FAIL", "not checkable": "not checkable"}[c["verdict"]]
+            mark = VERDICT_MARKS[c["verdict"]] + (" (code)" if c["on_code"] else "")
             out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}")
         out.append("")
 

@@ -118,3 +118,18 @@ def test_claims_say_which_profile_they_were_computed_on():
     assert "quick-profile" in _profiles_note(rows, "p") and "not for the paper's" in _profiles_note(rows, "p")
     assert _profiles_note(rows, "q") == " Computed from the paper-profile results in figures/."
     assert _profiles_note(rows, "none") == ""
+
+
+def test_report_renders_not_testable_partial_and_code_marks(figures_tmp, readme_tmp, empty_data_root):
+    from fedpaper.papers._common import claims as K
+
+    _commit(figures_tmp, "fedpals/table2", ours_table2())
+    claims = [Claim("fedpals/claim-22", "at chance", ["fedpals/table2"], lambda t: (K.NOT_TESTABLE, "FedAvg at chance")),
+              Claim("fedpals/claim-1", "every row", ["fedpals/table2"], lambda t: (K.PARTIAL, "5 of 6 rows hold")),
+              Claim("fedpals/claim-30", "numerical", [], K.on_code(lambda t: (True, "ok")))]
+    text = R.render_report(claims=claims)
+    assert "- **not testable at this scale** `fedpals/claim-22`: at chance — FedAvg at chance" in text
+    assert "- **partial** `fedpals/claim-1`: every row — 5 of 6 rows hold" in text
+    assert "- **PASS (code)** `fedpals/claim-30`" in text
+    assert "On results: 0 pass, 0 fail, 1 partial, 1 not testable, 0 not checkable. Checked on code" in text
+    assert K.CHANCE_RULE in text  # the rule is stated where a claim is not testable

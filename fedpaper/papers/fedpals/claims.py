@@ -1,6 +1,9 @@
 """The 32 claims of targets/fedpals.md section 3, each checked on OUR committed numbers.
 
-A check gets {artifact id: our csv as a DataFrame} and returns (True/False/None, one-line detail).
+A check gets {artifact id: our csv as a DataFrame} and returns (verdict, one-line detail), verdict
+True/False/None or NOT_TESTABLE/PARTIAL (papers/_common/claims.py): a comparison whose models sit at
+chance (CHANCE_RULE there) is not testable; an "in every row" claim with rows missing or not
+testable is PARTIAL ("k of n rows hold"). Checks marked @on_code test a formula or a data split.
 Thresholds that turn the paper's words into numbers are stated in each claim's text ("well below":
 at least 10 points; "comparable": within one seed-std; "approximately" for ESS: within 5 points).
 Rows that need PACS or iWildCam are "not checkable" when those data sets are missing.
@@ -11,6 +14,16 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.papers import Claim, add_claims
+from fedpaper.papers._common.claims import (
+    NOT_TESTABLE,
+    PARTIAL,
+    chance_models,
+    chance_note,
+    chance_pct,
+    combine_rows,
+    on_code,
+    parse_seeds,
+)
 
 NON_ORACLE = ["FedPALS", "FedAvg", "FedProx", "SCAFFOLD", "AFL", "FedRS"]
 BASELINES = ["FedAvg", "FedProx", "SCAFFOLD", "AFL", "FedRS"]
@@ -44,45 +57,80 @@ def _table1_rows(tables):
     return t, rows
 
 
-def _per_row(tables, test, what):
-    """Apply test(means) -> (ok, text) to every Table 1 row we have; PACS noted when missing."""
+def _runs(tab: pd.DataFrame, **where) -> dict:
+    """{method: (mean, per-seed list)} of the plain methods (no '(...)' variants) matching `where`."""
+    t = tab
+    for k, v in where.items():
+        t = t[t[k].astype(str) == str(v)]
+    t = t[~t["method"].str.contains(r"\(", regex=True)]
+    seeds = t["per_seed"] if "per_seed" in t else [None] * len(t)
+    return {m: (float(x), parse_seeds(s)) for m, x, s in zip(t["method"], t["mean"], seeds)}
+
+
+def _at_chance(runs: dict, chance) -> list:
+    return chance_models(((m, v[0], v[1]) for m, v in runs.items()), chance)
+
+
+def _learning(runs: dict, chance, subjects, others=()):
+    """(means of the learning models, reason or None): NOT_TESTABLE reason when a subject of the
+    claim is at chance or every model it is compared with is; other models at chance are dropped."""
+    low = _at_chance(runs, chance)
+    subj_low = [m for m in subjects if m in low]
+    if subj_low:
+        return None, chance_note(subj_low, chance)
+    others = [m for m in others if m in runs]
+    kept = [m for m in others if m not in low]
+    if others and not kept:
+        return None, chance_note(others, chance)
+    means = {m: runs[m][0] for m in list(subjects) + kept if m in runs}
+    dropped = [m for m in others if m in low]
+    return means, (chance_note(dropped, chance) + ", left out" if dropped else "")
+
+
+def _per_row(tables, test, what, subjects, others=()):
+    """Apply test(means) -> (ok, text) to every Table 1 row; a row whose compared models sit at
+    chance is not testable, the PACS row is not checkable when PACS is missing."""
     t, rows = _table1_rows(tables)
     if t is None:
         return MISSING
-    oks, parts = [], []
-    for d, s in rows:
-        ok, txt = test(_means(t, dataset=d, label_split=s))
-        oks.append(ok)
-        parts.append(f"{d} {s}: {txt}{'' if ok else ' (FAILS)'}")
-    note = "" if ("PACS", "C=6") in rows else "; PACS row not checkable (data missing)"
-    return all(oks), f"{what}: " + "; ".join(parts) + note
+    results = []
+    for d, s in T1_ROWS:
+        if (d, s) not in rows:
+            results.append((f"{d} {s}", None, "data missing"))
+            continue
+        means, note = _learning(_runs(t, dataset=d, label_split=s), chance_pct(s), subjects, others)
+        if means is None:
+            results.append((f"{d} {s}", NOT_TESTABLE, note))
+            continue
+        ok, txt = test(means)
+        results.append((f"{d} {s}", bool(ok), txt + (f" [{note}]" if note else "")))
+    return combine_rows(results, what)
 
 
 def c1(tables):
     def test(m):
-        best = max((k for k in NON_ORACLE if k in m), key=m.get)
-        return best == "FedPALS", f"best non-oracle {best} {m[best]:.1f} (FedPALS {m.get('FedPALS', float('nan')):.1f})"
-    return _per_row(tables, test, "FedPALS best non-oracle mean")
+        best = max(m, key=m.get)
+        return best == "FedPALS", f"best non-oracle {best} {m[best]:.1f} (FedPALS {m['FedPALS']:.1f})"
+    return _per_row(tables, test, "FedPALS best non-oracle mean", ["FedPALS"], BASELINES)
 
 
 def c2(tables):
     def test(m):
         best = max(m, key=m.get)
         return best == "Oracle", f"best {best} {m[best]:.1f}"
-    return _per_row(tables, test, "Oracle best overall")
+    return _per_row(tables, test, "Oracle best overall", ["Oracle"], NON_ORACLE)
 
 
 def c3(tables):
     return _per_row(tables, lambda m: (m["Oracle"] - m["FedAvg"] >= 10, f"Oracle - FedAvg {m['Oracle'] - m['FedAvg']:.1f}"),
-                    "Oracle - FedAvg >= 10 points")
+                    "Oracle - FedAvg >= 10 points", ["Oracle", "FedAvg"])
 
 
 def c4(tables):
     def test(m):
         gap = m["FedPALS"] - m["FedAvg"]
-        other = min(m["FedPALS"] - m[b] for b in BASELINES if b in m)
-        return gap >= 10, f"FedPALS - FedAvg {gap:.1f} (min margin over a baseline {other:.1f})"
-    return _per_row(tables, test, "FedPALS - FedAvg >= 10 points")
+        return gap >= 10, f"FedPALS - FedAvg {gap:.1f}"
+    return _per_row(tables, test, "FedPALS - FedAvg >= 10 points", ["FedPALS", "FedAvg"])
 
 
 def _curve(tab, xcol):
@@ -91,29 +139,57 @@ def _curve(tab, xcol):
         {m: dict(zip(g[xcol].astype(float), g["std"])) for m, g in t.groupby("method")}
 
 
+def _runs_at(tab, xcol, x) -> tuple:
+    """(runs {method: (mean, seeds)}, chance %) of the rows of `tab` with xcol == x."""
+    t = tab[tab[xcol].astype(float) == float(x)]
+    split = t["label_split"].iloc[0] if "label_split" in t and len(t) else None
+    return _runs(t), chance_pct(split)
+
+
 def _comparable_at(tab, xcol, x):
     means, stds = _curve(tab, xcol)
     at = {m: v[x] for m, v in means.items() if x in v}
+    runs, chance = _runs_at(tab, xcol, x)
+    low = _at_chance(runs, chance)
+    if low:
+        return NOT_TESTABLE, f"at {xcol}={x:g}: " + chance_note(low, chance) + f" ({_fmt(at)})"
     sd = max(stds[m][x] for m in at)
     spread = max(at.values()) - min(at.values())
     return spread <= sd, f"at {xcol}={x:g}: spread of means {spread:.1f} vs largest std {sd:.1f} ({_fmt(at)})"
 
 
 def _falls(tab, xcol):
+    """Each baseline's accuracy at the largest x where it learns is above that at the smallest x
+    where it learns; FedPALS beats every learning baseline at C=2, 3 (combine_rows over parts)."""
     means, _ = _curve(tab, xcol)
     xs = sorted({x for v in means.values() for x in v})
-    lo, hi = xs[0], xs[-1]
-    oks, parts = [], []
+    learns = {x: _runs_at(tab, xcol, x) for x in xs}
+    learns = {x: set(r) - set(_at_chance(r, c)) for x, (r, c) in learns.items()}
+    results = []
     for b in BASELINES:
-        if b in means and lo in means[b] and hi in means[b]:
-            oks.append(means[b][lo] < means[b][hi])
-            parts.append(f"{b} {means[b][hi]:.1f} at {hi:g} -> {means[b][lo]:.1f} at {lo:g}")
+        if b not in means:
+            continue
+        ok_x = [x for x in xs if x in means[b] and b in learns[x]]
+        if len(ok_x) < 2:
+            results.append((f"{b} trend", NOT_TESTABLE, f"learns at {len(ok_x)} of {len(xs)} {xcol} values "
+                            f"(at chance elsewhere)"))
+            continue
+        lo, hi = ok_x[0], ok_x[-1]
+        results.append((f"{b} trend", means[b][lo] < means[b][hi],
+                        f"{means[b][hi]:.1f} at {hi:g} -> {means[b][lo]:.1f} at {lo:g}"))
     for x in (2.0, 3.0):
-        if x in means.get("FedPALS", {}):
-            others = {b: means[b][x] for b in BASELINES if b in means and x in means[b]}
-            oks.append(all(means["FedPALS"][x] > v for v in others.values()))
-            parts.append(f"C={x:g}: FedPALS {means['FedPALS'][x]:.1f} vs max baseline {max(others.values()):.1f}")
-    return all(oks), "; ".join(parts)
+        if x not in means.get("FedPALS", {}):
+            continue
+        runs, chance = _runs_at(tab, xcol, x)
+        m, note = _learning(runs, chance, ["FedPALS"], BASELINES)
+        if m is None:
+            results.append((f"C={x:g}", NOT_TESTABLE, note))
+            continue
+        best = max((b for b in m if b != "FedPALS"), key=m.get)
+        results.append((f"C={x:g}", all(m["FedPALS"] > v for b, v in m.items() if b != "FedPALS"),
+                        f"FedPALS {m['FedPALS']:.1f} vs best learning baseline {best} {m[best]:.1f}"
+                        + (f" [{note}]" if note else "")))
+    return combine_rows(results, "parts")
 
 
 def _distance_grows(tab):
@@ -134,6 +210,7 @@ def c6(tables, aid="fedpals/fig2c"):
     return MISSING if t is None else _falls(t, "C")
 
 
+@on_code
 def c7(tables, aid="fedpals/fig2a"):
     t = _get(tables, aid)
     return MISSING if t is None else _distance_grows(t)
@@ -141,10 +218,7 @@ def c7(tables, aid="fedpals/fig2a"):
 
 def c8(tables):
     res = [c5(tables, "fedpals/fig6b"), c6(tables, "fedpals/fig6b"), c7(tables, "fedpals/fig6a")]
-    if any(r[0] is None for r in res):
-        return None, "not checkable: " + "; ".join(r[1] for r in res if r[0] is None)
-    return all(r[0] for r in res), " | ".join(f"claim {i}: {'ok' if r[0] else 'FAILS'} ({r[1]})"
-                                                for i, r in zip((5, 6, 7), res))
+    return combine_rows([(f"claim {i}", v, d) for i, (v, d) in zip((5, 6, 7), res)], "Fashion-MNIST claims 5-7")
 
 
 # ----------------------------------------------------------------------------- PACS
@@ -171,6 +245,7 @@ def c9(tables):
     return _decreasing(vals), "FedPALS by lambda: " + _fmt(lm)
 
 
+@on_code
 def c10(tables):
     t = _get(tables, "fedpals/fig3a")
     if t is None:
@@ -293,6 +368,7 @@ def c20(tables):
     return v < 0.02, f"AFL macro F1 {v:.4f} (near zero: < 0.02)"
 
 
+@on_code
 def c21(tables):
     t = _get(tables, "fedpals/fig4")
     if t is None:
@@ -343,33 +419,48 @@ def c25(tables):
     t = _get(tables, "fedpals/fig8b")
     if t is None:
         return MISSING
-    p = _by(t, "local_epochs")
-    e = p.index.max()
-    r = p.loc[e]
-    return bool(r["FedAvg"] > r["FedProx"] and r["FedAvg"] > r["SCAFFOLD"]), \
-        f"at E={e} (largest in our grid): FedAvg {r['FedAvg']:.1f}, FedProx {r['FedProx']:.1f}, SCAFFOLD {r['SCAFFOLD']:.1f}"
+    e = t["local_epochs"].max()
+    runs, chance = _runs_at(t, "local_epochs", e)
+    m, note = _learning(runs, chance, ["FedAvg", "FedProx", "SCAFFOLD"])
+    if m is None:
+        return NOT_TESTABLE, f"at E={e} (largest in our grid): {note}"
+    return bool(m["FedAvg"] > m["FedProx"] and m["FedAvg"] > m["SCAFFOLD"]), \
+        f"at E={e} (largest in our grid): FedAvg {m['FedAvg']:.1f}, FedProx {m['FedProx']:.1f}, SCAFFOLD {m['SCAFFOLD']:.1f}"
 
 
 def c26(tables):
-    parts, oks = [], []
+    results = []
     for aid, x in (("fedpals/fig8b", "local_epochs"), ("fedpals/fig8c", "training_clients")):
         t = _get(tables, aid)
         if t is None:
             return MISSING
-        p = _by(t, x)
-        ok = bool((p["FedPALS"] > p["FedAvg"]).all())
-        oks.append(ok)
-        parts.append(f"{x}: " + ", ".join(f"{i}: {a:.1f} vs {b:.1f}" for i, a, b in zip(p.index, p["FedPALS"], p["FedAvg"])))
-    return all(oks), "FedPALS vs FedAvg; " + "; ".join(parts)
+        for v in sorted(t[x].unique()):
+            runs, chance = _runs_at(t, x, v)
+            m, note = _learning(runs, chance, ["FedPALS", "FedAvg"])
+            if m is None:
+                results.append((f"{x}={v}", NOT_TESTABLE, note))
+            else:
+                results.append((f"{x}={v}", m["FedPALS"] > m["FedAvg"],
+                                f"FedPALS {m['FedPALS']:.1f} vs FedAvg {m['FedAvg']:.1f}"))
+    return combine_rows(results, "FedPALS > FedAvg")
 
 
 def c27(tables):
+    """E values where FedPALS sits at chance (on test) are left out: its validation accuracy there
+    is a one-class model's; the claim is PARTIAL when it holds on the rest."""
     t = _get(tables, "fedpals/fig8b")
     if t is None:
         return MISSING
     g = t[t.method == "FedPALS"].set_index("local_epochs")["val_mean"]
-    return bool(g.idxmax() == g.index.min()), "FedPALS target-validation accuracy by E: " + \
-        ", ".join(f"{e}: {v:.1f}" for e, v in g.items())
+    low = [e for e in g.index if "FedPALS" in _at_chance(*_runs_at(t, "local_epochs", e))]
+    kept = g.drop(index=low)
+    shown = "FedPALS target-validation accuracy by E: " + ", ".join(f"{e}: {v:.1f}" for e, v in g.items())
+    if low:
+        shown += f"; left out E in {low}: FedPALS at chance on test (chance {chance_pct(t['label_split'].iloc[0]):.1f}%)"
+    if g.index.min() not in kept.index or len(kept) < 2:
+        return NOT_TESTABLE, shown
+    ok = bool(kept.idxmax() == g.index.min())
+    return (PARTIAL if ok and low else ok), shown
 
 
 def _ess(tables, aid, expected):
@@ -383,15 +474,18 @@ def _ess(tables, aid, expected):
     return ok, "ESS % of N (paper -> ours): " + ", ".join(f"lambda {k}: {x} -> {g:.1f}" for (k, x), (_, g) in pairs)
 
 
+@on_code
 def c28(tables):
     return _ess(tables, "fedpals/fig3a", {"0": 15, "12": 25, "42": 50, "93": 75})
 
 
+@on_code
 def c29(tables):
     return _ess(tables, "fedpals/fig3b", {"0": 8, "600": 25, "2500": 50, "5800": 75})
 
 
 # ----------------------------------------------------------------------------- numerical properties
+@on_code
 def c30(tables):
     from fedpaper.algorithms import weights as W
 
@@ -410,6 +504,7 @@ def c30(tables):
                                                  f"{worst_lim:.1e}; min over 200 random alphas of sum a^2/n minus FedAvg's: {worst_min:.2e}")
 
 
+@on_code
 def c31(tables):
     from scipy.optimize import minimize
 
@@ -434,6 +529,7 @@ def c31(tables):
                                                         f"SLSQP max-ESS exact match {worst_ess:.2e}")
 
 
+@on_code
 def c32(tables):
     t = _get(tables, "fedpals/fig1")
     if t is None:
@@ -486,8 +582,9 @@ def _strict(fn):
     """The check with its verdict as a plain True/False/None."""
     def check(tables):
         ok, detail = fn(tables)
-        return (None if ok is None else bool(ok)), detail
+        return (ok if ok is None or isinstance(ok, str) else bool(ok)), detail
     check.__name__ = fn.__name__
+    check.on_code = getattr(fn, "on_code", False)
     return check
 
 

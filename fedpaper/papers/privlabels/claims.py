@@ -1,11 +1,26 @@
-"""The 20 claims of targets/privlabels.md section 3, checked on our committed numbers."""
+"""The 20 claims of targets/privlabels.md section 3, checked on our committed numbers.
+
+Accuracies are fractions on balanced 10-class test sets, so chance is 0.10; a method whose mean
+is at most 0.12 is at chance (papers/_common/claims.py CHANCE_RULE, without per-seed values) and a
+comparison that needs it is not testable at that L. The committed ci_low/ci_high are the 95%
+percentile bootstrap over seeds, which for our 3 seeds is exactly the seeds' min-max range: every
+detail names the interval by what it is (interval_name), and "overlap" means these ranges overlap.
+"""
 from __future__ import annotations
 
 from fedpaper.papers import Claim
+from fedpaper.papers._common.claims import (
+    CHANCE_MARGIN_PCT,
+    NOT_TESTABLE,
+    PARTIAL,
+    chance_pct,
+    interval_name,
+    on_code,
+)
 
 _TEXT = [
     ("claim-1", ["fig2", "fig3"], "On CIFAR-10 and Fashion-MNIST, in both settings and for every method, mean test "
-     "accuracy falls as L decreases; accuracy at L=2 is outside (below) the CI of accuracy at L=10."),
+     "accuracy falls as L decreases; accuracy at L=2 is outside (below) the seed interval of accuracy at L=10."),
     ("claim-2", ["fig2"], "CIFAR-10, public: FedRS has the highest mean accuracy of the public methods."),
     ("claim-3", ["fig2"], "CIFAR-10, public: Tuning-Pairwise has higher mean accuracy than FedAvg and FedProx."),
     ("claim-4", ["fig2"], "CIFAR-10, public: Tuning-MSE is below Tuning-Pairwise and does not beat FedAvg."),
@@ -16,16 +31,16 @@ _TEXT = [
      "adapted FedAvg/FedProx."),
     ("claim-8", ["fig1b"], "CIFAR-10, L=5, private: Tuning-MSE and Tuning-Pairwise are the two best methods."),
     ("claim-9", ["fig2", "fig3"], "FedAvg and FedProx: private (adapted) accuracy is close to public accuracy "
-     "(difference within the 95% CIs) on both data sets at every L."),
+     "(seed intervals overlap; the paper: within the 95% CIs) on both data sets at every L."),
     ("claim-10", ["fig3"], "Fashion-MNIST, private: neither tuning method has a higher mean accuracy than adapted "
      "FedAvg/FedProx, and the tuning methods have large across-seed variance."),
-    ("claim-11", ["fig4"], "Fashion-MNIST, L=3, private: all four private methods perform similarly (overlapping CIs)."),
+    ("claim-11", ["fig4"], "Fashion-MNIST, L=3, private: all four private methods perform similarly (overlapping seed intervals)."),
     ("claim-12", ["fig3"], "Fashion-MNIST: Tuning-Pairwise > Tuning-MSE in the public setting and Tuning-MSE > "
      "Tuning-Pairwise in the private setting."),
     ("claim-13", ["fig3"], "Fashion-MNIST, public: both tuning methods are below FedAvg, FedProx and FedRS, and "
-     "these three are about equal (overlapping CIs)."),
-    ("claim-14", ["fig2", "fig3"], "The gain of central tuning over adapted FedAvg in the private setting is larger "
-     "at small L than at large L."),
+     "these three are about equal (overlapping seed intervals)."),
+    ("claim-14", ["fig2", "fig3"], "Central tuning gains over adapted FedAvg in the private setting (best tuning "
+     "method above FedAvg at the smallest L), and the gain is larger at small L than at large L."),
     ("claim-15", ["fig5", "fig6", "fig7", "fig8"], "Over rounds, FedAvg and the tuning methods converge at similar "
      "rounds, and the tuning methods' curves have larger across-seed variance."),
     ("claim-16", ["fig11"], "CIFAR-10: changing the local epochs per round (E=1, 3, 5) does not meaningfully change "
@@ -36,7 +51,7 @@ _TEXT = [
      "sum (h_k(y_j) p_9)^2 and their gradient pushes p_9 to 0; the MSE loss (eq. 6) has no term for label 9."),
     ("claim-19", ["fig2", "fig3"], "A label missing from every client is far more likely with fewer labels per "
      "client (expected missing labels 10 (1 - L/10)^10: 1.07 at L=2, 0.28 at L=3, 0.06 at L=4, 0.01 at L=5)."),
-    ("claim-20", ["fig3"], "Adapted FedAvg is a strong baseline: in the private setting it is within the CI of the "
+    ("claim-20", ["fig3"], "Adapted FedAvg is a strong baseline: in the private setting its seed interval reaches that of the "
      "best method on Fashion-MNIST at every L."),
 ]
 
@@ -62,11 +77,49 @@ def _below10(t):
     return t[t["labels_per_client"].isin(Ls)], Ls
 
 
-def _avg(t, setting, methods, col="mean"):
-    """Per method: `col` averaged over the L values below 10 (where the methods differ)."""
+CHANCE = chance_pct(num_classes=10) / 100
+AT_CHANCE = CHANCE + CHANCE_MARGIN_PCT / 100
+
+
+def _iv(t) -> str:
+    """' (intervals: min-max over n=3 seeds)': what the ci_low/ci_high columns of `t` are."""
+    return f" (intervals: {interval_name(t['n_seeds'].min())})" if "n_seeds" in t and len(t) else ""
+
+
+def _chance_Ls(t, setting, methods) -> dict:
+    """{L: [methods at chance]} over the L values below 10 (mean accuracy <= AT_CHANCE)."""
     a, _ = _below10(_acc(t))
     a = a[(a["setting"] == setting) & a["method"].isin(methods)]
+    low = a[a["mean"] <= AT_CHANCE]
+    return {int(L): sorted(g["method"]) for L, g in low.groupby("labels_per_client")}
+
+
+def _chance_text(low: dict) -> str:
+    return "; ".join(f"L={L}: {', '.join(ms)} at chance (mean <= {AT_CHANCE:.2f}, chance {CHANCE:.2f})"
+                     for L, ms in low.items())
+
+
+def _avg(t, setting, methods, col="mean"):
+    """Per method: `col` averaged over the L values below 10 (where the methods differ), leaving
+    out the L values where one of `methods` sits at chance (see _testable)."""
+    a, _ = _below10(_acc(t))
+    low = _chance_Ls(t, setting, methods)
+    a = a[(a["setting"] == setting) & a["method"].isin(methods) & ~a["labels_per_client"].isin(list(low))]
     return a.groupby("method")[col].mean().reindex(methods)
+
+
+def _partial(ok: bool, note: str):
+    """A verdict on the L values where the models learn: PARTIAL when it holds there but some L
+    values were left out at chance (`note` non-empty), else the plain bool."""
+    return PARTIAL if ok and note else bool(ok)
+
+
+def _testable(t, setting, methods) -> tuple:
+    """(L values below 10 where no method in `methods` is at chance, note on the others)."""
+    _, Ls = _below10(_acc(t))
+    low = _chance_Ls(t, setting, methods)
+    kept = [L for L in Ls if L not in low]
+    return kept, (f"; left out {_chance_text(low)}" if low else "")
 
 
 def _fmt(s):
@@ -98,18 +151,21 @@ def check_claim1(tables):
                            f"[{hi['ci_low']:.3f}, {hi['ci_high']:.3f}], corr(L, mean) {rho:.2f}")
     skipped = f" (not checked, run at one L only: {', '.join(sorted(single))})" if single else ""
     if bad:
-        return False, f"{len(bad)} of {n} method/setting curves fail: " + "; ".join(bad) + skipped
-    return True, f"all {n} curves: smallest-L CI below the L=10 CI and accuracy increasing with L (corr > 0){skipped}"
+        return False, f"{len(bad)} of {n} method/setting curves fail: " + "; ".join(bad) + skipped + _iv(_acc(tables[avail[0]]))
+    return True, (f"all {n} curves: smallest-L interval below the L=10 interval and accuracy increasing with L "
+                  f"(corr > 0){skipped}" + _iv(_acc(tables[avail[0]])))
 
 
 def _order(tables, aid, setting, test, methods=STD):
     miss = _need(tables, aid)
     if miss:
         return None, miss
-    avg = _avg(tables[aid], setting, [m for m in methods if m in set(_acc(tables[aid])["method"])])
-    ok = bool(test(avg))
-    _, Ls = _below10(_acc(tables[aid]))
-    return ok, f"{setting}, mean accuracy over L in {Ls}: {_fmt(avg)}"
+    methods = [m for m in methods if m in set(_acc(tables[aid])["method"])]
+    Ls, note = _testable(tables[aid], setting, methods)
+    if not Ls:
+        return NOT_TESTABLE, f"{setting}: no L below 10 where every compared method learns{note}"
+    avg = _avg(tables[aid], setting, methods)
+    return _partial(test(avg), note), f"{setting}, mean accuracy over L in {Ls}: {_fmt(avg)}{note}"
 
 
 def check_claim2(tables):
@@ -145,8 +201,11 @@ def check_claim7(tables):
     miss = _need(tables, FIG2)
     if miss:
         return None, miss
+    Ls, note = _testable(tables[FIG2], "private", ADAPT + TUNE)
+    if not Ls:
+        return NOT_TESTABLE, f"private: no L below 10 where every compared method learns{note}"
     s, ok = _spread(tables, FIG2, "private")
-    return bool(ok), f"private, across-seed std averaged over L<10: {_fmt(s)}"
+    return _partial(ok, note), f"private, across-seed std averaged over L in {Ls}: {_fmt(s)}{note}"
 
 
 def check_claim8(tables):
@@ -155,6 +214,9 @@ def check_claim8(tables):
         return None, miss
     a = _acc(tables["privlabels/fig1b"])
     a = a[(a["setting"] == "private") & a["method"].isin(ADAPT + TUNE)].set_index("method")["mean"]
+    low = list(a[a <= AT_CHANCE].index)
+    if low:
+        return NOT_TESTABLE, f"private, L=5: {', '.join(low)} at chance (mean <= {AT_CHANCE:.2f}): {_fmt(a)}"
     top2 = set(a.sort_values(ascending=False).index[:2])
     return top2 == set(TUNE), f"private, L=5: {_fmt(a)}"
 
@@ -163,31 +225,41 @@ def check_claim9(tables):
     avail = [i for i in (FIG2, FIG3) if tables.get(i) is not None]
     if not avail:
         return None, "no committed table for privlabels/fig2, privlabels/fig3"
-    bad, n, gaps = [], 0, []
+    bad, n, gaps, untestable = [], 0, [], []
     for aid in avail:
         a = _acc(tables[aid])
         for m in ADAPT:
             for L, g in a[a["method"] == m].groupby("labels_per_client"):
                 if set(g["setting"]) != {"private", "public"}:
                     continue
-                n += 1
                 pr, pu = g[g["setting"] == "private"].iloc[0], g[g["setting"] == "public"].iloc[0]
+                if max(pr["mean"], pu["mean"]) <= AT_CHANCE:  # two chance-level models are trivially close
+                    untestable.append(f"{aid.split('/')[1]} {m} L={L}")
+                    continue
+                n += 1
                 gaps.append(pr["mean"] - pu["mean"])
                 if not _overlap(g):
                     bad.append(f"{aid.split('/')[1]} {m} L={L}: private {pr['mean']:.3f} [{pr['ci_low']:.3f}, "
                                f"{pr['ci_high']:.3f}] vs public {pu['mean']:.3f} [{pu['ci_low']:.3f}, {pu['ci_high']:.3f}]")
     d = f"private - public mean gap from {min(gaps):+.3f} to {max(gaps):+.3f} over {n} pairs" if gaps else "no pairs"
-    return (not bad and n > 0), d + ("; CIs disjoint: " + "; ".join(bad) if bad else "; all CIs overlap")
+    d += ("; seed intervals disjoint: " + "; ".join(bad) if bad else "; all seed intervals overlap")
+    d += (f"; not testable (both at chance, mean <= {AT_CHANCE:.2f}): {', '.join(untestable)}" if untestable else "")
+    d += _iv(_acc(tables[avail[0]]))
+    verdict = False if bad else (NOT_TESTABLE if n == 0 and untestable else (PARTIAL if untestable else n > 0))
+    return verdict, d
 
 
 def check_claim10(tables):
     miss = _need(tables, FIG3)
     if miss:
         return None, miss
+    Ls, note = _testable(tables[FIG3], "private", ADAPT + TUNE)
+    if not Ls:
+        return NOT_TESTABLE, f"private: no L below 10 where every compared method learns{note}"
     a = _avg(tables[FIG3], "private", ADAPT + TUNE)
     s, spread = _spread(tables, FIG3, "private")
     ok = max(a[TUNE]) <= max(a[ADAPT]) and spread
-    return bool(ok), f"private, mean over L<10: {_fmt(a)}; std: {_fmt(s)}"
+    return _partial(ok, note), f"private, mean over L in {Ls}: {_fmt(a)}; std: {_fmt(s)}{note}"
 
 
 def check_claim11(tables):
@@ -197,16 +269,19 @@ def check_claim11(tables):
     a = _acc(tables["privlabels/fig4"])
     a = a[(a["setting"] == "private") & a["method"].isin(ADAPT + TUNE)]
     d = "; ".join(f"{r.method} {r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]" for r in a.itertuples())
-    return _overlap(a), f"private, L=3: {d}"
+    return _overlap(a), f"private, L=3: {d}" + _iv(a)
 
 
 def check_claim12(tables):
     miss = _need(tables, FIG3)
     if miss:
         return None, miss
+    (Lu, nu), (Lr, nr) = _testable(tables[FIG3], "public", TUNE), _testable(tables[FIG3], "private", TUNE)
+    if not Lu or not Lr:
+        return NOT_TESTABLE, f"no L below 10 where both tuning methods learn: public{nu or ' ok'}; private{nr or ' ok'}"
     pu, pr = _avg(tables[FIG3], "public", TUNE), _avg(tables[FIG3], "private", TUNE)
     ok = pu["Tuning-Pairwise"] > pu["Tuning-MSE"] and pr["Tuning-MSE"] > pr["Tuning-Pairwise"]
-    return bool(ok), f"mean over L<10, public: {_fmt(pu)}; private: {_fmt(pr)}"
+    return _partial(ok, nu + nr), f"public, mean over L in {Lu}: {_fmt(pu)}{nu}; private, mean over L in {Lr}: {_fmt(pr)}{nr}"
 
 
 def check_claim13(tables):
@@ -214,29 +289,45 @@ def check_claim13(tables):
     if miss:
         return None, miss
     base = ["FedAvg", "FedProx", "FedRS"]
+    kept, note = _testable(tables[FIG3], "public", STD)
+    if not kept:
+        return NOT_TESTABLE, f"public: no L below 10 where every compared method learns{note}"
     a = _avg(tables[FIG3], "public", STD)
     acc, Ls = _below10(_acc(tables[FIG3]))
     acc = acc[(acc["setting"] == "public") & acc["method"].isin(base)]
     overl = [int(L) for L, g in acc.groupby("labels_per_client") if _overlap(g)]
     ok = max(a[TUNE]) < min(a[base]) and len(overl) == len(Ls)
-    return bool(ok), f"public, mean over L<10: {_fmt(a)}; FedAvg/FedProx/FedRS CIs overlap at L in {overl} of {Ls}"
+    return _partial(ok, note), (f"public, mean over L in {kept}: {_fmt(a)}{note}; FedAvg/FedProx/FedRS seed intervals "
+                      f"overlap at L in {overl} of {Ls}" + _iv(acc))
 
 
 def check_claim14(tables):
+    """Claim 14 says tuning GAINS over adapted FedAvg, more at small L: the best tuning method must be
+    above FedAvg at the smallest L below 10 and its gain there larger than at the largest L below 10."""
     avail = [i for i in (FIG2, FIG3) if tables.get(i) is not None]
     if not avail:
         return None, "no committed table for privlabels/fig2, privlabels/fig3"
-    res, parts, gains = [], [], []
+    res, parts = [], []
     for aid in avail:
-        a, Ls = _below10(_acc(tables[aid]))
+        low = _chance_Ls(tables[aid], "private", ["FedAvg"] + TUNE)
+        low = {L: ms for L, ms in low.items() if "FedAvg" in ms or set(TUNE) <= set(ms)}
+        Ls = [L for L in _below10(_acc(tables[aid]))[1] if L not in low]
+        note = f"; left out {_chance_text(low)}" if low else ""
+        name = aid.split("/")[1]
+        if len(Ls) < 2:
+            res.append(NOT_TESTABLE)
+            parts.append(f"{name}: fewer than 2 L values where FedAvg and the tuning methods learn{note}")
+            continue
+        a, _ = _below10(_acc(tables[aid]))
         a = a[a["setting"] == "private"].pivot_table(index="labels_per_client", columns="method", values="mean")
-        gain = a[TUNE].max(axis=1) - a["FedAvg"]
-        res.append(gain.loc[Ls[0]] > gain.loc[Ls[-1]])
-        gains += [gain.loc[Ls[0]], gain.loc[Ls[-1]]]
-        parts.append(f"{aid.split('/')[1]}: best tuning - FedAvg = {gain.loc[Ls[0]]:+.3f} at L={Ls[0]}, "
-                     f"{gain.loc[Ls[-1]]:+.3f} at L={Ls[-1]}")
-    note = "" if min(gains) > 0 else " (a negative gain means the best tuning method is below FedAvg)"
-    return all(res), "; ".join(parts) + note
+        gain = a[TUNE].where(a[TUNE] > AT_CHANCE).max(axis=1) - a["FedAvg"]  # best learning tuning method
+        lo, hi = gain.loc[Ls[0]], gain.loc[Ls[-1]]
+        res.append(bool(lo > 0 and lo > hi))
+        parts.append(f"{name}: best tuning - FedAvg = {lo:+.3f} at L={Ls[0]}, {hi:+.3f} at L={Ls[-1]}"
+                     + ("" if lo > 0 else " (no gain: tuning is below FedAvg at the smallest L)") + note)
+    verdict = False if False in res else (NOT_TESTABLE if all(r == NOT_TESTABLE for r in res)
+                                          else (PARTIAL if NOT_TESTABLE in res else True))
+    return verdict, "; ".join(parts)
 
 
 def _converge_round(g, frac=0.95):
@@ -259,9 +350,9 @@ def check_claim15(tables):
         similar = all(abs(conv[m] - conv["FedAvg"]) <= max(2, 0.2 * R) for m in TUNE if m in conv)
         wider = all(width[m] > width["FedAvg"] for m in TUNE if m in width)
         ok &= similar and wider
-        parts.append(f"{aid.split('/')[1]}: rounds to 95% of gain {conv}, mean CI width "
+        parts.append(f"{aid.split('/')[1]}: rounds to 95% of gain {conv}, mean seed-interval width "
                      + ", ".join(f"{m} {v:.3f}" for m, v in width.items()))
-    return ok, "; ".join(parts) + " (similar = within max(2, 20% of rounds))"
+    return ok, "; ".join(parts) + " (similar = within max(2, 20% of rounds))" + _iv(_acc(tables[avail[0]]))
 
 
 def check_claim16(tables):
@@ -275,8 +366,8 @@ def check_claim16(tables):
         parts.append(f"{s} {m} range {rng:.3f}")
         if not _overlap(g):
             bad.append(f"{s} {m}")
-    return not bad, ("CIs over E overlap for every method" if not bad else "CIs over E disjoint for " +
-                     ", ".join(bad)) + "; " + "; ".join(parts)
+    return not bad, ("seed intervals over E overlap for every method" if not bad else "seed intervals over E disjoint for " +
+                     ", ".join(bad)) + "; " + "; ".join(parts) + _iv(a)
 
 
 def check_claim17(tables):
@@ -294,6 +385,7 @@ def check_claim17(tables):
     return bool(ok), "; ".join(parts)
 
 
+@on_code
 def check_claim18(tables):
     miss = _need(tables, "privlabels/appB")
     if miss:
@@ -311,6 +403,7 @@ def check_claim18(tables):
                 f"{v('pairwise', 'dloss_dz9_softmax').max():+.1e}")
 
 
+@on_code
 def check_claim19(tables):
     aid = FIG2 if tables.get(FIG2) is not None else FIG3
     if tables.get(aid) is None:
@@ -341,7 +434,7 @@ def check_claim20(tables):
         if fa["ci_high"] < best["ci_low"]:
             bad.append(f"L={L}: FedAvg {fa['mean']:.3f} [{fa['ci_low']:.3f}, {fa['ci_high']:.3f}] vs best "
                        f"{best['method']} {best['mean']:.3f} [{best['ci_low']:.3f}, {best['ci_high']:.3f}]")
-    return not bad, (f"FedAvg's CI reaches the best method's CI at all {n} L" if not bad else "; ".join(bad))
+    return not bad, (f"FedAvg's seed interval reaches the best method's at all {n} L" if not bad else "; ".join(bad)) + _iv(a)
 
 
 CHECKS = {f"claim-{i}": globals()[f"check_claim{i}"] for i in range(1, 21)}
