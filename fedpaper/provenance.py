@@ -152,7 +152,7 @@ def dataset_copies(datasets, profile: str | None = None) -> list:
         return out
     try:
         from fedpaper.data.download import copy_kind
-        from fedpaper.papers.catalog import DATASETS as catalog
+        from fedpaper.data.registry import DATASETS as catalog
     except ImportError:  # pragma: no cover - a broken install: provenance still gets written
         return out
     for i, d in enumerate(out):

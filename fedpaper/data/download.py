@@ -392,7 +392,7 @@ def download(name: str, root, *, log: Callable[[str], None] = print) -> Path:
 
 # --------------------------------------------------------------------------- what to fetch
 def _available(need: str, root: Path) -> bool:
-    from ..papers.catalog import dataset_available
+    from .registry import dataset_available
 
     return dataset_available(need, root)
 
