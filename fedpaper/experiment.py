@@ -78,11 +78,19 @@ def _train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
     return [_result(res, r) for r in range(len(setups))]
 
 
-def run_specs(specs: list[dict], build, *, desc="runs", max_batch=16, progress=True, store=None) -> list[dict]:
+def run_specs(specs: list[dict], build, *, desc="runs", max_batch=16, progress=True, store=None,
+              executor=None) -> list[dict]:
     """Result dict of every spec (history records, best-validation snapshot, final metrics).
 
     Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
-    engine call; every finished run is stored at once, so an interrupted sweep resumes."""
+    engine call; every finished run is stored at once, so an interrupted sweep resumes.
+    `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
+    $FEDPAPER_EXECUTOR (see fedpaper.executors)."""
+    from .executors import get_executor
+
+    executor = get_executor(executor)
+    if not executor.is_local:
+        return executor.run_specs(list(specs), build, desc=desc, max_batch=max_batch, progress=progress, store=store)
 
     def many(chunk):
         setups = [build(s) for s in chunk]

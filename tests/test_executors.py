@@ -1,0 +1,127 @@
+"""Executors: the Ray executor gives the local executor's results; a killed worker loses only its
+task; plan_groups forms the local executor's groups. (Ray tests skip when ray is not installed.)"""
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedpaper.algorithms import get_method
+from fedpaper.engine import Federation, TrainConfig
+from fedpaper.errors import BadParameterError
+from fedpaper.executors import AUDIT_ENV, LocalExecutor, RayExecutor, get_executor, plan_groups
+from fedpaper.experiment import RunSetup, get_pools, pools_key, run_specs
+from fedpaper.partition import sparsity_partition
+from fedpaper.store import ResultStore
+
+STALL_ENV = "FEDPAPER_TEST_STALL_DIR"  # forwarded to workers (FEDPAPER_ prefix)
+POOL = pools_key("synthetic-images", device="cpu", num_classes=10, n_train=600, n_test=200, seed=0)
+
+
+def build(spec: dict) -> RunSetup:
+    """A tiny LeNet run on synthetic images; a spec with "stall" blocks its first attempt (the test
+    kills that worker) when STALL_ENV names a folder."""
+    stall_dir = os.environ.get(STALL_ENV)
+    on_worker = str(os.getpid()) != os.environ.get("FEDPAPER_TEST_DRIVER_PID")  # the driver plans groups
+    if spec.get("stall") and stall_dir and on_worker and not (Path(stall_dir) / "stalled").exists():
+        (Path(stall_dir) / "stalled").write_text(str(os.getpid()))
+        time.sleep(120)
+    y = get_pools(POOL).y_train.numpy()
+    part = sparsity_partition(y, 4, 3, seed=spec["seed"])
+    fed = Federation([np.asarray(ix) for ix in part.client_indices], np.arange(200), seed=spec["seed"])
+    cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28), optimizer="sgd", lr=0.05, batch_size=32,
+                      rounds=spec["rounds"])
+    return RunSetup(get_method(spec["method"]), cfg, POOL, fed)
+
+
+def specs(n_seeds=3, rounds=2, **extra):
+    return [dict(method=m, seed=s, rounds=rounds, **extra) for m in ("FedAvg", "FedProx") for s in range(n_seeds)]
+
+
+def comparable(result: dict) -> dict:
+    """A result without its wall-clock timings (log: train_seconds, calibration)."""
+    return {k: v for k, v in result.items() if k != "log"}
+
+
+def test_plan_groups_matches_local_batching():
+    sp = specs()
+    groups = plan_groups(sp, build, max_batch=2)
+    assert [[(s["method"], s["seed"]) for s in g] for g in groups] == [
+        [("FedAvg", 0), ("FedAvg", 1)], [("FedAvg", 2)], [("FedProx", 0)], [("FedProx", 1), ("FedProx", 2)]]
+    assert sorted(map(str, sum(groups, []))) == sorted(map(str, sp))
+
+
+def test_get_executor_names(monkeypatch):
+    monkeypatch.delenv("FEDPAPER_EXECUTOR", raising=False)
+    assert isinstance(get_executor(), LocalExecutor)
+    assert get_executor("ray:auto").address == "auto"
+    assert get_executor("ray://head:10001").address == "ray://head:10001"
+    assert get_executor("ray:10.0.0.5:6379").address == "10.0.0.5:6379"
+    assert get_executor("ray").address is None
+    monkeypatch.setenv("FEDPAPER_EXECUTOR", "ray:auto")
+    assert get_executor().address == "auto"
+    with pytest.raises(BadParameterError, match="unknown executor 'dask'"):
+        get_executor("dask")
+
+
+# ----------------------------------------------------------------------------- with Ray
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray_mod = pytest.importorskip("ray")
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+    ray_mod.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray_mod
+    ray_mod.shutdown()
+
+
+def test_ray_sweep_equals_local_sweep(ray_cluster, tmp_path):
+    sp = specs()
+    local = run_specs(sp, build, max_batch=2, progress=False, store=ResultStore(tmp_path / "local"),
+                      executor="local")
+    ex = RayExecutor()
+    remote = run_specs(sp, build, max_batch=2, progress=False, store=ResultStore(tmp_path / "ray"), executor=ex)
+    assert ex.last_counts == {"tasks": 4, "computed": 4, "skipped": 0, "retried": 0, "failed": 0}
+    assert [comparable(r) for r in remote] == [comparable(r) for r in local]
+    # a second sweep finds every key stored and submits nothing
+    again = run_specs(sp, build, max_batch=2, progress=False, store=ResultStore(tmp_path / "ray"), executor=ex)
+    assert ex.last_counts["tasks"] == 0 and [comparable(r) for r in again] == [comparable(r) for r in local]
+
+
+def test_killed_worker_loses_only_its_task(ray_cluster, tmp_path, monkeypatch):
+    audit, stall = tmp_path / "audit", tmp_path / "stall"
+    audit.mkdir(), stall.mkdir()
+    monkeypatch.setenv(AUDIT_ENV, str(audit))
+    monkeypatch.setenv(STALL_ENV, str(stall))
+    monkeypatch.setenv("FEDPAPER_TEST_DRIVER_PID", str(os.getpid()))
+    sp = specs(n_seeds=2) + [dict(method="FedAvg", seed=5, rounds=2, stall=True)]
+
+    def kill_the_stalled_worker():
+        marker = stall / "stalled"
+        for _ in range(600):
+            if marker.exists() and marker.read_text():
+                os.kill(int(marker.read_text()), signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_the_stalled_worker)
+    killer.start()
+    ex = RayExecutor()
+    store = ResultStore(tmp_path / "ray")
+    res = run_specs(sp, build, max_batch=2, progress=False, store=store, executor=ex)
+    killer.join()
+    assert (stall / "stalled").exists()
+    assert ex.last_counts["retried"] == 1 and ex.last_counts["failed"] == 0
+    assert all(s in store for s in sp) and len(res) == len(sp)
+    computed = [p.name.split("-")[1] for p in audit.glob("computed-*")]
+    started = [p.name.split("-")[1] for p in audit.glob("started-*")]
+    assert len(computed) == ex.last_counts["tasks"] == len(set(computed))  # each group computed once
+    assert len(started) == len(computed) + 1  # the killed attempt started and never finished
+    assert not list(store.root.glob("*/*.lease")) and not list(store.root.glob("*/.tmp-*"))
