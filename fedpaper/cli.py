@@ -1,7 +1,7 @@
 """`fedpaper`: regenerate the papers' artifacts from their notebooks, list them, write the report.
 
     fedpaper reproduce --profile {smoke,quick,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
-                       [--out-dir PATH] [--force] [--timeout S] [--debug]
+                       [--out-dir PATH] [--force] [--timeout S] [--executor local|ray[:ADDRESS]] [--debug]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
 
@@ -56,6 +56,10 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="recompute every run instead of reusing the results cache")
     r.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds for notebooks")
     r.add_argument("--no-report", action="store_true", help="do not regenerate figures/REPORT.md afterwards")
+    r.add_argument("--executor", default=None, metavar="local|ray[:ADDRESS]",
+                   help="where runs train: local (default, this process) or a Ray cluster: ray (a local "
+                        "one per notebook), ray:auto (the one `ray start` runs here), ray:HOST:PORT; "
+                        "needs pip install 'fedpaper[cluster]' (default: $FEDPAPER_EXECUTOR or local)")
     r.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     rep = sub.add_parser("report", help="regenerate figures/REPORT.md and the README status table")
@@ -168,6 +172,18 @@ def _one_line_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[0] if msg else ''}"
 
 
+def _use_executor(name) -> None:
+    """Check the executor (one line if unknown or its library is missing) and hand it to the
+    notebooks' kernels through FEDPAPER_EXECUTOR."""
+    from fedpaper.executors import EXECUTOR_ENV, check_available, get_executor
+
+    if name is None:
+        name = os.environ.get(EXECUTOR_ENV)
+    check_available(get_executor(name))
+    if name is not None:
+        os.environ[EXECUTOR_ENV] = name
+
+
 def cmd_reproduce(args) -> int:
     from tqdm import tqdm
 
@@ -181,6 +197,7 @@ def cmd_reproduce(args) -> int:
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"
+    _use_executor(args.executor)
     from fedpaper.store import CODE_VERSION_ENV, code_version
 
     os.environ.setdefault(CODE_VERSION_ENV, code_version())  # one cache version for the whole run

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from fedpaper.errors import BadParameterError, FedpaperError
+from fedpaper.leases import HOST
 
 EXECUTOR_ENV = "FEDPAPER_EXECUTOR"
 AUDIT_ENV = "FEDPAPER_TASK_AUDIT"  # folder: each task writes started-/computed- marker files there
@@ -84,19 +85,36 @@ def group_id(store, specs: list) -> str:
     return hashlib.sha256("".join(store.key(s) for s in specs).encode()).hexdigest()[:16]
 
 
+def source_version() -> str:
+    """Hash of this process's result-affecting source, ignoring the FEDPAPER_CODE_VERSION pin."""
+    from fedpaper.store import CODE_VERSION_ENV, code_version
+
+    pinned = os.environ.pop(CODE_VERSION_ENV, None)
+    try:
+        return code_version()
+    finally:
+        if pinned is not None:
+            os.environ[CODE_VERSION_ENV] = pinned
+
+
 def run_group(specs: list, build: Callable, store_root: str, code: str, *, force: bool = False,
-              ttl: Optional[float] = None, env: Optional[dict] = None) -> dict:
+              ttl: Optional[float] = None, env: Optional[dict] = None, source: Optional[str] = None) -> dict:
     """Train one group and store its results (the body of a task; runs on a worker).
 
     Skipped when every key is stored (unless `force`); otherwise the keys are claimed (waiting
     while another worker holds them, then re-checking the store), the whole group is trained as
     one engine call (same batch as a local run) and the missing results are written atomically.
+    `source`: the submitting side's `source_version()`; a worker whose fedpaper source differs
+    refuses (its results would be stored under the wrong code version).
     Returns {"group", "computed": 0 or 1, "runs", "lost_lease"}."""
     from fedpaper.experiment import _train_group
     from fedpaper.leases import DEFAULT_TTL, claim_keys
     from fedpaper.store import ResultStore
 
     _set_env(env)
+    if source is not None and source_version() != source:
+        raise FedpaperError(f"worker {HOST} runs a different fedpaper source (code version {source_version()} != "
+                            f"{source} of the submitting side); install the same checkout on every node")
     store = ResultStore(store_root, code=code)
     gid = group_id(store, specs)
     todo = lambda: [s for s in specs if force or s not in store]  # noqa: E731
@@ -174,9 +192,11 @@ class RayExecutor:
         env = {k: v for k, v in os.environ.items()
                if k.startswith(FORWARDED_ENV_PREFIX) and k not in NOT_FORWARDED}
         build_ref = ray.put(build)
+        source = source_version()
 
         def submit(g):
-            return remote.remote(g, build_ref, str(store.root), store.code, force=force, ttl=self.ttl, env=env)
+            return remote.remote(g, build_ref, str(store.root), store.code, force=force, ttl=self.ttl, env=env,
+                                 source=source)
 
         refs = {submit(g): (i, 0) for i, g in enumerate(groups)}
         counts = {"tasks": len(groups), "computed": 0, "skipped": 0, "retried": 0, "failed": 0}

@@ -2,6 +2,7 @@
 task; plan_groups forms the local executor's groups. (Ray tests skip when ray is not installed.)"""
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -16,10 +17,11 @@ from fedpaper.errors import BadParameterError
 from fedpaper.executors import AUDIT_ENV, LocalExecutor, RayExecutor, get_executor, plan_groups
 from fedpaper.experiment import RunSetup, get_pools, pools_key, run_specs
 from fedpaper.partition import sparsity_partition
+from fedpaper.paths import REPO_ROOT
 from fedpaper.store import ResultStore
 
 STALL_ENV = "FEDPAPER_TEST_STALL_DIR"  # forwarded to workers (FEDPAPER_ prefix)
-POOL = pools_key("synthetic-images", device="cpu", num_classes=10, n_train=600, n_test=200, seed=0)
+POOL = pools_key("synthetic-images", device="cpu", num_classes=10, n_train=300, n_test=100, seed=0)
 
 
 def build(spec: dict) -> RunSetup:
@@ -32,7 +34,7 @@ def build(spec: dict) -> RunSetup:
         time.sleep(120)
     y = get_pools(POOL).y_train.numpy()
     part = sparsity_partition(y, 4, 3, seed=spec["seed"])
-    fed = Federation([np.asarray(ix) for ix in part.client_indices], np.arange(200), seed=spec["seed"])
+    fed = Federation([np.asarray(ix) for ix in part.client_indices], np.arange(100), seed=spec["seed"])
     cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28), optimizer="sgd", lr=0.05, batch_size=32,
                       rounds=spec["rounds"])
     return RunSetup(get_method(spec["method"]), cfg, POOL, fed)
@@ -68,6 +70,34 @@ def test_get_executor_names(monkeypatch):
         get_executor("dask")
 
 
+def run_cli(*args, pythonpath=()):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, pythonpath), str(REPO_ROOT)]))
+    env.pop("FEDPAPER_EXECUTOR", None)
+    return subprocess.run([sys.executable, "-m", "fedpaper.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT, env=env)
+
+
+def one_error_line(proc):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_cli_unknown_executor_is_one_line():
+    line = one_error_line(run_cli("reproduce", "--profile", "smoke", "--executor", "dask", "--no-report"))
+    assert "unknown executor 'dask'" in line and "ray:ADDRESS" in line
+
+
+def test_cli_ray_executor_without_ray_is_one_line(tmp_path):
+    fake = tmp_path / "noray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    line = one_error_line(run_cli("reproduce", "--profile", "smoke", "--executor", "ray:auto", "--no-report",
+                                  pythonpath=[fake.parent]))
+    assert "needs Ray, which is not installed" in line and "fedpaper[cluster]" in line
+
+
 # ----------------------------------------------------------------------------- with Ray
 
 
@@ -77,11 +107,19 @@ def ray_cluster():
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
-    ray_mod.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    for attempt in range(3):  # Ray gives a raylet 30 s to start; an overloaded machine can miss that
+        try:
+            ray_mod.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break
+        except Exception:
+            ray_mod.shutdown()
+            if attempt == 2:
+                raise
     yield ray_mod
     ray_mod.shutdown()
 
 
+@pytest.mark.cluster
 def test_ray_sweep_equals_local_sweep(ray_cluster, tmp_path):
     sp = specs()
     local = run_specs(sp, build, max_batch=2, progress=False, store=ResultStore(tmp_path / "local"),
@@ -95,6 +133,7 @@ def test_ray_sweep_equals_local_sweep(ray_cluster, tmp_path):
     assert ex.last_counts["tasks"] == 0 and [comparable(r) for r in again] == [comparable(r) for r in local]
 
 
+@pytest.mark.cluster
 def test_killed_worker_loses_only_its_task(ray_cluster, tmp_path, monkeypatch):
     audit, stall = tmp_path / "audit", tmp_path / "stall"
     audit.mkdir(), stall.mkdir()
