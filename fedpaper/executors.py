@@ -165,6 +165,7 @@ class RayExecutor:
     retries: int = 3
     ttl: Optional[float] = None
     init_kwargs: dict = field(default_factory=dict)
+    init_attempts: int = 3  # starting a local cluster (address None) is retried this often
     name = "ray"
     is_local = False
 
@@ -177,8 +178,15 @@ class RayExecutor:
         if not ray.is_initialized():
             env = {k: v for k, v in os.environ.items()
                    if k.startswith(FORWARDED_ENV_PREFIX) and k not in NOT_FORWARDED}
-            ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False,
-                     include_dashboard=False, **self.init_kwargs)
+            for attempt in range(self.init_attempts):
+                try:
+                    ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False,
+                             include_dashboard=False, **self.init_kwargs)
+                    break
+                except Exception:  # Ray gives a starting raylet 30 s; an overloaded machine can miss that
+                    ray.shutdown()
+                    if attempt == self.init_attempts - 1 or self.address is not None:
+                        raise
         return ray
 
     def run_groups(self, groups: list[list], build: Callable, store, *, force=False, desc="runs",

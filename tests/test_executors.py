@@ -107,14 +107,7 @@ def ray_cluster():
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
-    for attempt in range(3):  # Ray gives a raylet 30 s to start; an overloaded machine can miss that
-        try:
-            ray_mod.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            break
-        except Exception:
-            ray_mod.shutdown()
-            if attempt == 2:
-                raise
+    RayExecutor(init_kwargs={"num_cpus": 2})._ray()  # retries a start-up that times out
     yield ray_mod
     ray_mod.shutdown()
 
