@@ -5,7 +5,8 @@
 Workload: `--tasks` groups of one run each (max_batch=1): LeNet, FedAvg, 4 clients on 300
 synthetic 28x28 images, `--rounds` rounds: about the smallest unit of work, so the difference is
 the executor's overhead (planning, submission, leases, store round trip, scheduling), not training.
-All in this one invocation, each contender on a fresh result store:
+All in this one invocation, each contender on a fresh result store, `--reps` interleaved
+repetitions (medians reported):
 - local: run_specs(executor="local") in this process (after a warm-up run, so pools and the
   engine's start-up are not counted);
 - ray-serial: RayExecutor(num_cpus=2) on ray.init(num_cpus=2): one task at a time, so
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -59,6 +61,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions; medians are reported")
     ap.add_argument("--no-write", action="store_true", help="print only")
     a = ap.parse_args(argv)
     import ray
@@ -68,18 +71,22 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-executors-") as d:
         tmp = Path(d)
         sweep("local", [0], a.rounds, tmp, "warmup-local")
-        local = sweep("local", seeds, a.rounds, tmp, "local")
         t0 = time.perf_counter()
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         ray_init = time.perf_counter() - t0
+        times: dict = {"local": [], "ray_serial": [], "ray_parallel": []}
         try:
             cold = sweep(RayExecutor(num_cpus=1), [1, 2], a.rounds, tmp, "warmup-ray")  # one task per worker
-            serial = sweep(RayExecutor(num_cpus=2), seeds, a.rounds, tmp, "ray-serial")
-            parallel = sweep(RayExecutor(num_cpus=1), seeds, a.rounds, tmp, "ray-parallel")
+            for rep in range(a.reps):  # interleaved, so that a burst of load on a shared machine hits all
+                times["local"].append(sweep("local", seeds, a.rounds, tmp, f"local-{rep}"))
+                times["ray_serial"].append(sweep(RayExecutor(num_cpus=2), seeds, a.rounds, tmp, f"serial-{rep}"))
+                times["ray_parallel"].append(sweep(RayExecutor(num_cpus=1), seeds, a.rounds, tmp, f"par-{rep}"))
         finally:
             ray.shutdown()
+    local, serial, parallel = (statistics.median(times[k]) for k in ("local", "ray_serial", "ray_parallel"))
     out = {"tasks": a.tasks, "rounds": a.rounds, "ray_version": ray.__version__, "nproc": os.cpu_count(),
            "loadavg_1min_at_end": os.getloadavg()[0],
+           "reps": a.reps, "all_seconds": times,
            "seconds": {"local": local, "ray_serial": serial, "ray_parallel": parallel, "ray_init": ray_init,
                        "ray_cold_start_2_tasks": cold},
            "per_task_s": {"local": local / a.tasks, "ray_serial": serial / a.tasks, "ray_parallel": parallel / a.tasks},
@@ -98,6 +105,8 @@ def _markdown(o: dict) -> str:
     return "\n".join([
         f"# Executor overhead ({o['tasks']} tasks of one tiny run, {o['rounds']} round(s); ray {o['ray_version']}, "
         f"{o['nproc']} CPUs, load average {o['loadavg_1min_at_end']:.1f} at the end)",
+        "",
+        f"Medians of {o['reps']} interleaved repetitions (all: {json.dumps({k: [round(x, 2) for x in v] for k, v in o['all_seconds'].items()})}).",
         "",
         "| contender | wall s | s per task | vs local |",
         "|---|---|---|---|",

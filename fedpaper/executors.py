@@ -128,7 +128,7 @@ def run_group(specs: list, build: Callable, store_root: str, code: str, *, force
         results = _train_group([build(s) for s in specs], progress=False)
         _audit("computed", gid)
         for s, r in zip(specs, results):
-            if force or s in missing or s not in store:
+            if force or s not in store:
                 store.put(s, r)
     return {"group": gid, "computed": 1, "runs": len(specs), "lost_lease": claim.lost}
 
