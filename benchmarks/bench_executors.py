@@ -12,6 +12,9 @@ repetitions (medians reported):
 - ray-serial: RayExecutor(num_cpus=2) on ray.init(num_cpus=2): one task at a time, so
   (ray-serial - local) / tasks is the overhead per task;
 - ray-parallel: RayExecutor(num_cpus=1): two tasks at a time (two workers, one thread each).
+Every side trains with one thread (OMP_NUM_THREADS=1, inherited by Ray's workers; torch set to
+1 here): on a shared 2-core machine two threads per run were up to 13x slower than one (spin-waits
+under oversubscription), which would swamp the overhead being measured.
 Ray's start-up (ray.init) and the workers' cold start (first task per worker: importing torch and
 fedpaper, building the data pool) are timed apart, after the warm-up. Writes
 benchmarks/results/executors.json and executors.md (atomically) and prints the table.
@@ -26,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch: the same one thread here and in every worker
 
 import numpy as np
 
@@ -66,6 +71,9 @@ def main(argv=None) -> dict:
     a = ap.parse_args(argv)
     import ray
 
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     os.environ["FEDPAPER_PROGRESS"] = "0"
     seeds = list(range(100, 100 + a.tasks))
     with tempfile.TemporaryDirectory(prefix="bench-executors-") as d:
@@ -84,7 +92,7 @@ def main(argv=None) -> dict:
         finally:
             ray.shutdown()
     local, serial, parallel = (statistics.median(times[k]) for k in ("local", "ray_serial", "ray_parallel"))
-    out = {"tasks": a.tasks, "rounds": a.rounds, "ray_version": ray.__version__, "nproc": os.cpu_count(),
+    out = {"tasks": a.tasks, "rounds": a.rounds, "ray_version": ray.__version__, "nproc": os.cpu_count(), "threads_per_run": torch.get_num_threads(),
            "loadavg_1min_at_end": os.getloadavg()[0],
            "reps": a.reps, "all_seconds": times,
            "seconds": {"local": local, "ray_serial": serial, "ray_parallel": parallel, "ray_init": ray_init,
