@@ -112,8 +112,20 @@ def ray_cluster():
     ray_mod.shutdown()
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread for the local sweep, as in Ray's one-CPU workers (and much faster than two
+    threads on a loaded 2-core machine); restored afterwards."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.mark.cluster
-def test_ray_sweep_equals_local_sweep(ray_cluster, tmp_path):
+def test_ray_sweep_equals_local_sweep(ray_cluster, tmp_path, one_thread):
     sp = specs()
     local = run_specs(sp, build, max_batch=2, progress=False, store=ResultStore(tmp_path / "local"),
                       executor="local")
