@@ -92,7 +92,7 @@ def test_cli_unknown_executor_is_one_line():
 def test_cli_ray_executor_without_ray_is_one_line(tmp_path):
     fake = tmp_path / "noray" / "ray"
     fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'ray'\", name=\"ray\")\n")
     line = one_error_line(run_cli("reproduce", "--profile", "smoke", "--executor", "ray:auto", "--no-report",
                                   pythonpath=[fake.parent]))
     assert "needs Ray, which is not installed" in line and "fedpaper[cluster]" in line
