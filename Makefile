@@ -26,7 +26,7 @@ export FEDPAPER_DATA
 endif
 export MPLBACKEND := Agg
 
-.PHONY: figures test
+.PHONY: figures test test-cluster
 
 figures: $(STAMP) $(NBSTRIP)
 	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY)) \
@@ -44,6 +44,12 @@ test: $(STAMP) $(NBSTRIP)
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "nbval: no notebooks yet"; exit 0; fi; exit $$rc
 	FEDPAPER_NOTEBOOK_TESTS=1 FEDPAPER_NOTEBOOK_CACHE=$(CURDIR)/.cache/nbval \
 	  $(VPY) -m pytest tests/test_notebooks.py -p no:cacheprovider
+
+# The Ray executor's tests (marked `cluster`; `make test` skips them when Ray is not installed,
+# and the dev extra does not install it): installs the cluster extra first.
+test-cluster: $(STAMP)
+	$(VPY) -m pip install -e '.[dev,cluster]'
+	$(VPY) -m pytest tests/test_executors.py tests/test_leases.py
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)

@@ -1,7 +1,7 @@
 """`fedpaper`: regenerate the papers' artifacts from their notebooks, list them, write the report.
 
     fedpaper reproduce --profile {smoke,quick,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
-                       [--out-dir PATH] [--force] [--timeout S] [--debug]
+                       [--out-dir PATH] [--force] [--timeout S] [--executor local|ray[:ADDRESS]] [--debug]
                        [--no-download | --download NAME ... | --download all]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
@@ -60,6 +60,10 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="recompute every run instead of reusing the results cache")
     r.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds for notebooks")
     r.add_argument("--no-report", action="store_true", help="do not regenerate figures/REPORT.md afterwards")
+    r.add_argument("--executor", default=None, metavar="local|ray[:ADDRESS]",
+                   help="where runs train: local (default, this process) or a Ray cluster: ray (a local "
+                        "one per notebook), ray:auto (the one `ray start` runs here), ray:HOST:PORT; "
+                        "needs pip install 'fedpaper[cluster]' (default: $FEDPAPER_EXECUTOR or local)")
     r.add_argument("--no-download", action="store_true",
                    help="never download: by default each missing public data set the selected artifacts "
                         "need (Fashion-MNIST, CIFAR-10/100, DermaMNIST) is fetched into the data root first")
@@ -199,6 +203,18 @@ def _one_line_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[0] if msg else ''}"
 
 
+def _use_executor(name) -> None:
+    """Check the executor (one line if unknown or its library is missing) and hand it to the
+    notebooks' kernels through FEDPAPER_EXECUTOR."""
+    from fedpaper.executors import EXECUTOR_ENV, check_available, get_executor
+
+    if name is None:
+        name = os.environ.get(EXECUTOR_ENV)
+    check_available(get_executor(name))
+    if name is not None:
+        os.environ[EXECUTOR_ENV] = name
+
+
 @contextlib.contextmanager
 def _env(name: str, value: str):
     """Set an environment variable (inherited by the kernels) for the duration of a block."""
@@ -252,6 +268,7 @@ def cmd_reproduce(args) -> int:
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"
+    _use_executor(args.executor)
     from fedpaper.store import CODE_VERSION_ENV, pin_code_versions
 
     os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run

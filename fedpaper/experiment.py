@@ -13,6 +13,7 @@ The store key of a run is its RunSpec, the copy of the data set that was read
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -84,6 +85,8 @@ class RunSpec:
         execution = execution or Execution()
         key = pools_key_of(self.data, data_root)
         pools = get_pools(key)
+        if self.partition["layout"] not in LAYOUTS:  # e.g. on a cluster worker: the paper registers it
+            _import_paper(self.paper)
         try:
             lay = LAYOUTS[self.partition["layout"]]
         except KeyError:
@@ -91,6 +94,16 @@ class RunSpec:
                                    f"{', '.join(sorted(LAYOUTS))} (import the paper package first)") from None
         fed = lay(self, pools, data_root)
         return RunSetup(Method(**self.method), train_config(self.training, pools, execution), key, fed)
+
+
+def _import_paper(paper: str) -> None:
+    """Import fedpaper.papers.<paper>, whose modules register its layouts and pools builders."""
+    import importlib
+
+    try:
+        importlib.import_module(f"fedpaper.papers.{paper}")
+    except ModuleNotFoundError:
+        pass  # not a paper package (a test's own layout): the lookup below says what is missing
 
 
 @dataclass(frozen=True)
@@ -221,18 +234,31 @@ def progress_enabled() -> bool:
     return os.environ.get("FEDPAPER_PROGRESS", "1") != "0"
 
 
+def _build_stored(by_key: dict, data_root, execution, key: dict) -> RunSetup:
+    """The engine setup of the run stored under `key` (a store_key); picklable through
+    functools.partial, so a cluster executor can ship it to its workers."""
+    return by_key[spec_json(key)].build(data_root, execution)
+
+
 def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execution] = None, desc="runs",
-              max_batch=16, progress=None, store=None) -> list[dict]:
+              max_batch=16, progress=None, store=None, executor=None) -> list[dict]:
     """Result dict of every spec (history records, best-validation snapshot, final metrics).
 
     Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
-    engine call; every finished run is stored at once, so an interrupted sweep resumes."""
+    engine call; every finished run is stored at once, so an interrupted sweep resumes.
+    `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
+    $FEDPAPER_EXECUTOR (see fedpaper.executors)."""
+    from .executors import get_executor
+
     progress = progress_enabled() if progress is None else progress
     keys = [store_key(s, data_root) for s in specs]
-    by_key = {spec_json(k): s for k, s in zip(keys, specs)}
+    build = functools.partial(_build_stored, {spec_json(k): s for k, s in zip(keys, specs)}, data_root, execution)
+    executor = get_executor(executor)
+    if not executor.is_local:
+        return executor.run_specs(keys, build, desc=desc, max_batch=max_batch, progress=progress, store=store)
 
     def many(chunk):
-        setups = [by_key[spec_json(k)].build(data_root, execution) for k in chunk]
+        setups = [build(k) for k in chunk]
         out = [None] * len(chunk)
         groups: dict = {}
         for i, st in enumerate(setups):

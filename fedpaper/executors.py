@@ -1,0 +1,292 @@
+"""Where `run_specs` trains its groups of runs: in this process (default) or on a Ray cluster.
+
+    run_specs(specs, build)                                  # local: today's behaviour
+    run_specs(specs, build, executor="ray")                  # a local Ray cluster on this machine
+    run_specs(specs, build, executor="ray:auto")             # the cluster `ray start` runs here
+    run_specs(specs, build, executor="ray:10.0.0.5:6379")    # a cluster's head node
+    FEDPAPER_EXECUTOR=ray:auto jupyter lab                   # the default of every run_specs call
+
+The unit of work (a task) is one group of runs that the engine trains together: exactly the groups
+the local executor forms (pending specs in chunks of `max_batch`, grouped by method, TrainConfig
+and data pool, see `plan_groups`), so a run sees the same batch and gives the same numbers.
+A task (`run_group`) skips itself when all its keys are stored, else claims its keys with leases
+(`fedpaper.leases`), trains the whole group and writes each result with the store's atomic
+writes. The submitting side keeps one progress bar over the tasks, resubmits a task whose worker
+died (up to `retries` times) and finally reads every result back from the store.
+
+Resources per task: FEDPAPER_RAY_CPUS (default 1) and FEDPAPER_RAY_GPUS (default 0), or the
+`RayExecutor(num_cpus=, num_gpus=)` arguments. The store folder (FEDPAPER_CACHE) must be the same
+path on every node, e.g. a network filesystem.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from fedpaper.errors import BadParameterError, FedpaperError
+from fedpaper.leases import HOST
+
+EXECUTOR_ENV = "FEDPAPER_EXECUTOR"
+AUDIT_ENV = "FEDPAPER_TASK_AUDIT"  # folder: each task writes started-/computed- marker files there
+# FEDPAPER_* variables a worker needs to behave like the submitting process (data root, device...).
+FORWARDED_ENV_PREFIX = "FEDPAPER_"
+NOT_FORWARDED = {EXECUTOR_ENV}
+
+
+class ExecutorMissingError(FedpaperError, ImportError):
+    """The chosen executor's library is not installed."""
+
+
+# ----------------------------------------------------------------------------- planning
+def plan_groups(specs: list, build: Callable, max_batch: int) -> list[list]:
+    """The groups of specs the engine trains together, as the local executor forms them: chunks of
+    `max_batch` pending specs, each split by (method, config, pools key) in order, `max_batch` per
+    group. Every spec lands in exactly one group."""
+    out = []
+    for c in range(0, len(specs), max_batch):
+        chunk = specs[c:c + max_batch]
+        groups: dict = {}
+        for s in chunk:
+            st = build(s)
+            groups.setdefault((st.method, st.config, st.pools_key), []).append(s)
+        for g in groups.values():
+            out += [g[j:j + max_batch] for j in range(0, len(g), max_batch)]
+    return out
+
+
+def pending_specs(specs: list, store, force: bool) -> list:
+    """Unique specs (first occurrence, in order) that are not stored yet (all when `force`)."""
+    seen, out = set(), []
+    for s in specs:
+        k = store.key(s)
+        if k in seen:
+            continue
+        seen.add(k)
+        if force or s not in store:
+            out.append(s)
+    return out
+
+
+# ----------------------------------------------------------------------------- one task
+def _audit(kind: str, group_id: str) -> None:
+    d = os.environ.get(AUDIT_ENV)
+    if d:
+        from fedpaper.store import atomic_write_text
+
+        atomic_write_text(Path(d) / f"{kind}-{group_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}", str(os.getpid()))
+
+
+def group_id(store, specs: list) -> str:
+    import hashlib
+
+    return hashlib.sha256("".join(store.key(s) for s in specs).encode()).hexdigest()[:16]
+
+
+def source_version() -> str:
+    """Hash of this process's result-affecting source, ignoring the FEDPAPER_CODE_VERSION pin."""
+    from fedpaper.store import CODE_VERSION_ENV, code_version
+
+    pinned = os.environ.pop(CODE_VERSION_ENV, None)
+    try:
+        return code_version()
+    finally:
+        if pinned is not None:
+            os.environ[CODE_VERSION_ENV] = pinned
+
+
+def run_group(specs: list, build: Callable, store_root: str, code: str, *, force: bool = False,
+              ttl: Optional[float] = None, env: Optional[dict] = None, source: Optional[str] = None) -> dict:
+    """Train one group and store its results (the body of a task; runs on a worker).
+
+    Skipped when every key is stored (unless `force`); otherwise the keys are claimed (waiting
+    while another worker holds them, then re-checking the store), the whole group is trained as
+    one engine call (same batch as a local run) and the missing results are written atomically.
+    `source`: the submitting side's `source_version()`; a worker whose fedpaper source differs
+    refuses (its results would be stored under the wrong code version).
+    Returns {"group", "computed": 0 or 1, "runs", "lost_lease"}."""
+    from fedpaper.experiment import _train_group
+    from fedpaper.leases import DEFAULT_TTL, claim_keys
+    from fedpaper.store import ResultStore
+
+    _set_env(env)
+    if source is not None and source_version() != source:
+        raise FedpaperError(f"worker {HOST} runs a different fedpaper source (code version {source_version()} != "
+                            f"{source} of the submitting side); install the same checkout on every node")
+    store = ResultStore(store_root, code=code)
+    gid = group_id(store, specs)
+    todo = lambda: [s for s in specs if force or s not in store]  # noqa: E731
+    if not todo():
+        return {"group": gid, "computed": 0, "runs": len(specs), "lost_lease": False}
+    with claim_keys(store.root, [store.key(s) for s in specs], ttl=ttl or DEFAULT_TTL) as claim:
+        missing = list(specs) if force else todo()
+        if not missing:  # another worker finished the group while we waited for its leases
+            return {"group": gid, "computed": 0, "runs": len(specs), "lost_lease": False}
+        _audit("started", gid)
+        results = _train_group([build(s) for s in specs], progress=False)
+        _audit("computed", gid)
+        for s, r in zip(specs, results):
+            if force or s not in store:
+                store.put(s, r)
+    return {"group": gid, "computed": 1, "runs": len(specs), "lost_lease": claim.lost}
+
+
+# ----------------------------------------------------------------------------- executors
+def _set_env(env: Optional[dict]) -> None:
+    """The worker's FEDPAPER_* variables become exactly the submitting side's (workers are reused)."""
+    if env is None:
+        return
+    for k in [k for k in os.environ if k.startswith(FORWARDED_ENV_PREFIX) and k not in env]:
+        del os.environ[k]
+    os.environ.update(env)
+
+
+class LocalExecutor:
+    """Today's behaviour: `run_specs` trains every group in this process (see experiment.py)."""
+
+    name = "local"
+    is_local = True
+
+    def __repr__(self):
+        return "LocalExecutor()"
+
+
+@dataclass
+class RayExecutor:
+    """Run each group as a Ray task (https://docs.ray.io). `address`: None starts a local Ray
+    cluster in this process (all cores), "auto" joins the one `ray start` runs on this machine,
+    "HOST:PORT" a head node, "ray://HOST:10001" a Ray Client server."""
+
+    address: Optional[str] = None
+    num_cpus: float = field(default_factory=lambda: float(os.environ.get("FEDPAPER_RAY_CPUS", "1")))
+    num_gpus: float = field(default_factory=lambda: float(os.environ.get("FEDPAPER_RAY_GPUS", "0")))
+    retries: int = 3
+    ttl: Optional[float] = None
+    init_kwargs: dict = field(default_factory=dict)
+    init_attempts: int = 3  # starting a local cluster (address None) is retried this often
+    name = "ray"
+    is_local = False
+
+    def _ray(self):
+        try:
+            import ray
+        except ImportError:
+            raise ExecutorMissingError("executor 'ray' needs Ray, which is not installed; install it with "
+                                       "pip install 'fedpaper[cluster]' or choose --executor local") from None
+        if not ray.is_initialized():
+            env = {k: v for k, v in os.environ.items()
+                   if k.startswith(FORWARDED_ENV_PREFIX) and k not in NOT_FORWARDED}
+            for attempt in range(self.init_attempts):
+                try:
+                    ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False,
+                             include_dashboard=False, **self.init_kwargs)
+                    break
+                except Exception:  # Ray gives a starting raylet 30 s; an overloaded machine can miss that
+                    ray.shutdown()
+                    if attempt == self.init_attempts - 1 or self.address is not None:
+                        raise
+        return ray
+
+    def run_groups(self, groups: list[list], build: Callable, store, *, force=False, desc="runs",
+                   progress=True) -> dict:
+        """Run every group as a task; returns counts {"tasks", "computed", "skipped", "retried"}.
+        Raises FedpaperError naming the first failure if a task failed after its retries."""
+        from fedpaper.store import _progress
+
+        ray = self._ray()
+        remote = ray.remote(max_retries=0, num_cpus=self.num_cpus, num_gpus=self.num_gpus)(run_group)
+        env = {k: v for k, v in os.environ.items()
+               if k.startswith(FORWARDED_ENV_PREFIX) and k not in NOT_FORWARDED}
+        build_ref = ray.put(build)
+        source = source_version()
+
+        def submit(g):
+            return remote.remote(g, build_ref, str(store.root), store.code, force=force, ttl=self.ttl, env=env,
+                                 source=source)
+
+        refs = {submit(g): (i, 0) for i, g in enumerate(groups)}
+        counts = {"tasks": len(groups), "computed": 0, "skipped": 0, "retried": 0, "failed": 0}
+        errors: list[str] = []
+        with _progress(len(groups), 0, f"{desc} [ray tasks]", progress) as bar:
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                ref = ready[0]
+                i, attempt = refs.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:  # the task's own exception: not retried
+                    counts["failed"] += 1
+                    errors.append(_first_line(e))
+                except ray.exceptions.RayError as e:  # worker or node died: resubmit
+                    if attempt < self.retries:
+                        counts["retried"] += 1
+                        refs[submit(groups[i])] = (i, attempt + 1)
+                        bar.set_postfix(failed=counts["failed"], retried=counts["retried"])
+                        continue
+                    counts["failed"] += 1
+                    errors.append(_first_line(e))
+                else:
+                    counts["computed" if out["computed"] else "skipped"] += 1
+                bar.update(1)
+                bar.set_postfix(failed=counts["failed"], retried=counts["retried"])
+        if errors:
+            raise FedpaperError(f"{counts['failed']} of {len(groups)} ray task(s) failed; first: {errors[0]} "
+                                "(finished runs are stored; run the same command again to resume)")
+        return counts
+
+    def run_specs(self, specs: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
+                  store=None) -> list:
+        """`experiment.run_specs` through Ray: plan the local executor's groups of the pending
+        specs, run them as tasks, read every result back from the store."""
+        from fedpaper.store import ResultStore
+
+        store = store if store is not None else ResultStore()
+        force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
+        groups = plan_groups(pending_specs(specs, store, force), build, max_batch)
+        self.last_counts = self.run_groups(groups, build, store, force=force, desc=desc, progress=progress)
+        out = []
+        for s in specs:
+            r = store.get(s, _MISSING)
+            if r is _MISSING:
+                raise FedpaperError(f"run missing from the store {store.root} after the sweep; is FEDPAPER_CACHE "
+                                    "the same shared folder on every node?")
+            out.append(r)
+        return out
+
+
+_MISSING = object()
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {lines[-1] if lines else ''}"
+
+
+def get_executor(spec=None):
+    """An executor from a name: None -> $FEDPAPER_EXECUTOR or local; "local"; "ray"; "ray:ADDRESS";
+    an executor object is returned as is."""
+    if spec is not None and not isinstance(spec, str):
+        return spec
+    spec = (spec if spec is not None else os.environ.get(EXECUTOR_ENV, "")).strip() or "local"
+    if spec == "local":
+        return LocalExecutor()
+    if spec == "ray":
+        return RayExecutor()
+    if spec.startswith("ray://"):
+        return RayExecutor(address=spec)
+    if spec.startswith("ray:") and len(spec) > 4:
+        return RayExecutor(address=spec[4:])
+    raise BadParameterError(f"unknown executor {spec!r}; use local, ray or ray:ADDRESS "
+                            "(e.g. ray:auto, ray:10.0.0.5:6379, ray://head:10001)")
+
+
+def check_available(executor) -> None:
+    """One clear error now (not after the first notebook) when the executor's library is missing."""
+    if getattr(executor, "name", "") == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ExecutorMissingError("executor 'ray' needs Ray, which is not installed; install it with "
+                                       "pip install 'fedpaper[cluster]' or choose --executor local") from None

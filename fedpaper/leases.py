@@ -1,0 +1,212 @@
+"""Claims on result-store keys, so that two workers never compute the same run at once.
+
+A lease is a small JSON file `<store root>/<k[:2]>/<k>.lease` beside the result `<k>.pkl`:
+
+    {"owner": "host:pid:token", "host": ..., "pid": ..., "token": ..., "expires": <unix time>}
+
+- Claiming is an atomic exclusive create: the lease is written completely to a temporary file,
+  then hard-linked to its name (os.link fails with EEXIST when the name exists, like
+  open(O_CREAT | O_EXCL), and also on NFS, where O_EXCL was not atomic before NFSv3). A reader
+  therefore never sees a half-written lease.
+- A lease expires `ttl` seconds after it was written unless its owner renews it (a heartbeat
+  thread renews every ttl/3 while the work goes on, see `Claim`). An expired lease, or one whose
+  owner process is gone on this same host, is taken over: it is renamed to a unique tombstone
+  (atomic; only one contender wins), checked to be the stale lease that was seen, and replaced.
+- Release removes the lease only if it still names this owner.
+
+    with claim_keys(store.root, keys, ttl=60) as claim:   # waits while a live owner holds one
+        ...compute, store.put(...)...                      # claim.lost is True if it was taken over
+
+The result writes themselves are the store's atomic writes; a lease only prevents duplicate work.
+If a lease is ever lost (its owner stalled past the expiry), the worst outcome is that a run is
+computed twice and written twice with the same content, never a torn file.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from fedpaper.store import TMP_PREFIX
+
+SUFFIX = ".lease"
+DEFAULT_TTL = float(os.environ.get("FEDPAPER_LEASE_TTL", "120"))
+HOST = socket.gethostname()
+
+
+class LeaseTimeout(TimeoutError):
+    """A key stayed claimed by a live owner for longer than the caller would wait."""
+
+
+def lease_path(root, key: str) -> Path:
+    return Path(root) / key[:2] / (key + SUFFIX)
+
+
+def new_owner() -> dict:
+    token = uuid.uuid4().hex
+    return {"owner": f"{HOST}:{os.getpid()}:{token}", "host": HOST, "pid": os.getpid(), "token": token}
+
+
+def read_lease(path: Path) -> Optional[dict]:
+    """The lease at `path`, or None when there is none (or it vanished while being read)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):  # cannot happen with link-created leases; treat as stale
+        return {"token": None, "expires": 0.0}
+
+
+def _write_tmp(path: Path, lease: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{lease['token']}.{uuid.uuid4().hex[:8]}"
+    with open(tmp, "w") as f:
+        json.dump(lease, f)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def is_stale(lease: dict, now: Optional[float] = None) -> bool:
+    """Expired, or held by a process of this host that no longer exists."""
+    now = time.time() if now is None else now
+    if float(lease.get("expires", 0.0)) <= now:
+        return True
+    return lease.get("host") == HOST and isinstance(lease.get("pid"), int) and not _pid_alive(lease["pid"])
+
+
+def try_acquire(path: Path, owner: dict, ttl: float) -> bool:
+    """Create the lease at `path` for `owner`; take over a stale one. False if a live owner holds it."""
+    path = Path(path)
+    for _ in range(8):  # a few rounds of losing races to other contenders, then report "held"
+        lease = dict(owner, expires=time.time() + ttl, ttl=ttl)
+        tmp = _write_tmp(path, lease)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        held = read_lease(path)
+        if held is None:
+            continue  # released meanwhile: try again
+        if not is_stale(held):
+            return False
+        _break_stale(path, held)
+    return False
+
+
+def _break_stale(path: Path, seen: dict) -> None:
+    """Remove the stale lease `seen` at `path`, unless someone replaced it meanwhile."""
+    tomb = path.parent / f"{TMP_PREFIX}{path.name}.stale.{uuid.uuid4().hex}"
+    try:
+        os.rename(path, tomb)  # atomic: of several contenders, one moves it
+    except FileNotFoundError:
+        return
+    moved = read_lease(tomb)
+    if moved is not None and moved.get("token") != seen.get("token"):
+        # A fresh lease was created between our read and our rename: put it back.
+        with contextlib.suppress(FileExistsError):
+            os.link(tomb, path)
+    with contextlib.suppress(OSError):
+        os.unlink(tomb)
+
+
+def renew(path: Path, owner: dict, ttl: float) -> bool:
+    """Push the expiry of our lease forward (atomic replace); False if it is no longer ours."""
+    held = read_lease(path)
+    if held is None or held.get("token") != owner["token"]:
+        return False
+    tmp = _write_tmp(path, dict(owner, expires=time.time() + ttl, ttl=ttl))
+    os.replace(tmp, path)
+    return True
+
+
+def release(path: Path, owner: dict) -> None:
+    """Remove the lease if it is still ours."""
+    held = read_lease(path)
+    if held is not None and held.get("token") == owner["token"]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+@dataclass
+class Claim:
+    """Leases on several keys, held together, renewed by a heartbeat thread until released."""
+
+    root: Path
+    keys: list
+    ttl: float = DEFAULT_TTL
+    owner: dict = field(default_factory=new_owner)
+    lost: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: Optional[threading.Thread] = field(default=None, repr=False)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [lease_path(self.root, k) for k in sorted(set(self.keys))]
+
+    def try_acquire_all(self) -> bool:
+        """All leases or none (sorted order; on a held key, the ones taken are given back)."""
+        got = []
+        for p in self.paths:
+            if not try_acquire(p, self.owner, self.ttl):
+                for q in got:
+                    release(q, self.owner)
+                return False
+            got.append(p)
+        return True
+
+    def start_heartbeat(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name="fedpaper-lease-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.ttl / 3):
+            for p in self.paths:
+                if not renew(p, self.owner, self.ttl):
+                    self.lost = True
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for p in self.paths:
+            release(p, self.owner)
+
+
+@contextlib.contextmanager
+def claim_keys(root, keys: Iterable[str], *, ttl: float = DEFAULT_TTL, wait: float = float("inf"),
+               poll: float = 0.5):
+    """Hold leases on every key for the duration of the block (waiting up to `wait` seconds while
+    live owners hold some); renewed every ttl/3, released on exit (also on error)."""
+    claim = Claim(Path(root), list(keys), ttl)
+    deadline = time.monotonic() + wait
+    while not claim.try_acquire_all():
+        if time.monotonic() >= deadline:
+            raise LeaseTimeout(f"keys still claimed by another worker after {wait:.0f} s under {root}")
+        time.sleep(poll)
+    claim.start_heartbeat()
+    try:
+        yield claim
+    finally:
+        claim.release()
