@@ -41,9 +41,9 @@ class TinyMLP(nn.Module):
 class TinyBN(nn.Module):
     """BatchNorm1d on the inputs, then a linear classifier: running statistics are the inputs' moments."""
 
-    def __init__(self, in_features=3, num_classes=5):
+    def __init__(self, in_features=3, num_classes=5, momentum=0.1):
         super().__init__()
-        self.features = nn.BatchNorm1d(in_features)
+        self.features = nn.BatchNorm1d(in_features, momentum=momentum)
         self.classifier = nn.Linear(in_features, num_classes)
 
     def forward(self, x):
@@ -170,3 +170,12 @@ def assert_params_close(actual: dict, expected: dict, rtol=None):
 
 def max_diff(a: dict, b: dict) -> float:
     return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def result_from_history(rows: list):
+    """A TrainResult holding the given history rows (for best-snapshot selection)."""
+    import pandas as pd
+
+    from fedpaper.engine import TrainResult
+
+    return TrainResult(pd.DataFrame(rows), {}, {})
