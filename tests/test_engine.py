@@ -135,6 +135,9 @@ def test_short_run_learns(pools):
     assert res.history["test_acc"].iloc[-1] > 0.5  # chance is 0.1
     best = res.best()
     assert list(best.columns) == ["run", "seed", "best_round", "test_acc"]
+    h = res.history.sort_values("round")
+    peak = h.loc[h["val_acc"] == h["val_acc"].max()].iloc[0]  # the earliest round where val peaks
+    assert best[["best_round", "test_acc"]].values.tolist() == [[peak["round"], peak["test_acc"]]]
 
 
 @pytest.mark.parametrize("name", ["Tuning-MSE (private)", "Tuning-Pairwise", "AFL", "FedRS", "FedProx (private)"])
@@ -203,6 +206,20 @@ def test_multilabel_bce_trains_and_reports_auc():
     cfg = _cfg(model_kwargs=dict(in_channels=1, image_size=28, num_classes=5), rounds=2)
     res = train(get_method("FedAvg"), cfg, pools, [fed], progress=False)
     assert {"test_acc", "test_f1", "test_auc"} <= set(res.history.columns)
+    # the values are those of the final global model on the test rows (sklearn as the reference)
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    from fedpaper.models import build_model
+
+    net = build_model(cfg.model, **cfg.model_kwargs)
+    net.load_state_dict({k: v[0] for k, v in res.final_params.items()})
+    with torch.no_grad():
+        sc = net.eval()(x).numpy()
+    yt = y.numpy().astype(int)
+    last = res.history.sort_values("round").iloc[-1]
+    assert last["test_acc"] == pytest.approx(((sc > 0) == (yt == 1)).mean(), abs=1e-6)
+    assert last["test_f1"] == pytest.approx(f1_score(yt, (sc > 0).astype(int), average="macro"), abs=1e-6)
+    assert last["test_auc"] == pytest.approx(roc_auc_score(yt, sc, average="macro"), abs=1e-6)
 
 
 # ----------------------------------------------------------------------------- extension points
