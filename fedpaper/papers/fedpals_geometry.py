@@ -144,8 +144,10 @@ def fig9_runs(p: dict) -> pd.DataFrame:
                       local_epochs=1, rounds=p["rounds"], backend="vmap")
     S, n = np.stack([S1, S2]), np.array([N1, N2], float)
     by_lam: dict = {}  # runs sharing lambda train as one batch, whatever their delta
+    n_lams = {}  # distinct lambda candidates per delta (1: nothing was chosen on validation)
     for d in deltas:
         lams = {0.0} | {round(W.lambda_for_ess(S, n, target_marginal(d), f), 9) for f in p["ess_grid"]}
+        n_lams[d] = len(lams)
         for lam in sorted(lams):
             by_lam.setdefault(lam, []).extend((d, s) for s in seeds)
     jobs = [("FedAvg", None, [(d, s) for d in deltas for s in seeds])]
@@ -159,8 +161,16 @@ def fig9_runs(p: dict) -> pd.DataFrame:
             hr = h[h["run"] == r]
             best = hr.loc[hr["val_acc"].idxmax()]
             rows.append({"delta": k[0], "seed": k[1], "method": name, "lam": lam, "val_acc": best["val_acc"],
-                         "test_acc": best["test_acc"], "final_test_acc": hr["test_acc"].iloc[-1]})
+                         "test_acc": best["test_acc"], "final_test_acc": hr["test_acc"].iloc[-1],
+                         "lambda_candidates": n_lams[k[0]] if lam is not None else None})
     return pd.DataFrame(rows)
+
+
+def _candidates(g: pd.DataFrame):
+    """How many distinct lambdas FedPALS chose from at this delta ("-" for other methods)."""
+    if "lambda_candidates" not in g or g["lambda_candidates"].isna().all():
+        return "-"
+    return int(g["lambda_candidates"].max())
 
 
 def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -175,5 +185,16 @@ def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
         dist = W.projection_distance(np.stack([S1, S2]), target_marginal(d))
         rows.append({"delta": d, "projection_distance": dist, "method": m, "metric": "accuracy_pct",
                      "mean": s["mean"], "std": s["std"], "n_seeds": s["n"],
-                     "lambda_selected": ";".join("-" if pd.isna(x) else f"{x:g}" for x in g["lam"])})
+                     "lambda_selected": ";".join("-" if pd.isna(x) else f"{x:g}" for x in g["lam"]),
+                     "lambda_candidates": _candidates(g)})
     return pd.DataFrame(rows)
+
+
+def fig9_lambda_notes(tab: pd.DataFrame) -> list[str]:
+    """Say where FedPALS's lambda was not chosen on validation: the ESS grid gave one candidate."""
+    one = tab[(tab["method"] == "FedPALS") & (tab["lambda_candidates"] == 1)]
+    if one.empty:
+        return ["FedPALS lambda chosen per seed on validation accuracy from {0, lambda_ESS} (lambda_candidates)"]
+    ds = ", ".join(f"{d:g}" for d in one["delta"])
+    return [f"FedPALS lambda NOT chosen on validation at delta {ds}: the ESS grid collapsed to one candidate "
+            "(lambda_candidates = 1), so lambda_selected there is that single value"]
