@@ -64,3 +64,14 @@ $(NBSTRIP): $(STAMP) .gitattributes
 	  $(VENV)/bin/nbstripout --install --attributes .gitattributes && \
 	  git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)"; fi
 	touch $(NBSTRIP)
+
+# Mutation testing, a developer tool (not part of `make test`): mutmut over fedpaper/algorithms/ with
+# the fast tests named in pyproject.toml [tool.mutmut] (tests/reference, tests/test_weights.py).
+# Takes ~20-40 min on 2 cores; results stay in mutants/ (`mutmut results`, `mutmut show <name>`).
+# Survivors are killed by a test or listed as equivalent in tests/reference/MUTANTS.md.
+MUTATION_JOBS ?= 2
+.PHONY: mutation
+mutation: $(STAMP)
+	$(VPY) -m pip install -e '.[mutation]'
+	FEDPAPER_PROGRESS=0 nice -n 15 $(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS)
+	$(VENV)/bin/mutmut results

@@ -401,7 +401,7 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
             seeds=info.get("seeds", resolved_seeds), device=info.get("device"), wall_time_s=wall,
             notes=notes,
             extra={"paper": art.paper, "title": art.title, "status": status, "synthetic": synthetic,
-                   "stamped": synthetic, "lossy_datasets": lossy,
+                   "stamped": synthetic, "lossy_datasets": lossy, "methods": prov.table_methods(table),
                    "missing_datasets": missing if profile != "smoke" else [],
                    "info": {k: v for k, v in info.items() if k not in ("datasets", "notes", "seeds", "device")},
                    **({"exploration": exploration} if exploration else {})},

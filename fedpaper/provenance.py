@@ -124,6 +124,61 @@ def device_description(device=None) -> str:
     return "cpu"
 
 
+@lru_cache(maxsize=None)
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo, else platform.processor()), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")) and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine_description() -> dict:
+    """Platform, CPU model and count, and torch's intra-op thread count (None when torch is not
+    imported): results computed on a CPU can depend on both (float summation order)."""
+    torch = sys.modules.get("torch")
+    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads() if torch is not None else None}
+
+
+def table_methods(table) -> list[str] | None:
+    """The methods a results table holds (its `method` column), None if it has none."""
+    if table is None or "method" not in table:
+        return None
+    return sorted({str(m) for m in table["method"]})
+
+
+def table_mismatches(table, rec: dict) -> list[str]:
+    """Where a provenance record contradicts its results table: seeds (seed_mismatches), the
+    methods it lists, and a profile that differs from its params' profile. [] if none."""
+    out = seed_mismatches(table, rec)
+    if "methods" in rec and rec["methods"] != table_methods(table):
+        out.append(f"provenance lists methods {rec['methods']} but the table holds {table_methods(table)}")
+    params_profile = (rec.get("params") or {}).get("profile")
+    if params_profile is not None and params_profile != rec.get("profile"):
+        out.append(f"profile {rec.get('profile')!r} but params say {params_profile!r}")
+    return out
+
+
+def seed_mismatches(table, rec: dict) -> list[str]:
+    """What a results table says about its seeds that its provenance record contradicts: more seeds
+    in an `n_seeds` column, or more `per_seed` entries, than the record's `seeds` lists. [] if none."""
+    seeds = rec.get("seeds")
+    if not isinstance(seeds, list) or table is None:
+        return []
+    out = []
+    if "n_seeds" in table and len(table) and int(table["n_seeds"].max()) > len(seeds):
+        out.append(f"n_seeds up to {int(table['n_seeds'].max())} but provenance lists {len(seeds)} seeds {seeds}")
+    if "per_seed" in table and len(table):
+        most = max(len(str(v).split(";")) for v in table["per_seed"])
+        if most > len(seeds):
+            out.append(f"per_seed holds up to {most} values but provenance lists {len(seeds)} seeds {seeds}")
+    return out
+
+
 def command_line() -> str:
     """The command that produced the artifact (FEDPAPER_COMMAND, set by the CLI, wins)."""
     cmd = os.environ.get("FEDPAPER_COMMAND")
@@ -178,7 +233,7 @@ def collect(*, artifact_id: str, profile: str, params: dict, datasets: list, see
         "datasets": jsonable(dataset_copies(datasets, profile)),
         "seeds": jsonable(seeds),
         "device": device_description(device),
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+        "machine": machine_description(),
         "libraries": library_versions(),
         "wall_time_s": None if wall_time_s is None else round(float(wall_time_s), 3),
         "timestamp": now_iso(),

@@ -70,7 +70,10 @@ def status_rows(data_root=None, paper: Optional[str] = None) -> list[dict]:
             status = f"regenerated ({profile})"
             if (rec or {}).get("synthetic"):
                 status += ", SYNTHETIC data"
-            if missing:
+            left_out = set((rec or {}).get("missing_datasets") or [])
+            if missing and set(missing) <= left_out:  # regenerated without them: nothing of theirs committed
+                status += f"; {shown} missing: regenerated without it, no results for it"
+            elif missing:
                 status += f"; {shown} missing here: re-rendered from committed results"
         elif art.notebook is None:
             status = "not regenerated: " + not_implemented_reason(art.id)

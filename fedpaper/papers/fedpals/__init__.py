@@ -132,7 +132,7 @@ def _dist_artifact(aid, dataset, scheme, profile, data_root, out_dir, seeds):
         ss = list(range(p["marginal_seeds"])) if seeds is None else p["seeds"]
         parts = {x: _partitions(p, dataset, {"scheme": scheme, xname: x}, ss, data_root) for x in p[grid_key]}
         tab = pd.DataFrame(G.distance_rows(parts, R.DISPLAY[dataset], xname))
-        return tab, TR.info(p, [dataset], data_root, p["marginal_notes"])
+        return tab, dict(TR.info(p, [dataset], data_root, p["marginal_notes"]), seeds=ss)  # the seeds used
 
     def draw(tab, p):
         import matplotlib.pyplot as plt
@@ -162,7 +162,8 @@ def _bars_artifact(aid, dataset, split, profile, data_root, out_dir, seeds):
     def compute(p):
         part = _partitions(p, dataset, split, [0], data_root)[0]
         rows = G.marginal_rows(part, R.DISPLAY[dataset], R.label_setting(split), _class_names(p, dataset, data_root))
-        return pd.DataFrame(rows), TR.info(p, [dataset], data_root, p["marginal_notes"] + ["seed 0's draw"])
+        return pd.DataFrame(rows), dict(TR.info(p, [dataset], data_root, p["marginal_notes"] + ["seed 0's draw"]),
+                                        seeds=[0])
 
     def draw(tab, p):
         import matplotlib.pyplot as plt
@@ -210,7 +211,9 @@ def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     def compute(p):
         runs = G.fig9_runs(p)
         notes = ["paper scale (App. A.5/B.4, vague-18 defaults)"] if profile != "smoke" else P.notes("smoke")
-        return G.fig9_table(runs), {"notes": notes, "device": "cpu", "runs": len(runs)}
+        tab = G.fig9_table(runs)
+        notes += G.fig9_lambda_notes(tab)
+        return tab, {"notes": notes, "device": "cpu", "runs": len(runs)}
 
     def draw(tab, p):
         import matplotlib.pyplot as plt

@@ -166,7 +166,7 @@ def fig9_specs(p: dict) -> list[RunSpec]:
     training = {"model": "logreg", "model_kwargs": {"in_features": 2, "num_classes": 3}, "lr": p["lr"],
                 "batch_size": p["batch_size"], "local_epochs": 1, "rounds": p["rounds"]}
     S, n = np.stack([S1, S2]), np.array([N1, N2], float)
-    by_lam: dict = {}
+    by_lam: dict = {}  # runs sharing lambda train as one batch, whatever their delta
     for d in deltas:
         lams = {0.0} | {round(W.lambda_for_ess(S, n, target_marginal(d), f), 9) for f in p["ess_grid"]}
         for lam in sorted(lams):
@@ -185,6 +185,10 @@ def fig9_specs(p: dict) -> list[RunSpec]:
 def fig9_runs(p: dict) -> pd.DataFrame:
     """Per (delta, seed, method): best-validation test accuracy; FedPALS over its lambda grid."""
     specs = fig9_specs(p)
+    lams: dict = {}  # distinct lambda candidates per delta (1: nothing was chosen on validation)
+    for s in specs:
+        if s.tags["lam"] is not None:
+            lams.setdefault(s.partition["delta"], set()).add(s.tags["lam"])
     results = run_specs(specs, execution=Execution(backend="vmap", device="cpu"), desc="fedpals fig9",
                         max_batch=len(specs))
     rows = []
@@ -192,8 +196,16 @@ def fig9_runs(p: dict) -> pd.DataFrame:
         hr = pd.DataFrame(r["history"])
         best = hr.loc[hr["val_acc"].idxmax()]
         rows.append({"delta": s.partition["delta"], "seed": s.seed, "method": s.tags["method"], "lam": s.tags["lam"],
-                     "val_acc": best["val_acc"], "test_acc": best["test_acc"], "final_test_acc": hr["test_acc"].iloc[-1]})
+                     "val_acc": best["val_acc"], "test_acc": best["test_acc"], "final_test_acc": hr["test_acc"].iloc[-1],
+                     "lambda_candidates": len(lams[s.partition["delta"]]) if s.tags["lam"] is not None else None})
     return pd.DataFrame(rows)
+
+
+def _candidates(g: pd.DataFrame):
+    """How many distinct lambdas FedPALS chose from at this delta ("-" for other methods)."""
+    if "lambda_candidates" not in g or g["lambda_candidates"].isna().all():
+        return "-"
+    return int(g["lambda_candidates"].max())
 
 
 def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -207,5 +219,16 @@ def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
         dist = W.projection_distance(np.stack([S1, S2]), target_marginal(d))
         rows.append({"delta": d, "projection_distance": dist, "method": m,
                      **seed_summary(100 * g["test_acc"].to_numpy(), "accuracy_pct", n_resamples=200),
-                     "lambda_selected": ";".join("-" if pd.isna(x) else f"{x:g}" for x in g["lam"])})
+                     "lambda_selected": ";".join("-" if pd.isna(x) else f"{x:g}" for x in g["lam"]),
+                     "lambda_candidates": _candidates(g)})
     return pd.DataFrame(rows)
+
+
+def fig9_lambda_notes(tab: pd.DataFrame) -> list[str]:
+    """Say where FedPALS's lambda was not chosen on validation: the ESS grid gave one candidate."""
+    one = tab[(tab["method"] == "FedPALS") & (tab["lambda_candidates"] == 1)]
+    if one.empty:
+        return ["FedPALS lambda chosen per seed on validation accuracy from {0, lambda_ESS} (lambda_candidates)"]
+    ds = ", ".join(f"{d:g}" for d in one["delta"])
+    return [f"FedPALS lambda NOT chosen on validation at delta {ds}: the ESS grid collapsed to one candidate "
+            "(lambda_candidates = 1), so lambda_selected there is that single value"]
