@@ -72,8 +72,8 @@ def test_overrides_apply_to_nested_and_broadcast_and_papermill_strings():
 
 def _fedavg_run(rounds):
     """One tiny FedAvg run of the fedpals smoke profile with `rounds` overridden."""
-    from fedpaper.papers import fedpals, fedpals_runs as R
-    from fedpaper.papers import fedpals_train as TR
+    from fedpaper.papers import fedpals
+    from fedpaper.papers.fedpals import train as TR
     from fedpaper.store import ResultStore
 
     with P.using(overrides={"rounds": rounds}):

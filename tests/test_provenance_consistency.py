@@ -39,7 +39,7 @@ def test_new_provenance_matches_its_table(tmp_path, monkeypatch):
     """fig2a at smoke scale, with more partition seeds than run seeds (as at the quick profile, where
     fig2a listed 3 seeds for 8): the record lists the seeds used."""
     from fedpaper.papers import fedpals
-    from fedpaper.papers import fedpals_profiles as P
+    from fedpaper.papers.fedpals import profiles as P
 
     monkeypatch.setitem(P.GRIDS["smoke"], "marginal_seeds", 3)
     results = [fedpals._dist_artifact("fedpals/fig2a", "cifar10", "sparsity", "smoke", None, tmp_path, None)]
@@ -62,7 +62,7 @@ def test_mismatch_checks_can_fail():
 
 
 def test_fig9_says_when_the_lambda_grid_collapsed():
-    from fedpaper.papers.fedpals_geometry import fig9_lambda_notes, fig9_table
+    from fedpaper.papers.fedpals.geometry import fig9_lambda_notes, fig9_table
 
     runs = pd.DataFrame([
         {"delta": 0.0, "seed": 0, "method": "FedPALS", "lam": 0.0, "val_acc": 0.9, "test_acc": 0.8, "lambda_candidates": 1},

@@ -100,9 +100,9 @@ class OptimSpec:
             raise BadParameterError(f"optimizer={self.kind!r} is not supported; choose one of {OPTIMIZERS}")
         if self.schedule not in SCHEDULES:
             raise BadParameterError(f"lr_schedule={self.schedule!r} is not supported; choose one of {SCHEDULES}")
-        if not (self.lr > 0 and self.momentum >= 0 and self.weight_decay >= 0):
+        if not (self.lr >= 0 and self.momentum >= 0 and self.weight_decay >= 0):  # lr = 0: no step (checks)
             raise BadParameterError(f"lr={self.lr}, momentum={self.momentum} and weight_decay={self.weight_decay} "
-                                    f"must be > 0, >= 0 and >= 0")
+                                    f"must each be >= 0")
         if self.nesterov and not self.momentum:
             raise BadParameterError("nesterov=True needs momentum > 0")
         if self.kind != "sgd" and (self.momentum or self.nesterov):
