@@ -61,14 +61,20 @@ def die_with_parent() -> None:
 
 
 class _QuietKernelLog(logging.Filter):
-    """Drop the TCP warning, and the error line ipykernel logs when jupyter_client interrupts it as
-    the first step of every shutdown (Ctrl-C of the command never reaches the kernel's session)."""
+    """Drop the TCP warning, the error line ipykernel logs when jupyter_client interrupts it as
+    the first step of every shutdown (Ctrl-C of the command never reaches the kernel's session), and
+    the traceback of a reply sent after the command closed its sockets."""
 
     NOISE = ("without encryption", "KeyboardInterrupt caught in kernel")
 
     def filter(self, record):
         msg = record.getMessage()
-        return not any(n in msg for n in self.NOISE)
+        if any(n in msg for n in self.NOISE):
+            return False
+        # a zmq error sending a reply on a socket the command already closed (it was interrupted or killed): the
+        # command has gone, nobody can read the reply, and the traceback would be noise on its console
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and type(exc).__module__.startswith("zmq"))
 
 
 def main() -> None:
