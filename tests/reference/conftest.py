@@ -72,7 +72,7 @@ class Problem:
     """A small federated problem: pools (float64 features), client rows, labels, and one Federation."""
 
     def __init__(self, x, y, client_rows, num_classes, seed=0, test_rows=None, val_rows=None,
-                 server_rows=None, target=None):
+                 server_rows=None, target=None, label_sets=None):
         self.x = torch.as_tensor(x, dtype=torch.get_default_dtype())
         self.y = torch.as_tensor(y, dtype=torch.int64)
         self.K = num_classes
@@ -80,7 +80,8 @@ class Problem:
         test_rows = np.arange(len(y)) if test_rows is None else np.asarray(test_rows)
         self.pools = Pools(self.x, self.y, self.x, self.y, num_classes)
         self.fed = Federation(self.client_rows, test_rows, val_indices=val_rows, server_indices=server_rows,
-                              target_marginal=target, seed=seed)
+                              target_marginal=target, seed=seed, label_sets=label_sets)
+        self._label_sets = label_sets
 
     @property
     def sizes(self) -> np.ndarray:
@@ -91,6 +92,9 @@ class Problem:
         return self.x[r], self.y[r]
 
     def label_sets(self) -> list:
+        """Each client's label set Y_k: given explicitly, else the labels in its rows."""
+        if self._label_sets is not None:
+            return [sorted(s) for s in self._label_sets]
         return [sorted(set(self.y[torch.as_tensor(r)].tolist())) for r in self.client_rows]
 
 

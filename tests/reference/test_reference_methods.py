@@ -3,8 +3,8 @@ full-batch rounds, clients with different label sets and sizes, float64)."""
 import numpy as np
 import pytest
 import torch
-from conftest import (BACKENDS, assert_params_close, config, final_params, initial_params, make_problem,
-                      max_diff)
+from conftest import (BACKENDS, Problem, assert_params_close, config, final_params, initial_params,
+                      make_problem, max_diff, run)
 from reference_math import (cross_entropy, fedpals_qp, fedrs_logits, forward, sgd, simplex_projection,
                             weighted)
 
@@ -46,6 +46,26 @@ def test_fedavg_is_the_sample_size_weighted_mean(backend, model):
     got = final_params(Method("FedAvg"), p, cfg)
     assert_params_close(got, want)
     assert max_diff(want, weighted(states, np.full(3, 1 / 3))) > 1e-3  # n_i/N is not the plain mean here
+
+
+@pytest.mark.parametrize("method", [Method("FedAvg"), Method("FedPALS", server="fedpals", lam=0.3)],
+                         ids=["fedavg", "fedpals"])
+def test_runs_batched_together_keep_their_own_weights(method):
+    """Two runs (other clients, sizes and seeds) trained as one batch: each run's aggregate uses only
+    its own clients' weights, as when it is trained alone."""
+    T = np.array([0.05, 0.05, 0.1, 0.4, 0.4])
+    p1 = _problem(target=T)
+    rows2 = [p1.client_rows[1][:6], p1.client_rows[0], p1.client_rows[2][:2]]
+    p2 = Problem(p1.x, p1.y, rows2, 5, seed=7, target=T)
+    cfg = config(model="ref_mlp")
+    got = run(method, [p1, p2], cfg).final_params
+    for r, p in enumerate((p1, p2)):
+        alone = final_params(method, p, cfg)
+        assert_params_close({k: v[r] for k, v in got.items()}, alone)
+        if method.server == "fedavg":
+            theta = initial_params(cfg, p.fed.seed)
+            want = weighted([_local(p, theta, i, cfg.lr) for i in range(3)], p.sizes / p.sizes.sum())
+            assert_params_close(alone, want)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -10,14 +10,18 @@ from reference_math import (cross_entropy, forward, sgd, softmax_over, tuning_ms
 from fedpaper.algorithms.methods import Method
 
 CLIENTS = [(5, [0, 1]), (8, [1, 2, 3]), (3, [0, 3])]  # label 4: nobody; label 2: only client 1
+# K = 6: a client with ONE row (label 4) declares Y = {3, 4} (Federation.label_sets), so label 4 is held
+# by it alone (n'_4 = 1) and its row is trained; label 5 is held by nobody
+CLIENTS_ONE_ROW = [(5, [0, 1]), (8, [1, 2, 3]), (1, [4]), (3, [0, 3])]
+LABEL_SETS_ONE_ROW = [[0, 1], [1, 2, 3], [3, 4], [0, 3]]
 CLS_W, CLS_B = "classifier.weight", "classifier.bias"
 N_SERVER = 7
 
 
-def _problem():
-    n_clients = sum(n for n, _ in CLIENTS)
-    return make_problem(CLIENTS, K=5, d=3, extra_rows=N_SERVER,
-                        server_rows=np.arange(n_clients, n_clients + N_SERVER))
+def _problem(clients=CLIENTS, K=5, label_sets=None):
+    n_clients = sum(n for n, _ in clients)
+    return make_problem(clients, K=K, d=3, extra_rows=N_SERVER,
+                        server_rows=np.arange(n_clients, n_clients + N_SERVER), label_sets=label_sets)
 
 
 def _received(theta, labels):
@@ -64,14 +68,16 @@ def _private_aggregate(p, theta, states):
 
 @pytest.mark.float32
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_private_fedavg_per_label_rows(backend):
-    p, cfg = _problem(), config(model="ref_mlp", backend=backend)
+@pytest.mark.parametrize("clients, K, sets", [(CLIENTS, 5, None), (CLIENTS_ONE_ROW, 6, LABEL_SETS_ONE_ROW)],
+                         ids=["3clients", "one-row-client"])
+def test_private_fedavg_per_label_rows(backend, clients, K, sets):
+    p, cfg = _problem(clients, K, sets), config(model="ref_mlp", backend=backend, K=K)
     theta = initial_params(cfg, 0)
     states = _private_clients(p, theta, cfg.lr)
     want = _private_aggregate(p, theta, states)
     got = final_params(Method("FedAvg (private)", private=True), p, cfg)
     assert_params_close(got, want)
-    torch.testing.assert_close(got[CLS_W][4], theta[CLS_W][4])  # nobody holds label 4: unchanged
+    torch.testing.assert_close(got[CLS_W][K - 1], theta[CLS_W][K - 1])  # nobody holds the last label: unchanged
     # the per-label average differs from averaging every row over all clients by n_k/N
     assert float((want[CLS_W] - weighted(states, p.sizes / p.sizes.sum())[CLS_W]).abs().max()) > 1e-2
 

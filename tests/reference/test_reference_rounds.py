@@ -114,3 +114,17 @@ def test_partial_participation_leaves_non_participants_control_variates_untouche
     assert len(hits) == 1
     s1, s2 = hits[0]
     assert set(s2) - set(s1) and set(s2) & set(s1), "seed 2: one client trains twice, one sat out round 1"
+
+
+def test_partial_participation_afl_renormalises_the_mixture_over_participants():
+    """AFL, 2 of 4 clients: the (uniform) mixture restricted to the participants and renormalised,
+    i.e. weights 1/2 each, for exactly one pair."""
+    p, cfg = make_problem(CLIENTS4, K=5, d=3), config(model="ref_mlp", participation=0.5)
+    theta = initial_params(cfg, 0)
+    got = final_params(Method("AFL", server="afl", afl_step=0.5), p, cfg)
+    hits = []
+    for s in itertools.combinations(range(4), 2):
+        states = [_one_round(p, theta, cfg.lr, (i,))[0] for i in s]
+        if _matches(got, weighted(states, [0.5, 0.5])):
+            hits.append(s)
+    assert len(hits) == 1
