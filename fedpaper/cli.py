@@ -229,27 +229,60 @@ def _env(name: str, value: str):
             os.environ[name] = old
 
 
+@contextlib.contextmanager
+def _ctrl_c_noticed():
+    """Note every SIGINT (then raise KeyboardInterrupt as usual), so that a Ctrl-C that a library
+    swallowed still stops the run; the previous handler is restored afterwards."""
+    import signal
+    import threading
+
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum, frame):
+        flag.set()
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list, failures: dict,
                    bad_input: set) -> None:
     """Execute each planned notebook; a failure is recorded in `failures` (and in `bad_input` when
     the notebook stopped on bad input) and the next one runs."""
     from tqdm import tqdm
 
-    for nb in tqdm(list(plan.notebooks), desc="notebooks", unit="nb", disable=not plan.notebooks):
-        out_nb = executed / Path(nb).relative_to("notebooks") if nb.startswith("notebooks/") else executed / Path(nb).name
-        t0 = time.perf_counter()
+    with _ctrl_c_noticed() as interrupted:
+        for nb in tqdm(list(plan.notebooks), desc="notebooks", unit="nb", disable=not plan.notebooks):
+            _run_one(nb, executed, params, args, done, failures, bad_input, interrupted)
+
+
+def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: dict, bad_input: set,
+             interrupted) -> None:
+    out_nb = executed / Path(nb).relative_to("notebooks") if nb.startswith("notebooks/") else executed / Path(nb).name
+    t0 = time.perf_counter()
+    try:
         try:
             _execute(nb, out_nb, params, args.timeout)
-        except KeyboardInterrupt:
-            raise
-        except Exception as e:  # keep going; report at the end
-            failures[nb] = _one_line_error(e) + f" (executed copy: {out_nb})"
-            if getattr(e, "ename", None) in BAD_INPUT_ERRORS:
-                bad_input.add(nb)
-            if args.debug:
-                traceback.print_exc()
-        else:
-            done.append(f"{nb} ({time.perf_counter() - t0:.0f} s)")
+        finally:
+            if interrupted.is_set():  # Ctrl-C, even where a library caught it (e.g. during kernel start-up)
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # keep going; report at the end
+        failures[nb] = _one_line_error(e) + f" (executed copy: {out_nb})"
+        if getattr(e, "ename", None) in BAD_INPUT_ERRORS:
+            bad_input.add(nb)
+        if args.debug:
+            traceback.print_exc()
+    else:
+        done.append(f"{nb} ({time.perf_counter() - t0:.0f} s)")
 
 
 def cmd_reproduce(args) -> int:
