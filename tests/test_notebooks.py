@@ -152,8 +152,11 @@ def test_nbval_runs_a_notebook_with_an_override(kernel_env, tmp_path):
     nb = parameterize_notebook(nb, {"overrides": {"rounds": 3, "deltas": [0.0, 1.0]}})  # papermill's -y
     path = tmp_path / "fig9_override.ipynb"
     nbformat.write(nb, str(path))
+    # -p no:randomly: the repo's pytest settings (which turn pytest-randomly off) are not read from
+    # tmp_path, and a shuffled notebook runs its cells out of order
     run = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", str(path), "-p", "no:cacheprovider",
-                          "-q", "--rootdir", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+                          "-p", "no:randomly", "-q", "--rootdir", str(tmp_path)], capture_output=True, text=True,
+                         cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "passed" in run.stdout
     pngs = list(Path(kernel_env["FEDPAPER_CACHE"], "explore", "smoke").glob("*/fedpals/fig9.png"))
