@@ -4,14 +4,14 @@ A lease is a small JSON file `<store root>/<k[:2]>/<k>.lease` beside the result 
 
     {"owner": "host:pid:token", "host": ..., "pid": ..., "token": ..., "expires": <unix time>}
 
-- Claiming is an atomic exclusive create: the lease is written completely to a temporary file,
-  then hard-linked to its name (os.link fails with EEXIST when the name exists, like
-  open(O_CREAT | O_EXCL), and also on NFS, where O_EXCL was not atomic before NFSv3). A reader
-  therefore never sees a half-written lease.
+- Every read-check-write of a lease (claim, take-over, renewal, release) runs under a short
+  per-key lock, `<k>.lease.lock`, created with O_CREAT | O_EXCL (atomic on local filesystems and
+  NFSv3+); a lock older than LOCK_STALE_S seconds was left by a process that died inside the
+  critical section and is removed. The lease itself is written to a temporary file and renamed
+  into place, so a reader never sees a half-written lease.
 - A lease expires `ttl` seconds after it was written unless its owner renews it (a heartbeat
   thread renews every ttl/3 while the work goes on, see `Claim`). An expired lease, or one whose
-  owner process is gone on this same host, is taken over: it is renamed to a unique tombstone
-  (atomic; only one contender wins), checked to be the stale lease that was seen, and replaced.
+  owner process is gone on this same host, is taken over (under the lock: one contender wins).
 - Release removes the lease only if it still names this owner.
 
     with claim_keys(store.root, keys, ttl=60) as claim:   # waits while a live owner holds one
@@ -92,61 +92,67 @@ def is_stale(lease: dict, now: Optional[float] = None) -> bool:
     return lease.get("host") == HOST and isinstance(lease.get("pid"), int) and not _pid_alive(lease["pid"])
 
 
-def try_acquire(path: Path, owner: dict, ttl: float) -> bool:
-    """Create the lease at `path` for `owner`; take over a stale one. False if a live owner holds it."""
-    path = Path(path)
-    for _ in range(8):  # a few rounds of losing races to other contenders, then report "held"
-        lease = dict(owner, expires=time.time() + ttl, ttl=ttl)
-        tmp = _write_tmp(path, lease)
+LOCK_STALE_S = 10.0  # a key's lock is held for microseconds; one this old was left by a dead process
+
+
+@contextlib.contextmanager
+def _key_lock(path: Path):
+    """Exclusive, short critical section on one lease (`<lease>.lock`, created with O_EXCL): every
+    read-check-write of the lease (acquire, take-over, renew, release) happens inside it, so two
+    contenders can never both decide that a stale lease is theirs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.parent / (path.name + ".lock")
+    while True:
         try:
-            os.link(tmp, path)
-            return True
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            break
         except FileExistsError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        held = read_lease(path)
-        if held is None:
-            continue  # released meanwhile: try again
-        if not is_stale(held):
-            return False
-        _break_stale(path, held)
-    return False
-
-
-def _break_stale(path: Path, seen: dict) -> None:
-    """Remove the stale lease `seen` at `path`, unless someone replaced it meanwhile."""
-    tomb = path.parent / f"{TMP_PREFIX}{path.name}.stale.{uuid.uuid4().hex}"
+            with contextlib.suppress(FileNotFoundError):
+                if time.time() - lock.stat().st_mtime > LOCK_STALE_S:
+                    os.unlink(lock)
+                    continue
+            time.sleep(0.001)
     try:
-        os.rename(path, tomb)  # atomic: of several contenders, one moves it
-    except FileNotFoundError:
-        return
-    moved = read_lease(tomb)
-    if moved is not None and moved.get("token") != seen.get("token"):
-        # A fresh lease was created between our read and our rename: put it back.
-        with contextlib.suppress(FileExistsError):
-            os.link(tomb, path)
-    with contextlib.suppress(OSError):
-        os.unlink(tomb)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+
+
+def _write(path: Path, owner: dict, ttl: float) -> None:
+    os.replace(_write_tmp(path, dict(owner, expires=time.time() + ttl, ttl=ttl)), path)
+
+
+def try_acquire(path: Path, owner: dict, ttl: float) -> bool:
+    """Create the lease at `path` for `owner`, or take over a stale one; False if a live owner holds it."""
+    path = Path(path)
+    with _key_lock(path):
+        held = read_lease(path)
+        if held is not None and not is_stale(held):
+            return False
+        _write(path, owner, ttl)
+        return True
 
 
 def renew(path: Path, owner: dict, ttl: float) -> bool:
     """Push the expiry of our lease forward (atomic replace); False if it is no longer ours."""
-    held = read_lease(path)
-    if held is None or held.get("token") != owner["token"]:
-        return False
-    tmp = _write_tmp(path, dict(owner, expires=time.time() + ttl, ttl=ttl))
-    os.replace(tmp, path)
-    return True
+    path = Path(path)
+    with _key_lock(path):
+        held = read_lease(path)
+        if held is None or held.get("token") != owner["token"]:
+            return False
+        _write(path, owner, ttl)
+        return True
 
 
 def release(path: Path, owner: dict) -> None:
     """Remove the lease if it is still ours."""
-    held = read_lease(path)
-    if held is not None and held.get("token") == owner["token"]:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+    path = Path(path)
+    with _key_lock(path):
+        held = read_lease(path)
+        if held is not None and held.get("token") == owner["token"]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 @dataclass
