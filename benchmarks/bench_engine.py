@@ -18,7 +18,7 @@ carries over from one to the next; all launched by this one invocation, one afte
 - plain_cl (reference only): the same loop with model and batches in channels_last;
 - plain_malloc (reference only): the plain loop after the same malloc setting the engine makes
   (fedpaper.engine._tune_cpu_allocator), to show how much of the gap that setting alone closes;
-- sequential: fedpaper.engine_sequential.train_sequential (one client at a time, nn.Module, torch Adam);
+- sequential: fedpaper.engine.sequential.train_sequential (one client at a time, nn.Module, torch Adam);
 - batched-auto / batched-vmap / batched-loop / batched-grouped: fedpaper.engine with that backend
   ("auto" times the candidates at start-up; the one it picked is reported);
 - flower-1cpu / flower-2cpu: Flower's Ray simulation (benchmarks/flower_sim.py) with
@@ -162,7 +162,7 @@ def worker(args) -> dict:
                           local_epochs=1, rounds=1, backend=backend)
         method = get_method("FedAvg")
         if c == "sequential":
-            from fedpaper.engine_sequential import train_sequential
+            from fedpaper.engine.sequential import train_sequential
 
             info["startup_s"] = time.perf_counter() - t_start
             times = _rounds(lambda: train_sequential(method, cfg, pools, fed), args)

@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from fedpaper.algorithms import Method, get_method, semisup, standard_methods
-from fedpaper.algorithms.server import restrict_classifier, tuning_loss
+from fedpaper.algorithms.privlabels import restrict_classifier
+from fedpaper.algorithms.tuning import tuning_loss
 from fedpaper.data import synthetic_images
 from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, train
-from fedpaper.engine_sequential import train_sequential
+from fedpaper.engine.sequential import train_sequential
 from fedpaper.errors import BadParameterError, UnknownNameError
 from fedpaper.partition import private_label_partition, sparsity_partition
 
@@ -98,7 +99,7 @@ def test_private_update_ignores_rows_outside_label_set(pools):
             w[0, ~held0] += 5.0  # change every row client 0 does not hold
             assert (~held0).any() and absent.numel()
         slots = np.array([(0, c) for c in range(3)])
-        params = restrict_classifier(tr, {k: v[slots[:, 0]].clone() for k, v in tr.global_params.items()}, slots)
+        params = restrict_classifier(tr.ctx, {k: v[slots[:, 0]].clone() for k, v in tr.global_params.items()}, slots)
         new, *_ = tr.local_train(1, params, slots, [np.random.default_rng(1)] * 3)
         outs.append({k: v[0] for k, v in new.items()})
     held0 = tr.present[0, 0]

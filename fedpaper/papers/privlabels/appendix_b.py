@@ -6,7 +6,7 @@ probabilities h_k(9|x) are 0, so every term of the pairwise loss that involves l
 loss over ALL label pairs (vague-7); eq. (5) sums only over pairs inside Y_k and never touches
 label 9, and the MSE loss (eq. 6) has no term for it either.
 
-We evaluate `fedpaper.algorithms.server.tuning_loss` (the losses the engine trains with) exactly,
+We evaluate `fedpaper.algorithms.tuning.tuning_loss` (the losses the engine trains with) exactly,
 with torch autograd, on fixed synthetic client probabilities: 10 labels, four private clients with
 label sets covering 0-8 (softmax over Y_k of fixed random logits, 0 outside), central model
 h = [(1 - p_9) q, p_9] with q the clients' average prediction over labels 0-8, p_9 on a grid.
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedpaper.algorithms.server import tuning_loss
+from fedpaper.algorithms.tuning import tuning_loss
 
 K, ABSENT = 10, 9
 LABEL_SETS = [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 0]]
