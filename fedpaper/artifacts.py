@@ -8,8 +8,9 @@ For an artifact id `paper/name`, `run_artifact` writes, atomically, into `<out>/
                               the column names of the paper's reported CSV where there is one,
 - `<name>.json`               provenance (see `fedpaper.provenance`).
 
-`<out>` is `figures/` for the quick and paper profiles and `cache_dir("smoke-figures")` for
-smoke, which therefore never touches the committed figures. A paper module typically wraps it::
+`<out>` is `figures/` for the quick profile, `figures/long/` and `figures/paper/` for the long and
+paper profiles (so a quick run never overwrites committed long results), and
+`cache_dir("smoke-figures")` for smoke, which therefore never touches the committed figures. A paper module typically wraps it::
 
     def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         params = {...settings of this profile...}
@@ -51,7 +52,10 @@ from fedpaper.papers.catalog import (
 from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir
 from fedpaper.store import BAR_PREFIX, atomic_path
 
-PROFILES = ("smoke", "quick", "paper")
+PROFILES = ("smoke", "quick", "long", "paper")
+#: The committed profiles, most faithful to the papers first: the report and re-rendering use the
+#: first one whose results are present.
+FAITHFUL_ORDER = ("paper", "long", "quick")
 SUFFIXES = ("png", "pdf", "csv", "json")
 SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
 #: `fedpaper reproduce` names a file here; every run_artifact call (in the notebook kernels, which
@@ -59,7 +63,7 @@ SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
 STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
 
 __all__ = ["PROFILES", "ArtifactResult", "Claim", "run_artifact", "check_profile", "output_paths",
-           "committed_paths", "load_committed", "stamp_figure", "resolve_out_dir", "exploration_dir"]
+           "committed_paths", "committed_profile", "load_committed", "profile_figures_dir", "FAITHFUL_ORDER", "stamp_figure", "resolve_out_dir", "exploration_dir"]
 
 
 @dataclass
@@ -87,14 +91,22 @@ def check_profile(profile: str) -> str:
     return profile
 
 
+def profile_figures_dir(profile: str) -> Path:
+    """Where a profile's committed results live: figures/ (quick), figures/<profile>/ (long, paper)."""
+    check_profile(profile)
+    if profile == "smoke":
+        raise BadParameterError("smoke results are never committed; use profile quick, long or paper")
+    return figures_dir() if profile == "quick" else figures_dir() / profile
+
+
 def resolve_out_dir(profile: str, out_dir=None) -> Path:
-    """smoke -> cache_dir('smoke-figures'); quick/paper -> figures_dir(); an explicit out_dir wins,
-    except that smoke output may never go to the committed figures folder."""
+    """smoke -> cache_dir('smoke-figures'); quick -> figures/; long/paper -> figures/<profile>/; an
+    explicit out_dir wins, except that smoke output may never go to a committed figures folder."""
     check_profile(profile)
     if out_dir is None:
-        return cache_dir("smoke-figures") if profile == "smoke" else figures_dir()
+        return cache_dir("smoke-figures") if profile == "smoke" else profile_figures_dir(profile)
     out = Path(out_dir).expanduser()
-    if profile == "smoke" and _same_dir(out, figures_dir()):
+    if profile == "smoke" and any(_same_dir(out, profile_figures_dir(p)) for p in FAITHFUL_ORDER):
         raise BadParameterError(
             f"out_dir={str(out)!r} is the committed figures folder; smoke output goes to a cache "
             "folder: leave out_dir=None or use --profile quick")
@@ -134,14 +146,25 @@ def output_paths(artifact_id: str, out_dir) -> dict:
     return {s: base / f"{art.name}.{s}" for s in SUFFIXES}
 
 
-def committed_paths(artifact_id: str) -> dict:
-    """Where the committed results of an artifact live (figures/<paper>/<name>.*)."""
-    return output_paths(artifact_id, figures_dir())
+def committed_profile(artifact_id: str) -> Optional[str]:
+    """The most faithful profile (paper, long, quick) with a committed csv of the artifact, or None."""
+    for profile in FAITHFUL_ORDER:
+        if output_paths(artifact_id, profile_figures_dir(profile))["csv"].is_file():
+            return profile
+    return None
 
 
-def load_committed(artifact_id: str) -> tuple[Optional[pd.DataFrame], Optional[dict]]:
-    """Our committed table and provenance for an artifact, (None, None) where absent/unreadable."""
-    p = committed_paths(artifact_id)
+def committed_paths(artifact_id: str, profile: Optional[str] = None) -> dict:
+    """Where the committed results of an artifact live (<profile folder>/<paper>/<name>.*); with
+    profile=None, those of the most faithful profile present (quick's folder if none is)."""
+    profile = profile or committed_profile(artifact_id) or "quick"
+    return output_paths(artifact_id, profile_figures_dir(profile))
+
+
+def load_committed(artifact_id: str, profile: Optional[str] = None) -> tuple[Optional[pd.DataFrame], Optional[dict]]:
+    """Our committed table and provenance for an artifact (most faithful profile present unless
+    `profile` is given), (None, None) where absent/unreadable."""
+    p = committed_paths(artifact_id, profile)
     table = None
     if p["csv"].is_file():
         with contextlib.suppress(OSError, ValueError, pd.errors.ParserError):
@@ -176,23 +199,28 @@ def stamp_figure(fig, text: str = SYNTHETIC_STAMP):
     return fig
 
 
-def failed_claims(artifact_id: str, table: pd.DataFrame) -> list[str]:
+def failed_claims(artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> list[str]:
     """Texts of the paper claims about this artifact that fail on `table` (other artifacts a claim
-    needs are read from their committed csv), as fedpaper.report checks them."""
+    needs are read from their committed csv of the same profile where present), as fedpaper.report
+    checks them."""
     from fedpaper.papers import claims
     from fedpaper.report import check_claims
 
     mine = [c for c in claims(get_artifact(artifact_id).paper) if artifact_id in c.artifacts]
-    tables = {a: (table if a == artifact_id else load_committed(a)[0]) for c in mine for a in c.artifacts}
+    def other(a):
+        same = load_committed(a, profile)[0] if profile in FAITHFUL_ORDER else None
+        return same if same is not None else load_committed(a)[0]
+
+    tables = {a: (table if a == artifact_id else other(a)) for c in mine for a in c.artifacts}
     return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
 
 
-def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame) -> list[str]:
+def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> list[str]:
     """A red line at the top of the figure naming each paper claim that this result does not reproduce."""
     import textwrap
 
     try:
-        failed = failed_claims(artifact_id, table)
+        failed = failed_claims(artifact_id, table, profile)
     except Exception:  # a claim check must never stop a figure from being drawn
         return []
     if failed:
@@ -393,7 +421,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
         if synthetic:
             stamp_figure(fig)
         else:
-            notes += [f"paper claim not reproduced: {t}" for t in caption_failed_claims(fig, artifact_id, table)]
+            notes += [f"paper claim not reproduced: {t}"
+                      for t in caption_failed_claims(fig, artifact_id, table, profile)]
         if exploration:
             stamp_exploration(fig, explore.describe(), above_banner=synthetic)
         record = prov.collect(
@@ -415,8 +444,10 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
 
 def _rerender_or_fail(art, profile, params, draw, missing, root, paths) -> ArtifactResult:
     """A needed data set is missing: re-render from the committed csv, or raise DataMissingError."""
-    committed = committed_paths(art.id)
-    table, committed_record = load_committed(art.id)
+    own = profile in FAITHFUL_ORDER and committed_paths(art.id, profile)["csv"].is_file()
+    source = profile if own else None  # this profile's results, else the most faithful present
+    committed = committed_paths(art.id, source)
+    table, committed_record = load_committed(art.id, source)
     if table is None:
         msg = missing_message(missing[0], root)
         more = f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""
@@ -433,7 +464,7 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths) -> Artif
         if (committed_record or {}).get("synthetic"):
             stamp_figure(fig)
         else:
-            caption_failed_claims(fig, art.id, table)
+            caption_failed_claims(fig, art.id, table, profile)
         in_place = _same_dir(paths["csv"].parent, committed["csv"].parent)
         # In place, the committed csv and json stay byte-identical (they still describe the run
         # that made the numbers); only the png/pdf are redrawn. Elsewhere, all four are written.

@@ -231,7 +231,9 @@ def _profiles_note(rows, paper: str) -> str:
                     if r["committed"] and r["id"].startswith(paper + "/")})
     if not profs:
         return ""
-    note = f" Computed from the {', '.join(profs)}-profile results in figures/"
+    where = {"quick": "figures/", "long": "figures/long/", "paper": "figures/paper/"}
+    note = (f" Computed from the {', '.join(profs)}-profile results (in "
+            + ", ".join(where.get(p, p) for p in profs) + "; per artifact the most faithful profile present)")
     if profs != ["paper"]:
         note += (" (shrunk from the paper's setting as each figure's subtitle and provenance say): a verdict "
                  "holds for that scale, not for the paper's")

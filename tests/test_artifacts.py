@@ -161,7 +161,7 @@ def test_failed_write_keeps_old_files_and_no_temp(figures_tmp, tmp_path, monkeyp
 def test_bad_inputs(figures_tmp):
     with pytest.raises(UnknownNameError) as e:
         A.run_artifact(ART, profile="fast", params={}, compute=compute, draw=draw, datasets=["pacs"])
-    assert "smoke, quick, paper" in str(e.value)
+    assert "smoke, quick, long, paper" in str(e.value)
     with pytest.raises(UnknownNameError) as e:
         A.run_artifact("fedpals/tabel1", profile="smoke", params={}, compute=compute, draw=draw, datasets=[])
     assert "fedpals/table1" in str(e.value)
@@ -194,3 +194,27 @@ def test_dataset_available_layouts(tmp_path):
     assert catalog.dataset_available("voc2007:labels", tmp_path)
     assert not catalog.dataset_available("voc2007", tmp_path)
     assert catalog.dataset_available("none", tmp_path)
+
+
+def test_long_results_kept_apart_from_quick_and_preferred(figures_tmp, fake_root):
+    """A long run writes under figures/long/; a later quick run does not touch it; readers take
+    the most faithful profile present (long over quick) unless asked for one."""
+    def compute_with(mean):
+        def compute_(params):
+            t, info = _real_compute(params)
+            return t.assign(mean=mean), info
+        return compute_
+
+    kw = dict(params={}, draw=draw, datasets=["fashion-mnist", "cifar10", "pacs"],
+              optional_datasets=["cifar10", "pacs"], data_root=fake_root)
+    long_r = A.run_artifact("fedpals/table1", profile="long", compute=compute_with(70.0), **kw)
+    assert long_r.paths["csv"].parent == figures_tmp / "long" / "fedpals"
+    quick_r = A.run_artifact("fedpals/table1", profile="quick", compute=compute_with(50.0), **kw)
+    assert quick_r.paths["csv"].parent == figures_tmp / "fedpals"
+    assert pd.read_csv(long_r.paths["csv"])["mean"].tolist() == [70.0]
+    assert A.committed_profile("fedpals/table1") == "long"
+    assert A.load_committed("fedpals/table1")[0]["mean"].tolist() == [70.0]
+    assert A.load_committed("fedpals/table1", "quick")[0]["mean"].tolist() == [50.0]
+    assert A.load_committed("fedpals/table1")[1]["profile"] == "long"
+    with pytest.raises(BadParameterError, match="committed figures folder"):
+        A.resolve_out_dir("smoke", figures_tmp / "long")

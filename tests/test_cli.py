@@ -31,7 +31,7 @@ def test_unknown_artifact_suggests_close_match():
 
 def test_unknown_profile():
     line = one_error_line(run_cli("reproduce", "--profile", "fast"))
-    assert "unknown profile 'fast'" in line and "smoke, quick, paper" in line
+    assert "unknown profile 'fast'" in line and "smoke, quick, long, paper" in line
 
 
 def test_missing_data_root(tmp_path):

@@ -19,8 +19,8 @@ def _one_line_error(fn, **kw) -> str:
 
 
 @pytest.mark.parametrize("kw, words", [
-    ({"profile": "fast"}, ["'fast'", "smoke, quick, paper"]),
-    ({"profile": 3}, ["profile=3", "smoke, quick, paper"]),
+    ({"profile": "fast"}, ["'fast'", "smoke, quick, long, paper"]),
+    ({"profile": 3}, ["profile=3", "smoke, quick, long, paper"]),
     ({"seeds": "abc"}, ["seeds='abc'", "string", "seeds=3"]),
     ({"seeds": 2.5}, ["seeds=2.5", "float"]),
     ({"seeds": "12"}, ["seeds='12'", "string"]),

@@ -116,7 +116,8 @@ def test_claims_say_which_profile_they_were_computed_on():
             {"id": "p/b", "committed": False, "provenance": None},
             {"id": "q/a", "committed": True, "provenance": {"profile": "paper"}}]
     assert "quick-profile" in _profiles_note(rows, "p") and "not for the paper's" in _profiles_note(rows, "p")
-    assert _profiles_note(rows, "q") == " Computed from the paper-profile results in figures/."
+    assert _profiles_note(rows, "q") == (" Computed from the paper-profile results (in figures/paper/; per artifact "
+                                         "the most faithful profile present).")
     assert _profiles_note(rows, "none") == ""
 
 
