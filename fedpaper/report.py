@@ -157,11 +157,27 @@ def compare_with_reported(reported: pd.DataFrame, ours: pd.DataFrame) -> tuple[p
     return out, keys
 
 
+def _with_quick_column(cmp: pd.DataFrame, reported: pd.DataFrame, artifact_id: str, shown: str):
+    """Where the compared results are of a more faithful profile than quick and quick results are
+    committed too, add them as a column `ours (quick)`, so the effect of scale is visible."""
+    if shown == "quick":
+        return cmp, ""
+    quick, _ = load_committed(artifact_id, "quick")
+    if quick is None:
+        return cmp, ""
+    q, _ = compare_with_reported(reported, quick)
+    if q.empty or len(q) != len(cmp):
+        return cmp, ""
+    cmp = cmp.copy()
+    cmp.insert(cmp.columns.get_loc("difference") + 1, "ours (quick)", q["ours"].values)
+    return cmp, " The quick-profile results (figures/) are shown as `ours (quick)`."
+
+
 def _frame_to_md(df: pd.DataFrame, drop_constant: bool = True) -> tuple[str, str]:
     """Markdown table (constant columns moved into a one-line note)."""
     note = ""
     if drop_constant and len(df) > 1:
-        const = [c for c in df.columns if c not in ("paper", "ours", "difference")
+        const = [c for c in df.columns if c not in ("paper", "ours", "difference", "ours (quick)")
                  and df[c].astype(str).nunique(dropna=False) == 1]
         if const:
             note = "; ".join(f"{c} = {_md_escape(df[c].iloc[0])}" for c in const)
@@ -276,10 +292,11 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
             out += ["Our table has no `mean` column or shares no setting column with the reported "
                     f"file `{r['reported']}`; no side-by-side comparison.", ""]
             continue
-        md, note = _frame_to_md(cmp)
         prof = (r["provenance"] or {}).get("profile", "?")
-        out += [f"Joined on {', '.join(keys)}. Ours: profile {prof}." + (f" Fixed: {note}." if note else ""), "",
-                md, ""]
+        cmp, also = _with_quick_column(cmp, reported, r["id"], prof)
+        md, note = _frame_to_md(cmp)
+        out += [f"Joined on {', '.join(keys)}. Ours: profile {prof} (difference = ours - paper)." + also
+                + (f" Fixed: {note}." if note else ""), "", md, ""]
     with_reported = [r["id"] for r in rows if r["reported"]]
     if not any_cmp:
         out += [f"No artifact with reported numbers has been regenerated yet ({len(with_reported)} have "

@@ -134,3 +134,14 @@ def test_report_renders_not_testable_partial_and_code_marks(figures_tmp, readme_
     assert "- **PASS (code)** `fedpals/claim-30`" in text
     assert "On results: 0 pass, 0 fail, 1 partial, 1 not testable, 0 not checkable. Checked on code" in text
     assert K.CHANCE_RULE in text  # the rule is stated where a claim is not testable
+
+
+def test_report_prefers_long_results_and_shows_quick_beside_them(figures_tmp, readme_tmp, empty_data_root):
+    long_t = ours_table2()
+    quick_t = ours_table2().assign(mean=lambda t: t["mean"] - 10.0)
+    _commit(figures_tmp / "long", "fedpals/table2", long_t, profile="long")
+    _commit(figures_tmp, "fedpals/table2", quick_t)
+    text = R.render_report(claims=CLAIMS)
+    assert "Ours: profile long (difference = ours - paper)." in text and "`ours (quick)`" in text
+    assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 | 77.80 ± 0.50 |" in text
+    assert "long-profile results (in figures/long/" in text
