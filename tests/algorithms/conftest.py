@@ -1,34 +1,7 @@
-"""A small Context for testing algorithm parts without a trainer."""
-import numpy as np
+"""Fixtures of the algorithm-part tests; the helpers live in part_harness.py."""
 import pytest
-import torch
 
-from fedpaper.algorithms.base import Aggregation, Context
-
-
-def make_ctx(counts, params=None, **kw):
-    """counts [R, M, K]: label counts per client; params: the runs' params [R, ...]."""
-    counts = np.asarray(counts, dtype=float)
-    R, M, K = counts.shape
-    params = params or {"classifier.weight": torch.zeros(R, K, 2), "classifier.bias": torch.zeros(R, K)}
-    base = dict(cfg=None, pools=None, feds=[None] * R, R=R, M=M, K=K, device=torch.device("cpu"), counts=counts,
-                sizes=counts.sum(-1), present=torch.as_tensor(counts > 0), classifier=("classifier.weight",
-                                                                                       "classifier.bias"),
-                backend="loop", template=None, buffers={}, has_batchnorm=False, init_params=params,
-                predict=None, train_slots=None)
-    base.update(kw)
-    return Context(**base)
-
-
-def full_slots(R, M):
-    part = np.tile(np.arange(M), (R, 1))
-    return np.array([(r, c) for r in range(R) for c in part[r]]), part
-
-
-def aggregation(new, slots, part, prev, anchor=None, steps=None, losses=None):
-    G = len(slots)
-    return Aggregation(new, anchor if anchor is not None else prev, steps if steps is not None else torch.ones(G),
-                       losses if losses is not None else torch.zeros(G), slots, part, prev)
+from part_harness import make_ctx
 
 
 @pytest.fixture

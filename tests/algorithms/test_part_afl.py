@@ -2,7 +2,7 @@
 the client with the larger loss and stays on the simplex."""
 import numpy as np
 import torch
-from conftest import aggregation, full_slots, make_ctx
+from part_harness import aggregation, full_slots, make_ctx
 
 from fedpaper.algorithms.afl import AFLMixture
 

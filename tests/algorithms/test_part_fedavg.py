@@ -1,7 +1,7 @@
 """FedAvg (fedpals eq. 4): alpha_i = n_i / N; the aggregate is the weighted average per run."""
 import numpy as np
 import torch
-from conftest import aggregation, full_slots, make_ctx
+from part_harness import aggregation, full_slots, make_ctx
 
 from fedpaper.algorithms.base import Algorithm
 from fedpaper.algorithms.fedavg import FedAvgWeights

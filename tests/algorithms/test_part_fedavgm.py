@@ -2,7 +2,7 @@
 fedpaper/algorithms/fedavgm.py, composed onto FedAvg with no edit to the trainer."""
 import numpy as np
 import torch
-from conftest import aggregation, full_slots, make_ctx
+from part_harness import aggregation, full_slots, make_ctx
 
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms.fedavgm import ServerMomentum

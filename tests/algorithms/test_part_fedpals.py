@@ -3,7 +3,7 @@ weights reproduce the target; a huge lambda gives FedAvg's weights."""
 from types import SimpleNamespace
 
 import numpy as np
-from conftest import full_slots, make_ctx
+from part_harness import full_slots, make_ctx
 
 from fedpaper.algorithms.fedpals import FedPALSWeights
 

@@ -1,7 +1,7 @@
 """Private label sets (privlabels Alg. 1): broadcast zeroes rows outside Y_k, the softmax runs over
 Y_k, row y is averaged over its holders with n_k / n'_y, an unheld row keeps its value."""
 import torch
-from conftest import aggregation, full_slots, make_ctx
+from part_harness import aggregation, full_slots, make_ctx
 
 from fedpaper.algorithms.privlabels import PrivateLabels
 

@@ -1,7 +1,7 @@
 """SCAFFOLD (Karimireddy et al. 2020, Alg. 1 option II): correction c - c_i; c_i+ = c_i - c +
 (x - y_i) / (K_i lr); c += (1/N) sum (c_i+ - c_i)."""
 import torch
-from conftest import aggregation, full_slots, make_ctx
+from part_harness import aggregation, full_slots, make_ctx
 
 from fedpaper.algorithms.scaffold import ControlVariates
 

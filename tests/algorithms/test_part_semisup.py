@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from conftest import make_ctx
+from part_harness import make_ctx
 
 from fedpaper.algorithms.semisup import Mixup, PseudoLabels
 

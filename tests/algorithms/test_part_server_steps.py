@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import make_ctx
+from part_harness import make_ctx
 
 from fedpaper.algorithms.server_training import ServerTraining
 from fedpaper.algorithms.tuning import tuning_loss

@@ -3,7 +3,7 @@ weights n_i/N (float buffers; FedAvg of the statistics as in FedMT/FedNCA-ML's R
 import numpy as np
 import pytest
 import torch
-from conftest import Problem, assert_params_close, config, initial_buffers, initial_params, run_with_buffers
+from reference_harness import Problem, assert_params_close, config, initial_buffers, initial_params, run_with_buffers
 from reference_math import cross_entropy, sgd
 
 from fedpaper.algorithms.methods import Method

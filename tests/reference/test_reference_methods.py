@@ -3,7 +3,7 @@ full-batch rounds, clients with different label sets and sizes, float64)."""
 import numpy as np
 import pytest
 import torch
-from conftest import (BACKENDS, Problem, assert_params_close, config, final_params, initial_params,
+from reference_harness import (BACKENDS, Problem, assert_params_close, config, final_params, initial_params,
                       make_problem, max_diff, run)
 from reference_math import (cross_entropy, fedpals_qp, fedrs_logits, forward, sgd, simplex_projection,
                             weighted)

@@ -3,7 +3,7 @@ independent plain-torch reference (one full-batch round, float64)."""
 import numpy as np
 import pytest
 import torch
-from conftest import BACKENDS, assert_params_close, config, final_params, initial_params, make_problem, max_diff
+from reference_harness import BACKENDS, assert_params_close, config, final_params, initial_params, make_problem, max_diff
 from reference_math import (cross_entropy, forward, sgd, softmax_over, tuning_mse, tuning_pairwise,
                             weighted)
 

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from conftest import (assert_params_close, config, final_params, initial_params, make_problem, max_diff,
+from reference_harness import (assert_params_close, config, final_params, initial_params, make_problem, max_diff,
                       result_from_history, run)
 from reference_math import cross_entropy, forward, sgd, weighted
 
