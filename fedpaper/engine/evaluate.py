@@ -7,6 +7,8 @@ metrics by name (TrainConfig.metrics) come from fedpaper.metrics: EXTRA_METRICS.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 from torch.func import functional_call
@@ -33,12 +35,23 @@ def check_metrics(names) -> tuple:
     return tuple(names)
 
 
+def autocast(precision: str, device) -> contextlib.AbstractContextManager:
+    """The forward pass's precision (TrainConfig.precision): "bf16" autocasts to bfloat16 on the
+    device (parameters stay float32); "fp32" changes nothing."""
+    if precision == "bf16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: list, K: int, eval_batch: int,
-            device, train=False) -> list:
+            device, train=False, precision="fp32") -> list:
     """Logits of each model (params [n, ...], buffers [n, ...]) on its own rows of x_pool (a model
-    whose outputs are a dict gives its "logits")."""
+    whose outputs are a dict gives its "logits"), float32 (computed under `precision`'s autocast)."""
     template.train(train)
-    fwd = lambda p, b, x: logits_of(functional_call(template, (p, b), (x,)))  # noqa: E731
+
+    def fwd(p, b, x):
+        with autocast(precision, device):
+            return logits_of(functional_call(template, (p, b), (x,))).float()
     out = []
     for r, rr in enumerate(rows):
         p = {k: v[r] for k, v in params.items()}
