@@ -44,9 +44,13 @@ def autocast(precision: str, device) -> contextlib.AbstractContextManager:
 
 
 def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: list, K: int, eval_batch: int,
-            device, train=False, precision="fp32") -> list:
+            device, train=False, precision="fp32", grouped=None) -> list:
     """Logits of each model (params [n, ...], buffers [n, ...]) on its own rows of x_pool (a model
-    whose outputs are a dict gives its "logits"), float32 (computed under `precision`'s autocast)."""
+    whose outputs are a dict gives its "logits"), float32 (computed under `precision`'s autocast).
+    With `grouped` (a grouped.GroupedForward of the template) and in eval mode, all models are
+    evaluated together (predict_grouped); otherwise model by model."""
+    if grouped is not None and not train and len(rows) > 1:
+        return predict_grouped(grouped, params, x_pool, rows, K, eval_batch, device, precision)
     template.train(train)
 
     def fwd(p, b, x):
@@ -62,6 +66,31 @@ def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: l
                        if len(rr) else torch.zeros(0, K, device=device))
     template.train(True)
     return out
+
+
+def predict_grouped(grouped, params: dict, x_pool: torch.Tensor, rows: list, K: int, eval_batch: int, device,
+                    precision="fp32") -> list:
+    """predict() for G models at once, as local training is batched: each pass gathers the next
+    positions of every model's rows ([G, B, ...], B = eval_batch // G, at least 1, so a pass holds
+    about eval_batch samples) and runs the G models in one grouped forward pass. Models with fewer
+    rows repeat their last row in the padding, whose logits are dropped."""
+    G = len(rows)
+    n = [len(r) for r in rows]
+    if max(n) == 0:
+        return [torch.zeros(0, K, device=device) for _ in rows]
+    pad = np.zeros((G, max(n)), dtype=np.int64)
+    for g, r in enumerate(rows):
+        if n[g]:
+            pad[g, :n[g]] = r
+            pad[g, n[g]:] = r[-1]
+    idx = torch.as_tensor(pad, device=device)
+    step = max(1, eval_batch // G)
+    out = []
+    with torch.no_grad(), autocast(precision, device):
+        for lo in range(0, idx.shape[1], step):
+            out.append(grouped(params, x_pool[idx[:, lo:lo + step]], train=False).float())
+    logits = torch.cat(out, 1)  # [G, max(n), K]
+    return [logits[g, :n[g]] for g in range(G)]
 
 
 def split_metrics(y, logits, K, extra=()) -> dict:

@@ -247,8 +247,9 @@ class FederatedTrainer:
         """Logits of each model (params [n, ...], buffers [n, ...] or the runs' global buffers) on
         its own rows of x_pool."""
         bufs = self.global_buffers if buffers is None else buffers
+        grouped = self.grouped if self.backend == "grouped" else None  # grouped backend: models evaluated at once
         return predict(self.template, params, bufs, x_pool, rows, self.K, self.cfg.eval_batch, self.device, train,
-                       self.cfg.precision)
+                       self.cfg.precision, grouped)
 
     def _evaluate(self, rnd, loss, slots) -> list:
         rows = []
