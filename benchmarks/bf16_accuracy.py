@@ -82,7 +82,9 @@ def main(argv=None):
     out = {}
     for precision in ("fp32", "bf16"):
         out[precision] = run(args.task, precision, pools, feds, args.rounds)
-        print(f"# {precision}: {out[precision][1]:.0f} s train+eval ({out[precision][2]} backend)", flush=True)
+        acc = ", ".join(f"seed {k} {v:.4f}" for k, v in out[precision][0].items())
+        print(f"# {precision}: {out[precision][1]:.0f} s train+eval ({out[precision][2]} backend); test acc {acc}",
+              flush=True)
     fp, bf = out["fp32"][0], out["bf16"][0]
     print(f"\n{args.task}: {args.clients} clients x {args.per_client} images, {args.rounds} rounds, FedAvg, "
           f"test {args.test} images/seed, torch {torch.__version__}, threads {torch.get_num_threads()}\n")
