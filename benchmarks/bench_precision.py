@@ -13,7 +13,8 @@ Contenders, each in fp32 and in bf16:
   way a user adds bf16 to a plain loop), default NCHW layout, pre-standardised tensors.
 Every repeat times every (network, contender, precision) cell once after a warm-up, cells
 interleaved so that load drift on the shared machine hits fp32 and bf16 alike; the table reports
-the median samples/s over the repeats, its min-max, and the median of the per-repeat bf16/fp32 ratios.
+the median samples/s over the repeats, its min-max, and the median of the per-repeat bf16/fp32 ratios,
+in wall time and in CPU time of this (one-thread) process, which load on a shared machine inflates less.
 Both contenders run in the same process, so they share the engine's malloc setting (cpu.py).
 Writes benchmarks/results/precision.json (the markdown table is printed).
 """
@@ -123,27 +124,33 @@ def main(argv=None):
     for c in cells.values():  # warm-up: oneDNN primitives, allocator
         c()
     rates = {k: [] for k in cells}
+    cpu_rates = {k: [] for k in cells}  # samples per CPU-second of this process: less sensitive to load
     load = []
     t_start = time.perf_counter()
     for _ in range(args.repeats):
         load.append(loadavg()[0])
         for k, c in cells.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             n = c()
             rates[k].append(n / (time.perf_counter() - t0))
+            cpu_rates[k].append(n / (time.process_time() - c0))
     wall = time.perf_counter() - t_start
     rows = []
-    print(f"| network | contender | fp32 samples/s (min-max) | bf16 samples/s (min-max) | bf16/fp32 (median of "
-          f"{args.repeats} paired ratios, min-max) |\n|---|---|---|---|---|")
+    print(f"| network | contender | fp32 samples/s (min-max) | bf16 samples/s (min-max) | bf16/fp32 wall (median of "
+          f"{args.repeats} paired ratios, min-max) | bf16/fp32 per CPU-second (median, min-max) |\n|---|---|---|---|---|---|")
     for net in args.nets:
         for kind in ("grouped", "plain"):
             fp, bf = rates[(net, kind, "fp32")], rates[(net, kind, "bf16")]
             ratios = [b / f for f, b in zip(fp, bf)]
-            row = {"network": net, "contender": kind, "fp32": fp, "bf16": bf, "ratios": ratios}
+            cpu_ratios = [b / f for f, b in zip(cpu_rates[(net, kind, "fp32")], cpu_rates[(net, kind, "bf16")])]
+            row = {"network": net, "contender": kind, "fp32": fp, "bf16": bf, "ratios": ratios,
+                   "fp32_cpu": cpu_rates[(net, kind, "fp32")], "bf16_cpu": cpu_rates[(net, kind, "bf16")],
+                   "cpu_ratios": cpu_ratios}
             rows.append(row)
             print(f"| {net} | {kind} | {statistics.median(fp):,.0f} ({min(fp):,.0f}-{max(fp):,.0f}) | "
                   f"{statistics.median(bf):,.0f} ({min(bf):,.0f}-{max(bf):,.0f}) | "
-                  f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+                  f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | "
+                  f"{statistics.median(cpu_ratios):.2f}x ({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}) |")
     m = machine(frameworks=False)
     print(f"\n{cpu_line(m)}; torch {m['torch']}, {torch.get_num_threads()} thread(s); timed wall {wall:.0f} s; "
           f"1-min load average at each repeat's start {load}")
