@@ -1,5 +1,9 @@
 """Evaluation of stacked models: logits on pool rows, and per-split metrics (fedpaper.metrics).
 
+Logits come model by model (predict), or, with the grouped backend, for all models in one grouped
+forward pass (predict_grouped), as local training is batched; both under TrainConfig.precision
+("bf16": autocast of the forward pass, logits returned in float32).
+
 Every split reports "acc" and "f1" (single-label: accuracy and macro-F1 over the classes present in
 y or the predictions, computed in float32 on the device as they always were, so cached histories
 keep their values; multi-label: per-label accuracy, macro-F1 at logit 0 and macro-AUC). Further
