@@ -383,6 +383,26 @@ NOTES = """## Notes
 """
 
 
+def render(out: Path) -> None:
+    """engine.md from engine.json: the measurements as they are (an interrupted run: its finished part)."""
+    data = json.loads(out.with_suffix(".json").read_text())
+    results = data.pop("results")
+    meta = dict(data)
+    args = argparse.Namespace(**meta["settings"])
+    args.models = args.models.split(",") if isinstance(args.models, str) else args.models
+    done = {r["invocation"] for r in results}
+    meta.setdefault("finished", max(r.get("finished", meta["started"]) for r in results) if results else meta["started"])
+    meta.setdefault("load_after", "–")
+    meta.setdefault("wall_s", float("nan"))
+    meta["notes_md"] = NOTES.splitlines()
+    if len(done) < args.invocations or len(results) < args.invocations * len(args.models) * len(args.contenders.split(",")):
+        meta["notes_md"] += ["", f"**Rendered from an interrupted run**: {len(results)} contender runs finished "
+                                 f"({len(done)} of {args.invocations} invocations started)."]
+    args.invocations = len(done)
+    write_markdown(out, meta, results, args)
+    print(out.read_text())
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="privlabels_cnn,lenet")
@@ -402,9 +422,13 @@ def main(argv=None):
     ap.add_argument("--malloc", choices=["tuned", "default"], default="tuned")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per contender process")
     ap.add_argument("--out", default=str(BENCH / "results" / "engine.md"))
+    ap.add_argument("--render", action="store_true",
+                    help="rewrite engine.md from engine.json (e.g. of an interrupted run), no measuring")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.render:
+        return render(Path(args.out))
     if args.worker:
         import torch
 
@@ -433,6 +457,7 @@ def main(argv=None):
                       f"(load {loadavg()[0]})", flush=True)
                 r = summarise(run_contender(args, model, c), args.clients * args.samples, args.rounds)
                 r["invocation"] = inv
+                r["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 results.append(r)
                 print("   ", {k: r.get(k) for k in ("median_s", "samples_per_s", "samples_per_cpu_s", "own_cores_median",
                                                  "foreign_cores_median", "error")}, flush=True)
