@@ -1,35 +1,43 @@
 """Samples per second of FedAvg rounds: fedpaper's engines against a plain PyTorch loop and Flower.
 
-    flock /tmp/fedpaper-quick.lock .venv/bin/python benchmarks/bench_engine.py
+    nice -n 10 .venv/bin/python benchmarks/bench_engine.py --invocations 3 --threads 1
 
-Workload (issue "Engine"): 10 clients x 2,000 real Fashion-MNIST training samples (privlabels'
-private_label_partition with L = 10), FedAvg, Adam lr 1e-3 (privlabels Table 2), batch 64, one
-local epoch per round, for two networks:
+Workload (issue 14, "Speed first"): 10 clients x --samples real Fashion-MNIST training samples
+(privlabels' private_label_partition with L = 10), FedAvg, Adam lr 1e-3 (privlabels Table 2),
+batch 64, one local epoch per round, for two networks:
 - privlabels_cnn: the privlabels CNN as fedpaper defines it (widths 32-32-64-64, hidden 512,
-  dropout 0.5, 28x28x1 input): about 20 MFLOP-MACs per sample forward, compute-bound;
-- lenet: the LeNet-size CNN (conv 1->6->12, FC 192-120-84-10): the "about 12-13k samples/s"
-  network of the issue's and the developers' guide's figures.
+  dropout 0.5, 28x28x1 input), compute-bound;
+- lenet: the LeNet-size CNN (conv 1->6->12, FC 192-120-84-10).
 
-Contenders (each in its own fresh Python process, so that no allocator, thread-pool or Ray state
-carries over from one to the next; all launched by this one invocation, one after another):
-- plain: the papers' way (benchmarks/plain_loop.py): per-sample-normalising Dataset,
-  DataLoader(batch 64, shuffle=True), deepcopy of the global model per client, fresh torch.optim.Adam,
-  model.train(), cross-entropy, weighted state_dict averaging; default NCHW layout;
-- plain_cl (reference only): the same loop with model and batches in channels_last;
-- plain_malloc (reference only): the plain loop after the same malloc setting the engine makes
-  (fedpaper.engine._tune_cpu_allocator), to show how much of the gap that setting alone closes;
-- sequential: fedpaper.engine.sequential.train_sequential (one client at a time, nn.Module, torch Adam);
-- batched-auto / batched-vmap / batched-loop / batched-grouped: fedpaper.engine with that backend
-  ("auto" times the candidates at start-up; the one it picked is reported);
-- flower-1cpu / flower-2cpu: Flower's Ray simulation (benchmarks/flower_sim.py) with
-  client_resources num_cpus 1 (two actors, one thread each) and 2 (one actor, two threads).
+Fairness (issue 14): every contender gets the same data and the same allocator settings.
+- Data (--data): "prestd" (default) standardises the pool once, before timing, and every contender
+  draws its minibatches from those float tensors (plain loop and Flower: shuffled slices,
+  plain_loop.client_batches; fedpaper: its own row gathering); "per-sample" gives the plain loop
+  and Flower the papers' per-sample-normalising DataLoader instead (the earlier, unfair set-up).
+- Allocator (--malloc): "tuned" (default) sets glibc's MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_
+  in the environment of every contender process (Ray's actors inherit it), the same thresholds the
+  engine's cpu._tune_cpu_allocator sets (which is switched off, FEDPAPER_MALLOC_TUNING=0, so that it
+  adds nothing); "default": no contender changes malloc.
+- Threads (--threads): every contender process uses the same torch thread count; Flower gets
+  Ray num_cpus = --threads and client_resources num_cpus = 1 (--threads actors at once, one
+  thread each).
 
-Every contender runs `--warmup` rounds (not timed into the round figure) and then `--rounds` timed
-rounds; a round is local training of all clients plus aggregation (no evaluation: the batched
-engine is given a 10-sample test split, which costs about a millisecond). Reports the median
-seconds per round, samples per second (20,000 samples per round / median), and ratios against the
-plain loop and against the faster Flower configuration. Start-up (model/actor creation,
-calibration, Ray) is reported apart. Writes benchmarks/results/engine.md and engine.json.
+Contenders (each in its own fresh Python process per invocation; fp32 and bf16 rows side by side):
+plain / plain-bf16 (benchmarks/plain_loop.py: deepcopy of the global model per client, fresh
+torch.optim.Adam, cross-entropy, weighted state_dict averaging; bf16 = torch.autocast around forward
+and loss), flower (Flower's Ray simulation, benchmarks/flower_sim.py, training with the plain loop's
+local_train, fp32 as its users run it), batched-grouped / batched-grouped-bf16 (fedpaper.engine,
+backend grouped, TrainConfig.precision), and optional references: sequential, batched-vmap,
+batched-loop, batched-auto, plain_cl (channels_last plain loop).
+
+Every contender runs `--warmup` rounds and then `--rounds` timed rounds (a round = local training
+of all clients + aggregation; no evaluation) and reports its median round. The whole contender list
+runs `--invocations` times (invocation after invocation, contenders in the same order); a
+contender's figure is the median over invocations with the min-max spread, and a ratio (e.g.
+batched / Flower) is computed within each invocation and reported as the median with its spread.
+On a shared machine other processes take CPU: the table also gives samples per CPU-second of the
+contender's own process tree, which load inflates less than wall time.
+Writes benchmarks/results/engine.md and engine.json.
 """
 from __future__ import annotations
 
@@ -60,20 +68,25 @@ MODEL_TEXT = {
     "lenet": "LeNet-size CNN (conv 1-6 5x5, pool, conv 6-12 5x5, pool, FC 192-120-84-10)",
 }
 FOREIGN_MAX = 0.25  # a timed round counts as undisturbed when other processes used < this many cores
-CONTENDERS = ["plain", "plain_cl", "plain_malloc", "sequential", "batched-auto", "batched-vmap", "batched-loop",
-              "batched-grouped", "flower-1cpu", "flower-2cpu"]
+CONTENDERS = ["plain", "plain-bf16", "flower", "batched-grouped", "batched-grouped-bf16"]
+OPTIONAL = ["plain_cl", "sequential", "batched-auto", "batched-vmap", "batched-loop"]
 LABEL = {
-    "plain": "plain PyTorch loop (papers' way)",
+    "plain": "plain PyTorch loop, fp32",
+    "plain-bf16": "plain PyTorch loop, bf16 autocast",
     "plain_cl": "plain loop + channels_last (reference)",
-    "plain_malloc": "plain loop + engine's malloc setting (reference)",
     "sequential": "fedpaper sequential",
     "batched-auto": "fedpaper batched, backend auto",
     "batched-vmap": "fedpaper batched, backend vmap",
     "batched-loop": "fedpaper batched, backend loop",
-    "batched-grouped": "fedpaper batched, backend grouped",
-    "flower-1cpu": "Flower simulation (Ray), num_cpus=1 per client",
-    "flower-2cpu": "Flower simulation (Ray), num_cpus=2 per client",
+    "batched-grouped": "fedpaper batched (grouped), fp32",
+    "batched-grouped-bf16": "fedpaper batched (grouped), bf16",
+    "flower": "Flower simulation (Ray), fp32",
 }
+MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_MMAP_THRESHOLD_": str(32 << 20)}  # as cpu.py
+
+
+def _precision(contender: str) -> str:
+    return "bf16" if contender.endswith("-bf16") else "fp32"
 
 
 # ----------------------------------------------------------------------------- workers
@@ -116,14 +129,13 @@ def _rounds(fn, args) -> dict:
 
 def worker(args) -> dict:
     c, n_total = args.worker, args.warmup + args.rounds
-    info: dict = {"contender": c, "model": args.model}
+    info: dict = {"contender": c, "model": args.model, "precision": _precision(c)}
     t_start = time.perf_counter()
-    if c.startswith("flower"):
+    if c == "flower":
         import flower_sim
 
-        cpus = 1 if c == "flower-1cpu" else 2
         r = flower_sim.run(args.model, args.clients, args.samples, args.batch, args.lr, args.seed,
-                           n_total + args.extra, cpus)  # the number of rounds is fixed in advance
+                           n_total + args.extra, 1, data=args.data, ray_cpus=args.threads)
         w = args.warmup
         info.update(startup_s=r["startup_s"], warmup_s=r["round_s"][:w], round_s=r["round_s"][w:],
                     own_cores=r["own_cores"][w:], foreign_cores=r["foreign_cores"][w:], flwr=r["flwr"],
@@ -139,18 +151,18 @@ def worker(args) -> dict:
         import plain_loop
         from fedpaper.models import build_model
 
-        if c == "plain_malloc":
-            from fedpaper.engine import _tune_cpu_allocator
-
-            _tune_cpu_allocator()
         torch.manual_seed(args.seed)
         g = build_model(args.model, **kw)
-        loaders = [plain_loop.client_loader(ds, r, args.batch, args.seed + i) for i, r in enumerate(rows)]
+        if args.data == "prestd":
+            x_std = ds.standardize(ds.x_train)
+            loaders = [plain_loop.client_batches(x_std, ds, r, args.batch, args.seed + i) for i, r in enumerate(rows)]
+        else:
+            loaders = [plain_loop.client_loader(ds, r, args.batch, args.seed + i) for i, r in enumerate(rows)]
         if c == "plain_cl":
             g = g.to(memory_format=torch.channels_last)
             loaders = [_ChannelsLast(ld) for ld in loaders]
         info["startup_s"] = time.perf_counter() - t_start
-        times = _rounds(lambda: plain_loop.fedavg_round(g, loaders, args.lr, 1), args)
+        times = _rounds(lambda: plain_loop.fedavg_round(g, loaders, args.lr, 1, _precision(c)), args)
     else:
         from fedpaper.algorithms import get_method
         from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
@@ -159,7 +171,7 @@ def worker(args) -> dict:
         fed = Federation(rows, np.arange(10), seed=args.seed)  # 10 test samples: evaluation ~free
         backend = c.split("-")[1] if c.startswith("batched") else "loop"
         cfg = TrainConfig(model=args.model, model_kwargs=kw, optimizer="adam", lr=args.lr, batch_size=args.batch,
-                          local_epochs=1, rounds=1, backend=backend)
+                          local_epochs=1, rounds=1, backend=backend, precision=_precision(c))
         method = get_method("FedAvg")
         if c == "sequential":
             from fedpaper.engine.sequential import train_sequential
@@ -172,7 +184,6 @@ def worker(args) -> dict:
             info["trainer_init_s"] = time.perf_counter() - t0
             info["startup_s"] = time.perf_counter() - t_start
             info["backend"] = tr.backend
-            info["calibration_samples_per_s"] = tr.calibration
             times = _rounds(tr.run, args)
     info.update(times, threads=torch.get_num_threads())
     return info
@@ -199,9 +210,14 @@ def run_contender(args, model: str, contender: str) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", contender, "--model", model,
            "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--extra", str(args.extra), "--clients", str(args.clients),
            "--samples", str(args.samples), "--batch", str(args.batch), "--lr", str(args.lr),
-           "--seed", str(args.seed), "--threads", str(args.threads)]
+           "--seed", str(args.seed), "--threads", str(args.threads), "--data", args.data]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BENCH), str(REPO), os.environ.get("PYTHONPATH", "")]),
-               FLWR_TELEMETRY_ENABLED="0", RAY_DEDUP_LOGS="0", PYTHONUNBUFFERED="1")
+               FLWR_TELEMETRY_ENABLED="0", RAY_DEDUP_LOGS="0", PYTHONUNBUFFERED="1", FEDPAPER_MALLOC_TUNING="0",
+               OMP_NUM_THREADS=str(args.threads))
+    for k in MALLOC_ENV:
+        env.pop(k, None)
+    if args.malloc == "tuned":  # every contender process (and Ray's actors, which inherit it)
+        env.update(MALLOC_ENV)
     load = loadavg()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -228,6 +244,9 @@ def summarise(res: dict, samples_per_round: int, rounds: int) -> dict:
     med = statistics.median(res["round_s"][i] for i in used)
     res["median_s"] = med
     res["samples_per_s"] = samples_per_round / med
+    res["samples_per_cpu_s"] = statistics.median(samples_per_round / (res["round_s"][i] * res["own_cores"][i])
+                                                 for i in used if res["own_cores"][i] > 0) \
+        if any(res["own_cores"][i] > 0 for i in used) else None
     res["own_cores_median"] = statistics.median(res["own_cores"][i] for i in used)
     res["foreign_cores_median"] = statistics.median(res["foreign_cores"][i] for i in used)
     return res
@@ -237,166 +256,218 @@ def fmt(x, nd=2):
     return "–" if x is None else f"{x:.{nd}f}"
 
 
+def _spread(vals, nd=0, suffix=""):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "–"
+    f = (lambda v: f"{v:,.{nd}f}{suffix}")  # noqa: E731
+    return f"{f(statistics.median(vals))} ({f(min(vals))}-{f(max(vals))})"
+
+
+RATIOS = [("batched-grouped", "flower"), ("batched-grouped-bf16", "flower"), ("batched-grouped", "plain"),
+          ("batched-grouped-bf16", "plain-bf16"), ("plain-bf16", "plain"), ("batched-grouped-bf16", "batched-grouped"),
+          ("flower", "plain")]
+
+
+def ratio_table(results: list, model: str, key: str) -> dict:
+    """{(a, b): [a/b per invocation]} from the invocations where both ran."""
+    by = {}
+    for r in results:
+        if r["model"] == model and r.get(key):
+            by[(r["invocation"], r["contender"])] = r[key]
+    inv = sorted({i for i, _ in by})
+    return {(a, b): [by[(i, a)] / by[(i, b)] for i in inv if (i, a) in by and (i, b) in by] for a, b in RATIOS}
+
+
 def write_markdown(path: Path, meta: dict, results: list, args) -> None:
     spr = args.clients * args.samples
     L = []
     m = meta["machine"]
     L += ["# Engine benchmark: FedAvg samples per second", "",
           f"Generated by `benchmarks/bench_engine.py` on {meta['finished']} (UTC). Raw measurements: "
-          f"[`engine.json`](engine.json). All numbers below come from that one invocation:", "",
+          f"[`engine.json`](engine.json). All numbers below come from that one command:", "",
           f"    {meta['command']}", "",
           "## Machine", "",
           f"- CPU: {cpu_line(m)}",
           f"- GPU: {m['gpu']}",
-          f"- Python {m['python']}, torch {m['torch']}, {args.threads} torch threads per process "
-          f"({'; '.join(m['torch_parallel'])})",
+          f"- Python {m['python']}, torch {m['torch']}, **{args.threads} torch thread(s) per contender process** "
+          f"({'; '.join(m['torch_parallel'])}); Flower: Ray num_cpus {args.threads}, one thread per actor",
           f"- flwr {m.get('flwr')}, ray {m.get('ray', '–')}; kernel {m['kernel']}",
-          f"- Load average (1, 5, 15 min) before the run: {meta['load_before']}; after: {meta['load_after']}. "
-          "The machine is shared: the run held `/tmp/fedpaper-quick.lock` (which other engineers' long runs "
-          "also take) and measured, for every timed round, how many cores other processes kept busy "
-          f"(`/proc/stat` minus the contender's own process tree). Rounds during which other processes used "
-          f"{FOREIGN_MAX} cores or more are listed but left out of the median and replaced by up to "
-          f"{args.extra} extra rounds.", "",
-          "## Workload", "",
+          f"- Load average (1, 5, 15 min) before: {meta['load_before']}; after: {meta['load_after']}; wall "
+          f"{meta['wall_s']:.0f} s. **The machine was shared** with other sessions' runs (the `other processes` "
+          "column: cores other processes kept busy during the timed rounds, median). Wall-clock rates on it "
+          "are noisy; the CPU-second rate (samples per CPU-second of the contender's own process tree) is "
+          "less sensitive to load, and ratios are taken within one invocation.", "",
+          "## Workload and fairness", "",
           f"FedAvg, {args.clients} clients x {args.samples} real Fashion-MNIST training samples "
           f"(private_label_partition, L=10, seed {args.seed}), Adam lr {args.lr}, batch {args.batch}, 1 local "
           f"epoch per round: {spr} samples per round. {args.warmup} warm-up round(s), then {args.rounds} timed "
-          "rounds per contender; the table gives the median. A round = local training of every client + "
-          "aggregation; no evaluation. Every contender runs in its own fresh Python process, one after another.", ""]
+          f"rounds per contender (its median round counts); the contender list ran **{args.invocations} times** "
+          "(each contender in a fresh process each time); figures are the median over invocations with the "
+          "min-max spread in brackets. A round = local training of every client + aggregation; no evaluation.", "",
+          f"- Data: **{args.data}**" + (" — the pool is standardised once before timing and every contender "
+                                        "(plain loop, Flower, fedpaper) draws minibatches from the same float "
+                                        "tensors." if args.data == "prestd" else
+                                        " — plain loop and Flower normalise one sample at a time in a DataLoader "
+                                        "(the papers' way); fedpaper standardises once (not the same tensors)."),
+          f"- Allocator: **{args.malloc}**" + (" — every contender process (Ray actors included) runs with glibc "
+                                               f"{', '.join(f'{k}={v}' for k, v in MALLOC_ENV.items())}, the "
+                                               "thresholds fedpaper's engine sets (its own call switched off)."
+                                               if args.malloc == "tuned" else
+                                               " — no contender changes malloc (the engine's call switched off)."),
+          ""]
     for model in args.models:
         rows = [r for r in results if r["model"] == model]
-        by = {r["contender"]: r for r in rows}
-        plain = by.get("plain", {}).get("samples_per_s")
-        flowers = [by[c] for c in ("flower-1cpu", "flower-2cpu") if by.get(c, {}).get("samples_per_s")]
-        best_flower = max(flowers, key=lambda r: r["samples_per_s"]) if flowers else None
-        fl = best_flower["samples_per_s"] if best_flower else None
         L += [f"## {model}: {MODEL_TEXT[model]}", "",
-              "| contender | s / round (median) | samples / s | vs plain loop | vs Flower (best) | start-up s | "
-              "own CPU (cores) | other processes (cores) | notes |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-        for c in CONTENDERS:
-            r = by.get(c)
-            if r is None:
+              "| contender | samples / s, wall (median, min-max) | samples / CPU-s (median, min-max) | "
+              "s / round | own CPU (cores) | other processes (cores) | notes |",
+              "|---|---:|---:|---:|---:|---:|---|"]
+        for c in [c for c in CONTENDERS + OPTIONAL if any(r["contender"] == c for r in rows)]:
+            rc = [r for r in rows if r["contender"] == c]
+            errs = [r for r in rc if "error" in r]
+            ok = [r for r in rc if "error" not in r]
+            if not ok:
+                L.append(f"| {LABEL[c]} | failed | | | | | {errs[0]['error'][:300].replace(chr(10), ' ')} |")
                 continue
-            if "error" in r:
-                L.append(f"| {LABEL[c]} | failed | | | | | | | {r['error'][:300].replace(chr(10), ' ')} |")
-                continue
-            note = []
-            if r.get("backend"):
-                note.append(f"backend used: **{r['backend']}**")
-            if r.get("calibration_samples_per_s"):
-                cal = ", ".join(f"{k} {v:.0f}" for k, v in r["calibration_samples_per_s"].items())
-                note.append(f"calibration (gradient samples/s): {cal}")
-            if c.startswith("flower"):
-                note.append(f"warm-up round {fmt(r['warmup_s'][0] if r['warmup_s'] else None, 1)} s "
-                            "(actors import torch, load data)")
-            note.append("timed rounds (s) " + ", ".join(
-                f"{t:.2f}" + ("" if i in r["rounds_used"] else " (disturbed, not used)")
-                for i, t in enumerate(r["round_s"])))
-            if r.get("disturbed"):
-                note.append("**fewer than the required undisturbed rounds: median over all rounds**")
-            sps = r["samples_per_s"]
-            L.append(f"| {LABEL[c]} | {fmt(r['median_s'])} | {sps:,.0f} | "
-                     f"{fmt(sps / plain if plain else None)}x | {fmt(sps / fl if fl else None)}x | "
-                     f"{fmt(r.get('startup_s'), 1)} | {fmt(r.get('own_cores_median'), 2)} | "
-                     f"{fmt(r.get('foreign_cores_median'), 2)} | "
-                     f"{'; '.join(note)} |")
-        auto = by.get("batched-auto", {}).get("samples_per_s")
+            note = [f"invocation medians (s/round): {', '.join(fmt(r['median_s']) for r in ok)}"]
+            if errs:
+                note.append(f"{len(errs)} invocation(s) failed")
+            if c == "flower":
+                note.append(f"start-up {', '.join(fmt(r.get('startup_s'), 1) for r in ok)} s, warm-up round "
+                            f"{', '.join(fmt(r['warmup_s'][0] if r.get('warmup_s') else None, 1) for r in ok)} s "
+                            "(not counted)")
+            L.append(f"| {LABEL[c]} | {_spread([r['samples_per_s'] for r in ok])} | "
+                     f"{_spread([r.get('samples_per_cpu_s') for r in ok])} | "
+                     f"{_spread([r['median_s'] for r in ok], 2)} | "
+                     f"{_spread([r.get('own_cores_median') for r in ok], 2)} | "
+                     f"{_spread([r.get('foreign_cores_median') for r in ok], 2)} | {'; '.join(note)} |")
+        L += ["", "Ratios, computed within each invocation (median, min-max over invocations):", "",
+              "| ratio | wall samples/s | samples / CPU-s |", "|---|---:|---:|"]
+        wall, cpu = ratio_table(rows, model, "samples_per_s"), ratio_table(rows, model, "samples_per_cpu_s")
+        for a, b in RATIOS:
+            if wall[(a, b)]:
+                L.append(f"| {LABEL[a]} / {LABEL[b]} | {_spread(wall[(a, b)], 2, 'x')} | "
+                         f"{_spread(cpu[(a, b)], 2, 'x')} |")
         L.append("")
-        if auto and plain:
-            ok1 = auto / plain >= 1.5
-            ok2 = (auto / fl >= 2.0) if fl else None
-            L.append(f"Targets (2-core CPU): batched >= 1.5x plain loop: **{auto / plain:.2f}x, "
-                     f"{'met' if ok1 else 'NOT met'}**; batched >= 2x Flower: "
-                     + (f"**{auto / fl:.2f}x, {'met' if ok2 else 'NOT met'}**" if fl else "**Flower not measured**")
-                     + ".")
-            L.append("")
-    L += ["The privlabels CNN's ceiling on this CPU (fp32 work per sample, matmul speed, best plain "
-          "training throughput of one model): [roofline.md](roofline.md), from `benchmarks/roofline.py`.", ""]
+        for a in ("batched-grouped", "batched-grouped-bf16"):
+            w, cp = wall[(a, "flower")], cpu[(a, "flower")]
+            if w:
+                L.append(f"Target batched >= 2x Flower (fp32), {LABEL[a]}: wall **{statistics.median(w):.2f}x** "
+                         f"(spread {min(w):.2f}-{max(w):.2f}), CPU-s "
+                         f"**{statistics.median(cp):.2f}x** -> **{'met' if statistics.median(w) >= 2 else 'NOT met'}** "
+                         "(judged on the wall-clock median).")
+        L.append("")
+    L += ["The privlabels CNN's single-model rates and the matmul bound on this CPU: [roofline.md](roofline.md), "
+          "from `benchmarks/roofline.py`.", ""]
     L += ["## GPU targets", "",
-          "Not measured: no GPU in this session (batched >= 20x the plain loop on one H100; the whole "
-          "privlabels paper-profile sweep projected under 15 minutes). No CPU-based projection is given.", ""]
+          "Not measured: no GPU in this session. No CPU-based projection is given.", ""]
     L += meta.get("notes_md", [])
-    path.write_text("\n".join(L) + "\n")
+    from fedpaper.store import atomic_write_text
+
+    atomic_write_text(path, "\n".join(L) + "\n")
 
 
 NOTES = """## Notes
 
-- Which network is which. The issue's "privlabels CNN" figures (plain loop 13.0k samples/s, Flower
-  11.1k) match the LeNet-size network, not the privlabels CNN as fedpaper defines it
-  (32-32-64-64 channels, 512 hidden), which is compute-bound near 1k samples/s on this CPU. Both are
-  measured here, and each table names its network.
 - What "batched" changes on a CPU. The `grouped` backend runs all clients' steps as one forward and
   backward pass: the clients' images are stacked along the channel axis of one channels_last tensor
   and every convolution is one grouped convolution (groups = clients), the linear layers are batched
-  matmuls. `loop` runs one client at a time through torch.func.grad with channels_last weights and
-  images. `vmap` is torch.func.vmap over clients (the GPU path). `auto` times the three on a few
-  steps at start-up and keeps the fastest (its start-up includes this calibration).
-- The engine raises glibc malloc's trim and mmap thresholds once per process on CPU: without it each
-  step hands its activation buffers back to the kernel and page-faults them in again. The
-  `plain loop + engine's malloc setting` row applies the same call to the plain loop, to show how
-  much of the gap is that setting alone; the `plain` row is the loop as the papers write it.
-- The plain loop normalises one sample at a time in `Dataset.__getitem__` and collates batches in a
-  DataLoader, as the papers' code does; fedpaper standardises the pool once and gathers rows.
-- Flower: flwr's legacy `start_simulation` with Ray; the clients load their data inside the Ray
-  actor (cached per actor process) and train with exactly the plain loop's `local_train`, so
-  Flower's rows differ from the plain loop only by Flower's and Ray's own overhead and by how the
-  two cores are shared (num_cpus=1: two actors with one thread each; num_cpus=2: one actor with two
-  threads). Start-up is from the `start_simulation` call to the first round; the warm-up round
-  (actors importing torch and loading data) is listed in the notes column and not counted.
-- Timings on a shared 2-core VM move by 10-20% from run to run (compare the `auto` and the explicit
-  `grouped` rows, which run the same code). `own CPU` is the contender's process tree CPU seconds
-  per wall second (2 = both cores; OpenMP threads that spin-wait count as busy); `other processes`
-  is the median over the used rounds of the cores that other processes kept busy.
+  matmuls.
+- bf16: `torch.autocast("cpu", dtype=torch.bfloat16)` around forward and loss, fp32 parameters and
+  Adam state (fedpaper: TrainConfig.precision; plain loop: the same autocast around its forward).
+  Flower runs fp32, as its users run it. Whether bf16 changes accuracy: benchmarks/results/precision.md.
+- Earlier versions of this benchmark gave the plain loop and Flower a per-sample-normalising
+  DataLoader while fedpaper standardised once before timing, and set the malloc thresholds for the
+  engine only; both are now the same for every contender (`--data per-sample` / `--malloc default`
+  reproduce the other variants).
 """
+
+
+def render(out: Path) -> None:
+    """engine.md from engine.json: the measurements as they are (an interrupted run: its finished part)."""
+    data = json.loads(out.with_suffix(".json").read_text())
+    results = data.pop("results")
+    meta = dict(data)
+    args = argparse.Namespace(**meta["settings"])
+    args.models = args.models.split(",") if isinstance(args.models, str) else args.models
+    done = {r["invocation"] for r in results}
+    meta.setdefault("finished", max(r.get("finished", meta["started"]) for r in results) if results else meta["started"])
+    meta.setdefault("load_after", "–")
+    meta.setdefault("wall_s", float("nan"))
+    meta["notes_md"] = NOTES.splitlines()
+    if len(done) < args.invocations or len(results) < args.invocations * len(args.models) * len(args.contenders.split(",")):
+        meta["notes_md"] += ["", f"**Rendered from an interrupted run**: {len(results)} contender runs finished "
+                                 f"({len(done)} of {args.invocations} invocations started)."]
+    args.invocations = len(done)
+    write_markdown(out, meta, results, args)
+    print(out.read_text())
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="privlabels_cnn,lenet")
-    ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--contenders", default=",".join(CONTENDERS), help=f"also: {','.join(OPTIONAL)}")
+    ap.add_argument("--invocations", type=int, default=3, help="times the whole contender list runs")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--extra", type=int, default=3,
+    ap.add_argument("--extra", type=int, default=0,
                     help="extra timed rounds allowed to replace rounds disturbed by other processes")
     ap.add_argument("--clients", type=int, default=10)
-    ap.add_argument("--samples", type=int, default=2000)
+    ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--data", choices=["prestd", "per-sample"], default="prestd")
+    ap.add_argument("--malloc", choices=["tuned", "default"], default="tuned")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per contender process")
     ap.add_argument("--out", default=str(BENCH / "results" / "engine.md"))
+    ap.add_argument("--render", action="store_true",
+                    help="rewrite engine.md from engine.json (e.g. of an interrupted run), no measuring")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.render:
+        return render(Path(args.out))
     if args.worker:
+        import torch
+
+        torch.set_num_threads(args.threads)
         print("RESULT " + json.dumps(worker(args)), flush=True)
         return
     args.models = args.models.split(",")
     contenders = args.contenders.split(",")
+    unknown = [c for c in contenders if c not in LABEL]
+    if unknown:
+        raise SystemExit(f"unknown contender {unknown[0]!r}; known: {', '.join(LABEL)}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"command": " ".join(["flock /tmp/fedpaper-quick.lock .venv/bin/python benchmarks/bench_engine.py",
-                                 *sys.argv[1:]]),
+    meta = {"command": " ".join(["nice -n 10 .venv/bin/python benchmarks/bench_engine.py", *sys.argv[1:]]),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "load_before": loadavg(), "machine": machine(),
             "settings": {k: v for k, v in vars(args).items() if k not in ("worker", "model")}}
+    from fedpaper.store import atomic_write_text
+
     results = []
-    for model in args.models:
-        for c in contenders:
-            print(f"[{datetime.now().strftime('%H:%M:%S')}] {model} {c} (load {loadavg()[0]})", flush=True)
-            r = summarise(run_contender(args, model, c), args.clients * args.samples, args.rounds)
-            results.append(r)
-            print("   ", {k: r.get(k) for k in ("median_s", "samples_per_s", "startup_s", "backend", "own_cores_median",
-                                             "foreign_cores_median", "disturbed", "error")}, flush=True)
-            json_path = out.with_suffix(".json")
-            json_path.write_text(json.dumps({**meta, "results": results}, indent=1))
+    t0 = time.perf_counter()
+    for inv in range(args.invocations):
+        for model in args.models:
+            for c in contenders:
+                print(f"[{datetime.now().strftime('%H:%M:%S')}] invocation {inv + 1} {model} {c} "
+                      f"(load {loadavg()[0]})", flush=True)
+                r = summarise(run_contender(args, model, c), args.clients * args.samples, args.rounds)
+                r["invocation"] = inv
+                r["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                results.append(r)
+                print("   ", {k: r.get(k) for k in ("median_s", "samples_per_s", "samples_per_cpu_s", "own_cores_median",
+                                                 "foreign_cores_median", "error")}, flush=True)
+                atomic_write_text(out.with_suffix(".json"), json.dumps({**meta, "results": results}, indent=1))
+    meta["wall_s"] = time.perf_counter() - t0
     meta["load_after"] = loadavg()
     meta["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     meta["notes_md"] = NOTES.splitlines()
-    out.with_suffix(".json").write_text(json.dumps({**{k: v for k, v in meta.items() if k != "notes_md"},
-                                                    "results": results}, indent=1))
+    atomic_write_text(out.with_suffix(".json"), json.dumps({**{k: v for k, v in meta.items() if k != "notes_md"},
+                                                            "results": results}, indent=1))
     write_markdown(out, meta, results, args)
     print(out.read_text())
 

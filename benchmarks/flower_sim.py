@@ -4,6 +4,9 @@ Used by benchmarks/bench_engine.py (contender "flower"). Flower's legacy `start_
 (flwr[simulation], Ray's virtual client engine) with:
 - each client's data loaded inside the Ray actor that runs it (`_client_data`, cached per actor
   process as Flower's tutorials do with their dataset cache), not held by the client_fn closure;
+  data "prestd" (default): minibatches sliced from the pool standardised once, the same tensors the
+  other contenders get (plain_loop.client_batches); "per-sample": the papers' per-sample
+  normalising DataLoader (plain_loop.client_loader);
 - the same local training as the plain loop (plain_loop.local_train: per-sample-normalising
   Dataset, DataLoader(batch 64, shuffle), fresh Adam, model.train(), cross-entropy);
 - the FedAvg strategy (sample-weighted averaging), no client-side or server-side evaluation,
@@ -37,6 +40,7 @@ def _setting() -> dict:
         "lr": float(os.environ["BENCH_LR"]),
         "seed": int(os.environ["BENCH_SEED"]),
         "threads": int(os.environ.get("BENCH_CLIENT_THREADS", "1")),
+        "data": os.environ.get("BENCH_DATA", "prestd"),
     }
 
 
@@ -58,9 +62,15 @@ def _client_data(pid: int):
         torch.set_num_threads(st["threads"])
         _CACHE["ds"] = load_dataset("fashion-mnist")
         _CACHE["rows"] = client_rows(_CACHE["ds"], st["clients"], st["samples"], st["seed"])
+        if st["data"] == "prestd":  # the same pre-standardised tensors as every other contender
+            _CACHE["x_std"] = _CACHE["ds"].standardize(_CACHE["ds"].x_train)
     key = ("loader", pid)
     if key not in _CACHE:
-        _CACHE[key] = plain_loop.client_loader(_CACHE["ds"], _CACHE["rows"][pid], st["batch"], st["seed"] + pid)
+        if st["data"] == "prestd":
+            _CACHE[key] = plain_loop.client_batches(_CACHE["x_std"], _CACHE["ds"], _CACHE["rows"][pid], st["batch"],
+                                                    st["seed"] + pid)
+        else:
+            _CACHE[key] = plain_loop.client_loader(_CACHE["ds"], _CACHE["rows"][pid], st["batch"], st["seed"] + pid)
     return _CACHE[key]
 
 
@@ -89,7 +99,7 @@ def client_fn(context):
 
 
 def run(model: str, clients: int, samples: int, batch: int, lr: float, seed: int, rounds: int,
-        num_cpus_per_client: float) -> dict:
+        num_cpus_per_client: float, data: str = "prestd", ray_cpus: int | None = None) -> dict:
     """Run `rounds` Flower rounds; return start-up seconds and per-round seconds."""
     import flwr
     from flwr.common import ndarrays_to_parameters
@@ -99,8 +109,9 @@ def run(model: str, clients: int, samples: int, batch: int, lr: float, seed: int
 
     env = {"BENCH_MODEL": model, "BENCH_CLIENTS": str(clients), "BENCH_SAMPLES": str(samples),
            "BENCH_BATCH": str(batch), "BENCH_LR": str(lr), "BENCH_SEED": str(seed),
-           "BENCH_CLIENT_THREADS": str(max(1, int(num_cpus_per_client)))}
+           "BENCH_CLIENT_THREADS": str(max(1, int(num_cpus_per_client))), "BENCH_DATA": data}
     os.environ.update(env)
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "600")  # a loaded shared machine: slow raylet start
     torch.manual_seed(seed)
     init = [v.detach().cpu().numpy() for v in build_model(model).state_dict().values()]
     marks: dict = {"fit_start": {}, "fit_end": {}}
@@ -124,7 +135,7 @@ def run(model: str, clients: int, samples: int, batch: int, lr: float, seed: int
     start_simulation(client_fn=client_fn, num_clients=clients, config=ServerConfig(num_rounds=rounds),
                      strategy=strategy, client_resources={"num_cpus": num_cpus_per_client, "num_gpus": 0.0},
                      ray_init_args={"include_dashboard": False, "ignore_reinit_error": True,
-                                    "num_cpus": os.cpu_count(), "runtime_env": {"env_vars": env}})
+                                    "num_cpus": ray_cpus or os.cpu_count(), "runtime_env": {"env_vars": env}})
     t_end = time.perf_counter()
     done = sorted(marks["fit_end"])
     return {"startup_s": marks["fit_start"][1][0] - t0 if 1 in marks["fit_start"] else None,

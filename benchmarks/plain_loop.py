@@ -44,28 +44,59 @@ def client_loader(ds, rows, batch_size: int, seed: int) -> DataLoader:
     return DataLoader(sub, batch_size=batch_size, shuffle=True, generator=g)
 
 
-def local_train(model: torch.nn.Module, loader: DataLoader, lr: float, epochs: int) -> int:
-    """Train `model` in place for `epochs` epochs with a fresh Adam; return the samples seen."""
+class StandardisedBatches:
+    """One client's shuffled minibatches sliced from pre-standardised tensors: the same float
+    tensors the batched engine gathers its rows from (the fair-data variant of client_loader;
+    no per-sample normalisation, no collation). Reshuffled every epoch with its own generator."""
+
+    def __init__(self, x_std: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int):
+        self.x, self.y, self.batch_size = x_std, y, batch_size
+        self.g = torch.Generator().manual_seed(seed)
+        self.dataset = y  # len(loader.dataset): the client's sample count
+
+    def __iter__(self):
+        perm = torch.randperm(len(self.y), generator=self.g)
+        for i in range(0, len(perm), self.batch_size):
+            idx = perm[i:i + self.batch_size]
+            yield self.x[idx], self.y[idx]
+
+    def __len__(self):
+        return -(-len(self.y) // self.batch_size)
+
+
+def client_batches(x_std: torch.Tensor, ds, rows, batch_size: int, seed: int) -> StandardisedBatches:
+    """One client's StandardisedBatches over its rows of the pre-standardised training pool."""
+    rows = torch.as_tensor(rows)
+    return StandardisedBatches(x_std[rows].contiguous(), ds.y_train[rows], batch_size, seed)
+
+
+def local_train(model: torch.nn.Module, loader, lr: float, epochs: int, precision: str = "fp32") -> int:
+    """Train `model` in place for `epochs` epochs with a fresh Adam; return the samples seen.
+    precision "bf16": forward and loss under torch.autocast (bfloat16), the usual way to add it."""
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     seen = 0
     for _ in range(epochs):
         for x, y in loader:
             opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
+            if precision == "bf16":
+                with torch.autocast(x.device.type, dtype=torch.bfloat16):
+                    loss = F.cross_entropy(model(x), y)
+            else:
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
             seen += len(y)
     return seen
 
 
-def fedavg_round(global_model: torch.nn.Module, loaders: list, lr: float, epochs: int) -> int:
+def fedavg_round(global_model: torch.nn.Module, loaders: list, lr: float, epochs: int, precision="fp32") -> int:
     """One FedAvg round (McMahan et al. 2017): every client trains a deepcopy of the global model,
     the server averages the state_dicts weighted by client sample counts. Returns samples seen."""
     states, sizes, seen = [], [], 0
     for loader in loaders:
         model = copy.deepcopy(global_model)
-        seen += local_train(model, loader, lr, epochs)
+        seen += local_train(model, loader, lr, epochs, precision)
         states.append(model.state_dict())
         sizes.append(len(loader.dataset))
     w = np.asarray(sizes, dtype=float) / sum(sizes)

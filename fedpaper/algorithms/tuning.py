@@ -14,6 +14,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from ..engine.batching import epoch_batches
+from ..engine.evaluate import autocast
+from ..engine.grouped import GroupedForward
 from ..engine.optim import opt_init, opt_step
 from ..errors import BadParameterError
 from .base import Part
@@ -85,10 +87,13 @@ def central_tuning(ctx, glob, new, slots, part, rngs, spec: CentralTuning) -> di
     local = [np.arange(server_rows.shape[1])] * R
 
     def loss_fn(p, x, cp, cw, pres, mask):
-        h = torch.softmax(functional_call(ctx.template, (p, ctx.buffers), (x,)), -1)
+        with autocast(cfg.precision, ctx.device):  # bf16: the forward pass only; the loss in fp32
+            logits = functional_call(ctx.template, (p, ctx.buffers), (x,))
+        h = torch.softmax(logits.float(), -1)
         return tuning_loss(h[mask], cp[:, mask], cw, pres, spec.kind)
 
     gfn = grad(loss_fn)
+    grouped = _grouped_forward(ctx)  # the grouped backend: all runs' tuning steps in one pass
     for _ in range(spec.epochs):
         pos, bmask = epoch_batches(local, cfg.batch_size, rngs)
         for s in range(pos.shape[1]):
@@ -96,7 +101,9 @@ def central_tuning(ctx, glob, new, slots, part, rngs, spec: CentralTuning) -> di
             mk = torch.as_tensor(bmask[:, s], device=ctx.device)
             x = ctx.pools.x_train[torch.gather(server_rows, 1, p_s)]
             cp = torch.stack([probs[r][:, p_s[r]] for r in range(R)])  # [R, M', B, K]
-            if bool(mk.all()):
+            if grouped is not None:
+                grads = _grouped_grads(grouped, params, x, cp, w, present, mk, spec.kind, cfg.precision, ctx.device)
+            elif bool(mk.all()):
                 mk_r = [slice(None)] * R
                 if ctx.backend == "vmap":
                     grads = vmap(lambda p, x, c, ww, pr: gfn(p, x, c, ww, pr, slice(None)),
@@ -114,3 +121,22 @@ def _loop_grads(gfn, params, x, cp, w, present, masks) -> dict:
     outs = [gfn({k: v[r] for k, v in params.items()}, x[r], cp[r], w[r], present[r], masks[r])
             for r in range(x.shape[0])]
     return {k: torch.stack([o[k] for o in outs]) for k in params}
+
+
+def _grouped_forward(ctx):
+    """The template's GroupedForward when the run trains with the grouped backend, else None."""
+    if ctx.backend != "grouped":
+        return None
+    return GroupedForward.build(ctx.template, tuple(ctx.pools.x_train.shape[1:]))
+
+
+def _grouped_grads(grouped, params, x, cp, w, present, mask, kind, precision, device) -> dict:
+    """Every run's tuning gradient from one grouped forward/backward pass (backends.py "grouped"):
+    the runs' losses are independent, so the gradient of their sum holds each run's own gradient.
+    mask [R, B]: the rows of the batch each run uses (the epoch's last batch may be partial)."""
+    p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    with autocast(precision, device):
+        logits = grouped(p, x, train=True)  # [R, B, K]
+    h = torch.softmax(logits.float(), -1)
+    total = sum(tuning_loss(h[r][mask[r]], cp[r][:, mask[r]], w[r], present[r], kind) for r in range(x.shape[0]))
+    return dict(zip(p, torch.autograd.grad(total, list(p.values()))))

@@ -1,11 +1,17 @@
 """Evaluation of stacked models: logits on pool rows, and per-split metrics (fedpaper.metrics).
 
+Logits come model by model (predict), or, with the grouped backend, for all models in one grouped
+forward pass (predict_grouped), as local training is batched; both under TrainConfig.precision
+("bf16": autocast of the forward pass, logits returned in float32).
+
 Every split reports "acc" and "f1" (single-label: accuracy and macro-F1 over the classes present in
 y or the predictions, computed in float32 on the device as they always were, so cached histories
 keep their values; multi-label: per-label accuracy, macro-F1 at logit 0 and macro-AUC). Further
 metrics by name (TrainConfig.metrics) come from fedpaper.metrics: EXTRA_METRICS.
 """
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import torch
@@ -33,12 +39,27 @@ def check_metrics(names) -> tuple:
     return tuple(names)
 
 
+def autocast(precision: str, device) -> contextlib.AbstractContextManager:
+    """The forward pass's precision (TrainConfig.precision): "bf16" autocasts to bfloat16 on the
+    device (parameters stay float32); "fp32" changes nothing."""
+    if precision == "bf16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: list, K: int, eval_batch: int,
-            device, train=False) -> list:
+            device, train=False, precision="fp32", grouped=None) -> list:
     """Logits of each model (params [n, ...], buffers [n, ...]) on its own rows of x_pool (a model
-    whose outputs are a dict gives its "logits")."""
+    whose outputs are a dict gives its "logits"), float32 (computed under `precision`'s autocast).
+    With `grouped` (a grouped.GroupedForward of the template) and in eval mode, all models are
+    evaluated together (predict_grouped); otherwise model by model."""
+    if grouped is not None and not train and len(rows) > 1:
+        return predict_grouped(grouped, params, x_pool, rows, K, eval_batch, device, precision)
     template.train(train)
-    fwd = lambda p, b, x: logits_of(functional_call(template, (p, b), (x,)))  # noqa: E731
+
+    def fwd(p, b, x):
+        with autocast(precision, device):
+            return logits_of(functional_call(template, (p, b), (x,))).float()
     out = []
     for r, rr in enumerate(rows):
         p = {k: v[r] for k, v in params.items()}
@@ -49,6 +70,31 @@ def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: l
                        if len(rr) else torch.zeros(0, K, device=device))
     template.train(True)
     return out
+
+
+def predict_grouped(grouped, params: dict, x_pool: torch.Tensor, rows: list, K: int, eval_batch: int, device,
+                    precision="fp32") -> list:
+    """predict() for G models at once, as local training is batched: each pass gathers the next
+    positions of every model's rows ([G, B, ...], B = eval_batch // G, at least 1, so a pass holds
+    about eval_batch samples) and runs the G models in one grouped forward pass. Models with fewer
+    rows repeat their last row in the padding, whose logits are dropped."""
+    G = len(rows)
+    n = [len(r) for r in rows]
+    if max(n) == 0:
+        return [torch.zeros(0, K, device=device) for _ in rows]
+    pad = np.zeros((G, max(n)), dtype=np.int64)
+    for g, r in enumerate(rows):
+        if n[g]:
+            pad[g, :n[g]] = r
+            pad[g, n[g]:] = r[-1]
+    idx = torch.as_tensor(pad, device=device)
+    step = max(1, eval_batch // G)
+    out = []
+    with torch.no_grad(), autocast(precision, device):
+        for lo in range(0, idx.shape[1], step):
+            out.append(grouped(params, x_pool[idx[:, lo:lo + step]], train=False).float())
+    logits = torch.cat(out, 1)  # [G, max(n), K]
+    return [logits[g, :n[g]] for g in range(G)]
 
 
 def split_metrics(y, logits, K, extra=()) -> dict:

@@ -17,6 +17,7 @@ from ..algorithms.methods import Method
 from ..errors import BadParameterError
 from ..models import build_model
 from .batching import epoch_batches
+from .evaluate import autocast
 from .types import Federation, Pools, TrainConfig
 
 SUPPORTED = {("local", "fedavg"), ("fedprox", "fedavg"), ("scaffold", "fedavg")}
@@ -39,7 +40,8 @@ def train_sequential(method: Method, cfg: TrainConfig, pools: Pools, fed: Federa
 
     FedAvg (McMahan et al. 2017), FedProx (Li et al. 2020, eq. 2) and SCAFFOLD (Karimireddy et
     al. 2020, Alg. 1, option II) with sample-size weights n_i/N (fedpals eq. 4), optionally with
-    the "l2" penalty as the optimiser's weight_decay."""
+    the "l2" penalty as the optimiser's weight_decay. cfg.precision "bf16" autocasts each forward
+    pass and loss (fp32 parameters and optimiser state), as the batched engine does."""
     if not _supported(method):
         raise BadParameterError(f"the sequential reference runs FedAvg, FedProx and SCAFFOLD only, not {method.name!r}")
     torch.manual_seed(fed.seed)
@@ -64,7 +66,8 @@ def train_sequential(method: Method, cfg: TrainConfig, pools: Pools, fed: Federa
                     if len(idx) == 0:
                         continue
                     x, y = pools.x_train[idx], pools.y_train[idx]
-                    loss = F.cross_entropy(model(x), y)
+                    with autocast(cfg.precision, x.device):  # bf16: forward + loss; weights stay fp32
+                        loss = F.cross_entropy(model(x), y).float()
                     if method.client == "fedprox":
                         loss = loss + 0.5 * method.mu * sum(((p - anchor[k]) ** 2).sum()
                                                            for k, p in model.named_parameters())

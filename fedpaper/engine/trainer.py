@@ -18,7 +18,6 @@ other runs it was batched with (except dropout noise under vmap, drawn from the 
 """
 from __future__ import annotations
 
-import contextlib
 import time
 
 import numpy as np
@@ -31,7 +30,7 @@ from ..models import build_model, classifier_param_names, has_batchnorm
 from .backends import SlotGradients, choose_backend
 from .batching import epoch_batches, gather
 from .cpu import _tune_cpu_allocator
-from .evaluate import predict, split_metrics
+from .evaluate import autocast, predict, split_metrics
 from .grouped import GroupedForward, stacked_layout
 from .types import Pools, TrainConfig, TrainResult
 
@@ -117,9 +116,7 @@ class FederatedTrainer:
         self.present = torch.as_tensor(present, device=self.device)  # [R, M, K]
 
     def _autocast(self):
-        if self.cfg.precision == "bf16":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast(self.cfg.precision, self.device)
 
     # ---- gradients (kept as a method: tests and benchmarks call it)
     def _grads(self, params, batch, present, anchor, objective, buffers=None):
@@ -217,7 +214,7 @@ class FederatedTrainer:
                 if best is not None:
                     best.update(rows, self.global_params)
         self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend,
-                         "backend_rule": self.backend_rule}
+                         "backend_rule": self.backend_rule, "precision": cfg.precision}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
         return TrainResult(pd.DataFrame(hist), final, self.step_log,
                            None if best is None else best.params(final))
@@ -250,7 +247,9 @@ class FederatedTrainer:
         """Logits of each model (params [n, ...], buffers [n, ...] or the runs' global buffers) on
         its own rows of x_pool."""
         bufs = self.global_buffers if buffers is None else buffers
-        return predict(self.template, params, bufs, x_pool, rows, self.K, self.cfg.eval_batch, self.device, train)
+        grouped = self.grouped if self.backend == "grouped" else None  # grouped backend: models evaluated at once
+        return predict(self.template, params, bufs, x_pool, rows, self.K, self.cfg.eval_batch, self.device, train,
+                       self.cfg.precision, grouped)
 
     def _evaluate(self, rnd, loss, slots) -> list:
         rows = []
