@@ -58,6 +58,7 @@ _TEXT = [
 ]
 
 import numpy as np
+import pandas as pd
 
 FIG2, FIG3 = "privlabels/fig2", "privlabels/fig3"
 STD = ["FedAvg", "FedProx", "FedRS", "Tuning-MSE", "Tuning-Pairwise"]
@@ -242,11 +243,12 @@ def check_claim8(tables):
     miss = _need(tables, "privlabels/fig1b")
     if miss:
         return None, miss
-    a = _acc(tables["privlabels/fig1b"])
-    a = a[(a["setting"] == "private") & a["method"].isin(ADAPT + TUNE)].set_index("method")["mean"]
-    low = list(a[a <= AT_CHANCE].index)
+    rows = _acc(tables["privlabels/fig1b"])
+    rows = rows[(rows["setting"] == "private") & rows["method"].isin(ADAPT + TUNE)]
+    a = rows.set_index("method")["mean"]
+    low = at_chance(rows)
     if low:
-        return NOT_TESTABLE, f"private, L=5: {', '.join(low)} at chance (mean <= {AT_CHANCE:.2f}): {_fmt(a)}"
+        return NOT_TESTABLE, f"private, L=5: {_chance_text1(low)}: {_fmt(a)}"
     top2 = set(a.sort_values(ascending=False).index[:2])
     return top2 == set(TUNE), f"private, L=5: {_fmt(a)}"
 
@@ -263,7 +265,9 @@ def check_claim9(tables):
                 if set(g["setting"]) != {"private", "public"}:
                     continue
                 pr, pu = g[g["setting"] == "private"].iloc[0], g[g["setting"] == "public"].iloc[0]
-                if max(pr["mean"], pu["mean"]) <= AT_CHANCE:  # two chance-level models are trivially close
+                at_L = a[a["labels_per_client"] == L]
+                both = [m in at_chance(at_L[at_L["setting"] == st]) for st in ("private", "public")]
+                if all(both):  # two chance-level models are trivially close
                     untestable.append(f"{aid.split('/')[1]} {m} L={L}")
                     continue
                 n += 1
@@ -273,7 +277,7 @@ def check_claim9(tables):
                                f"{pr['ci_high']:.3f}] vs public {pu['mean']:.3f} [{pu['ci_low']:.3f}, {pu['ci_high']:.3f}]")
     d = f"private - public mean gap from {min(gaps):+.3f} to {max(gaps):+.3f} over {n} pairs" if gaps else "no pairs"
     d += ("; seed intervals disjoint: " + "; ".join(bad) if bad else "; all seed intervals overlap")
-    d += (f"; not testable (both at chance, mean <= {AT_CHANCE:.2f}): {', '.join(untestable)}" if untestable else "")
+    d += (f"; not testable: {_chance_text1(untestable, '(private and public)')}" if untestable else "")
     d += _iv(_acc(tables[avail[0]]))
     verdict = False if bad else (NOT_TESTABLE if n == 0 and untestable else (PARTIAL if untestable else n > 0))
     return verdict, d
@@ -342,8 +346,8 @@ def check_claim14(tables):
         return None, "no committed table for privlabels/fig2, privlabels/fig3"
     res, parts = [], []
     for aid in avail:
-        low = _chance_Ls(tables[aid], "private", ["FedAvg"] + TUNE)
-        low = {L: ms for L, ms in low.items() if "FedAvg" in ms or set(TUNE) <= set(ms)}
+        chance = _chance_Ls(tables[aid], "private", ["FedAvg"] + TUNE)
+        low = {L: ms for L, ms in chance.items() if "FedAvg" in ms or set(TUNE) <= set(ms)}
         Ls = [L for L in _below10(_acc(tables[aid]))[1] if L not in low]
         note = f"; left out {_chance_text(low)}" if low else ""
         name = aid.split("/")[1]
@@ -353,7 +357,8 @@ def check_claim14(tables):
             continue
         a, _ = _below10(_acc(tables[aid]))
         a = a[a["setting"] == "private"].pivot_table(index="labels_per_client", columns="method", values="mean")
-        gain = a[TUNE].where(a[TUNE] > AT_CHANCE).max(axis=1) - a["FedAvg"]  # best learning tuning method
+        learn = pd.DataFrame({m: [m not in chance.get(int(L), []) for L in a.index] for m in TUNE}, index=a.index)
+        gain = a[TUNE].where(learn).max(axis=1) - a["FedAvg"]  # the best tuning method that learns
         lo, hi = gain.loc[Ls[0]], gain.loc[Ls[-1]]
         res.append(bool(lo > 0 and lo > hi))
         parts.append(f"{name}: best tuning - FedAvg = {lo:+.3f} at L={Ls[0]}, {hi:+.3f} at L={Ls[-1]}"
