@@ -148,3 +148,134 @@ def test_paper_scale_federation_has_2000_per_client():
     assert [len(c) for c in fed.client_indices] == [2000] * 10
     assert all(len(s) == 5 for s in fed.label_sets)
     assert len(fed.server_indices) == 5000 and len(fed.val_indices) == 10000
+
+
+@pytest.mark.parametrize("profile", ["quick", "long"])
+def test_cpu_profiles_server_ratio_seeds_and_precision_in_key(profile):
+    """quick / long: the server set in the paper's ratio to the client data (5,000 / 20,000 CIFAR-10,
+    6,000 / 20,000 Fashion-MNIST), >= 3 seeds everywhere, and the precision in the run key and notes."""
+    from fedpaper.artifacts import PROFILES
+
+    assert set(PROFILES) <= set(SETTINGS)  # every profile of the output contract is defined here
+    p = _params(profile)
+    n = p["num_clients"] * p["samples_per_client"]
+    assert p["server_size"] == {"cifar10": n // 4, "fashion-mnist": n * 3 // 10}
+    assert len(p["seeds"]) >= 3 and len(p["epochs"]["seeds"]) >= 3
+    spec = runs.run_spec(p, "cifar10", "Tuning-MSE", "private", 5, seed=0)
+    assert spec.training.get("precision", "fp32") == p["precision"]
+    if p["precision"] != "fp32":
+        assert any(p["precision"] in note for note in NOTES[profile])
+    fp32 = runs.run_spec(dict(p, precision="fp32"), "cifar10", "Tuning-MSE", "private", 5, seed=0)
+    assert (fp32 != spec) == (p["precision"] != "fp32")  # the precision changes the run key
+    # the epoch ablation's E = 1 FedAvg runs are the main sweep's (same rounds): read from the cache
+    e1 = runs.epoch_specs(p, "cifar10", [(1, 5)], p["epochs"]["seeds"])
+    main = set(runs.main_specs(p, "cifar10", [5]))
+    assert {s for s in e1 if s.tags["display"] == "FedAvg"} <= main
+
+
+def _rows(setting, L, accs, **extra):
+    """One summary row per method from per-seed accuracies {method: [seed values]}."""
+    out = []
+    for m, v in accs.items():
+        v = np.asarray(v, float)
+        out.append({"dataset": "cifar10", "setting": setting, "labels_per_client": L, "method": m,
+                    "metric": "accuracy", "mean": v.mean(), "std": v.std(ddof=1), "ci_low": v.min(),
+                    "ci_high": v.max(), "n_seeds": len(v), "per_seed": ";".join(f"{x:.4f}" for x in v), **extra})
+    return out
+
+
+def test_at_chance_sees_one_class_models_by_their_shared_seed_values():
+    """Three methods with the same value on each seed are one-class models even at 30% (a majority share)."""
+    t = pd.DataFrame(_rows("private", 3, {"FedAvg": [0.3, 0.31, 0.3], "FedProx": [0.3, 0.31, 0.3],
+                                          "Tuning-MSE": [0.3, 0.31, 0.3], "Tuning-Pairwise": [0.45, 0.5, 0.4]}))
+    assert pc.at_chance(t) == ["FedAvg", "FedProx", "Tuning-MSE"]
+    t = pd.DataFrame(_rows("private", 3, {"FedAvg": [0.11, 0.1, 0.5], "FedProx": [0.4, 0.5, 0.45]}))
+    assert pc.at_chance(t) == ["FedAvg"]  # most seeds at chance + 2 points
+
+
+def test_claim11_similar_at_chance_is_not_testable_and_disjoint_fails():
+    sim = {"FedAvg": [0.5, 0.55, 0.52], "FedProx": [0.51, 0.54, 0.5], "Tuning-MSE": [0.48, 0.53, 0.5],
+           "Tuning-Pairwise": [0.49, 0.56, 0.5]}
+    assert pc.check_claim11({"privlabels/fig4": pd.DataFrame(_rows("private", 3, sim))})[0] is True
+    chance = {m: [0.1, 0.11, 0.1 + 0.001 * i] for i, m in enumerate(sim)}  # all overlap, but at chance
+    v, d = pc.check_claim11({"privlabels/fig4": pd.DataFrame(_rows("private", 3, chance))})
+    assert v == pc.NOT_TESTABLE and "at chance" in d
+    apart = dict(sim, **{"Tuning-MSE": [0.3, 0.32, 0.31]})
+    assert pc.check_claim11({"privlabels/fig4": pd.DataFrame(_rows("private", 3, apart))})[0] is False
+
+
+def test_claim14_fails_when_every_tuning_gain_is_negative():
+    rows = []
+    for L, fa in ((2, 0.4), (5, 0.5)):
+        rows += _rows("private", L, {"FedAvg": [fa] * 3, "FedProx": [fa] * 3,
+                                     "Tuning-MSE": [fa - 0.05, fa - 0.04, fa - 0.06],
+                                     "Tuning-Pairwise": [fa - 0.02, fa - 0.03, fa - 0.01]})
+    v, d = pc.check_claim14({"privlabels/fig2": pd.DataFrame(rows)})
+    assert v is False and "no gain" in d
+    rows = []
+    for L, gain in ((2, 0.08), (5, 0.02)):
+        rows += _rows("private", L, {"FedAvg": [0.4, 0.41, 0.39], "Tuning-MSE": [0.4 + gain] * 3,
+                                     "Tuning-Pairwise": [0.4 + gain / 2, 0.41, 0.42]})
+    assert pc.check_claim14({"privlabels/fig2": pd.DataFrame(rows)})[0] is True
+
+
+def _fig11(acc_of_E):
+    rows = []
+    for E, accs in acc_of_E.items():
+        for s in ("private", "public"):
+            rows += _rows(s, 5, accs, local_epochs=E)
+    return pd.DataFrame(rows)
+
+
+def test_claim16_chance_level_models_over_E_are_not_testable():
+    learn = {E: {"FedAvg": [0.4, 0.42, 0.41], "Tuning-MSE": [0.38, 0.43, 0.4], "Tuning-Pairwise": [0.39, 0.41, 0.42]}
+             for E in (1, 3, 5)}
+    assert pc.check_claim16({"privlabels/fig11": _fig11(learn)})[0] is True
+    flat = {E: {m: [0.1, 0.105, 0.11] for m in ("FedAvg", "Tuning-MSE", "Tuning-Pairwise")} for E in (1, 3, 5)}
+    assert pc.check_claim16({"privlabels/fig11": _fig11(flat)})[0] == pc.NOT_TESTABLE
+    moved = {**learn, 5: {"FedAvg": [0.6, 0.62, 0.61], "Tuning-MSE": [0.38, 0.43, 0.4],
+                          "Tuning-Pairwise": [0.39, 0.41, 0.42]}}
+    assert pc.check_claim16({"privlabels/fig11": _fig11(moved)})[0] is False
+
+
+def test_claim17_needs_learning_tuning_models():
+    def fig(mse, pw):
+        return pd.DataFrame(_rows("private", 5, {"Tuning-MSE": mse, "Tuning-Pairwise": pw}, local_epochs=5))
+    assert pc.check_claim17({"privlabels/fig12": fig([0.4, 0.41, 0.42], [0.3, 0.31, 0.32])})[0] is True
+    assert pc.check_claim17({"privlabels/fig12": fig([0.3, 0.31, 0.32], [0.4, 0.41, 0.42])})[0] is False
+    assert pc.check_claim17({"privlabels/fig12": fig([0.1, 0.11, 0.1], [0.1, 0.1, 0.09])})[0] == pc.NOT_TESTABLE
+
+
+def test_claim20_chance_level_fedavg_is_not_a_strong_baseline_test():
+    def fig(fa, best):
+        return pd.DataFrame(_rows("private", 3, {"FedAvg": fa, "Tuning-MSE": best}))
+    assert pc.check_claim20({"privlabels/fig3": fig([0.5, 0.52, 0.51], [0.51, 0.53, 0.5])})[0] is True
+    assert pc.check_claim20({"privlabels/fig3": fig([0.3, 0.31, 0.32], [0.5, 0.52, 0.51])})[0] is False
+    assert pc.check_claim20({"privlabels/fig3": fig([0.1, 0.1, 0.11], [0.1, 0.11, 0.1])})[0] == pc.NOT_TESTABLE
+
+
+def test_claim1_chance_at_every_L_is_not_testable():
+    flat = []
+    for L in (2, 10):
+        flat += _rows("private", L, {"FedAvg": [0.1, 0.105, 0.11], "FedProx": [0.1, 0.1, 0.11]})
+    assert pc.check_claim1({"privlabels/fig2": pd.DataFrame(flat)})[0] == pc.NOT_TESTABLE
+
+
+def test_claim15_flat_chance_curves_are_not_testable():
+    rows = []
+    for r in (1, 2, 3):
+        for row in _rows("private", 5, {"FedAvg": [0.1, 0.1, 0.11], "Tuning-MSE": [0.1, 0.11, 0.1],
+                                        "Tuning-Pairwise": [0.1, 0.1, 0.1]}):
+            rows.append(dict(row, round=r))
+    assert pc.check_claim15({"privlabels/fig5": pd.DataFrame(rows)})[0] == pc.NOT_TESTABLE
+
+
+def test_captions_name_the_interval_as_the_csv_and_report_do():
+    from fedpaper.papers._common.claims import interval_name
+    from fedpaper.papers.privlabels import draw
+
+    t = pd.DataFrame(_rows("private", 3, {"FedAvg": [0.5, 0.55, 0.52]}))
+    assert draw.interval_text(t) == interval_name(3) == "min-max over n=3 seeds"
+    assert "95%" not in draw._ci_caption(t, "Bar: mean; error bar")
+    s = runs.summarise(pd.DataFrame({"method": ["a"] * 3, "seed": [0, 1, 2], "accuracy": [0.1, 0.3, 0.2]}), ["method"])
+    assert s["interval"].iloc[0] == interval_name(3) and s["per_seed"].iloc[0] == "0.1000;0.3000;0.2000"

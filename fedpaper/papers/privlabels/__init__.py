@@ -7,7 +7,8 @@ tuning with the MSE loss (eq. 6) or the pairwise loss (eq. 5); private setting (
 averaged per label with n_k / n'_y, encoders with n_k / n; adapted FedProx without a proximal term
 on the classifier; central tuning on top (Sec 4.2). Helpers:
 
-- profiles             smoke / quick / paper settings and every shrinkage (notes, subtitles)
+- profiles             smoke / quick / long / paper settings and every shrinkage (notes, subtitles)
+- probe                timing / learning probe that sized the quick and long profiles
 - runs                 specs, federations (privlabels_split + private_label_partition), summaries
 - draw                 line plots over L or E, grouped bars, curves over rounds, table figures
 - appendix_b           App B as exact numbers (losses and gradients when label 9 is held by no one)
@@ -59,7 +60,7 @@ from .profiles import settings, subtitle
 
 #: Modules of this package that only read results; every other file here is part of the cache key
 #: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
-RESULTS_READ_ONLY = ("claims", "draw", "config_tables")
+RESULTS_READ_ONLY = ("claims", "draw", "config_tables", "probe")
 
 PAPER = "privlabels"
 NAMES = {"cifar10": "CIFAR-10", "fashion-mnist": "Fashion-MNIST"}
@@ -110,7 +111,8 @@ def _lines_compute(dataset, data_root):
         miss = runs.missing_labels(p, dataset, p["labels"], p["seeds"], data_root)
         extra = [{"dataset": dataset, "setting": "both", "labels_per_client": L, "method": "(partition)",
                   "metric": metric, "mean": g[col].mean(), "std": g[col].std(ddof=1) if len(g) > 1 else 0.0,
-                  "ci_low": g[col].min(), "ci_high": g[col].max(), "n_seeds": len(g)}
+                  "ci_low": g[col].min(), "ci_high": g[col].max(), "n_seeds": len(g),
+                  "interval": f"min-max over n={len(g)} seeds"}
                  for metric, col in (("labels_held_by_no_client", "missing"), ("min_client_size", "min_client_size"))
                  for L, g in miss.groupby("labels_per_client")]
         import pandas as pd

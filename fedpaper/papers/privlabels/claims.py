@@ -13,9 +13,11 @@ from fedpaper.papers._common.claims import (
     CHANCE_MARGIN_PCT,
     NOT_TESTABLE,
     PARTIAL,
+    chance_models,
     chance_pct,
     interval_name,
     on_code,
+    parse_seeds,
 )
 
 _TEXT = [
@@ -56,6 +58,7 @@ _TEXT = [
 ]
 
 import numpy as np
+import pandas as pd
 
 FIG2, FIG3 = "privlabels/fig2", "privlabels/fig3"
 STD = ["FedAvg", "FedProx", "FedRS", "Tuning-MSE", "Tuning-Pairwise"]
@@ -86,17 +89,37 @@ def _iv(t) -> str:
     return f" (intervals: {interval_name(t['n_seeds'].min())})" if "n_seeds" in t and len(t) else ""
 
 
+def at_chance(rows) -> list[str]:
+    """Methods among `rows` (one row per method, same data/setting/L or E) that sit at chance by the
+    shared rule (papers._common.claims.CHANCE_RULE): most seeds at most chance + 2 points, or a seed
+    value that 3 or more methods share exactly (one-class models); without a per_seed column, the
+    mean at most chance + 2 points."""
+    def seeds(r):
+        return [100 * v for v in parse_seeds(getattr(r, "per_seed", None))]
+    return sorted(chance_models([(r.method, 100 * r.mean, seeds(r)) for r in rows.itertuples()], 100 * CHANCE))
+
+
+def _chance_text1(names, where="") -> str:
+    return (f"{', '.join(names)} at chance{' ' + where if where else ''} (most seeds <= {AT_CHANCE:.2f}, chance "
+            f"{CHANCE:.2f}, or a one-class value shared by 3+ methods on a seed)")
+
+
 def _chance_Ls(t, setting, methods) -> dict:
-    """{L: [methods at chance]} over the L values below 10 (mean accuracy <= AT_CHANCE)."""
+    """{L: [methods at chance]} over the L values below 10 (at_chance on each L's rows)."""
     a, _ = _below10(_acc(t))
     a = a[(a["setting"] == setting) & a["method"].isin(methods)]
-    low = a[a["mean"] <= AT_CHANCE]
-    return {int(L): sorted(g["method"]) for L, g in low.groupby("labels_per_client")}
+    out = {}
+    for L, g in a.groupby("labels_per_client"):
+        low = at_chance(g)
+        if low:
+            out[int(L)] = low
+    return out
 
 
 def _chance_text(low: dict) -> str:
-    return "; ".join(f"L={L}: {', '.join(ms)} at chance (mean <= {AT_CHANCE:.2f}, chance {CHANCE:.2f})"
-                     for L, ms in low.items())
+    return "; ".join(f"L={L}: {', '.join(ms)} at chance" for L, ms in low.items()) + (
+        f" (most seeds <= {AT_CHANCE:.2f}, chance {CHANCE:.2f}, or a one-class value shared by 3+ methods on a seed)"
+        if low else "")
 
 
 def _avg(t, setting, methods, col="mean"):
@@ -134,7 +157,7 @@ def check_claim1(tables):
     avail = [i for i in (FIG2, FIG3) if tables.get(i) is not None]
     if not avail:
         return None, "no committed table for privlabels/fig2, privlabels/fig3"
-    bad, n, single = [], 0, set()
+    bad, n, single, flat = [], 0, set(), []
     for aid in avail:
         a = _acc(tables[aid])
         for (setting, m), g in a.groupby(["setting", "method"]):
@@ -143,6 +166,10 @@ def check_claim1(tables):
                 single.add(m)
                 continue
             lo, hi = g.iloc[0], g.iloc[-1]
+            top = a[(a["setting"] == setting) & (a["labels_per_client"] == hi["labels_per_client"])]
+            if m in at_chance(top):  # at chance even at the largest L: no fall with L to see
+                flat.append(f"{aid.split('/')[1]} {setting} {m}")
+                continue
             rho = np.corrcoef(g["labels_per_client"], g["mean"])[0, 1] if len(g) > 2 else 1.0
             n += 1
             if not (lo["ci_high"] < hi["ci_low"] and rho > 0):
@@ -150,10 +177,14 @@ def check_claim1(tables):
                            f"[{lo['ci_low']:.3f}, {lo['ci_high']:.3f}] vs L={hi['labels_per_client']} {hi['mean']:.3f} "
                            f"[{hi['ci_low']:.3f}, {hi['ci_high']:.3f}], corr(L, mean) {rho:.2f}")
     skipped = f" (not checked, run at one L only: {', '.join(sorted(single))})" if single else ""
+    if flat:
+        skipped += f"; not testable: {_chance_text1(flat, 'at the largest L')}"
+    if n == 0 and flat:
+        return NOT_TESTABLE, f"no curve where the method learns at the largest L{skipped}"
     if bad:
         return False, f"{len(bad)} of {n} method/setting curves fail: " + "; ".join(bad) + skipped + _iv(_acc(tables[avail[0]]))
-    return True, (f"all {n} curves: smallest-L interval below the L=10 interval and accuracy increasing with L "
-                  f"(corr > 0){skipped}" + _iv(_acc(tables[avail[0]])))
+    return (PARTIAL if flat else True), (f"all {n} testable curves: smallest-L interval below the largest-L interval "
+                                         f"and accuracy increasing with L (corr > 0){skipped}" + _iv(_acc(tables[avail[0]])))
 
 
 def _order(tables, aid, setting, test, methods=STD):
@@ -212,11 +243,12 @@ def check_claim8(tables):
     miss = _need(tables, "privlabels/fig1b")
     if miss:
         return None, miss
-    a = _acc(tables["privlabels/fig1b"])
-    a = a[(a["setting"] == "private") & a["method"].isin(ADAPT + TUNE)].set_index("method")["mean"]
-    low = list(a[a <= AT_CHANCE].index)
+    rows = _acc(tables["privlabels/fig1b"])
+    rows = rows[(rows["setting"] == "private") & rows["method"].isin(ADAPT + TUNE)]
+    a = rows.set_index("method")["mean"]
+    low = at_chance(rows)
     if low:
-        return NOT_TESTABLE, f"private, L=5: {', '.join(low)} at chance (mean <= {AT_CHANCE:.2f}): {_fmt(a)}"
+        return NOT_TESTABLE, f"private, L=5: {_chance_text1(low)}: {_fmt(a)}"
     top2 = set(a.sort_values(ascending=False).index[:2])
     return top2 == set(TUNE), f"private, L=5: {_fmt(a)}"
 
@@ -233,7 +265,9 @@ def check_claim9(tables):
                 if set(g["setting"]) != {"private", "public"}:
                     continue
                 pr, pu = g[g["setting"] == "private"].iloc[0], g[g["setting"] == "public"].iloc[0]
-                if max(pr["mean"], pu["mean"]) <= AT_CHANCE:  # two chance-level models are trivially close
+                at_L = a[a["labels_per_client"] == L]
+                both = [m in at_chance(at_L[at_L["setting"] == st]) for st in ("private", "public")]
+                if all(both):  # two chance-level models are trivially close
                     untestable.append(f"{aid.split('/')[1]} {m} L={L}")
                     continue
                 n += 1
@@ -243,7 +277,7 @@ def check_claim9(tables):
                                f"{pr['ci_high']:.3f}] vs public {pu['mean']:.3f} [{pu['ci_low']:.3f}, {pu['ci_high']:.3f}]")
     d = f"private - public mean gap from {min(gaps):+.3f} to {max(gaps):+.3f} over {n} pairs" if gaps else "no pairs"
     d += ("; seed intervals disjoint: " + "; ".join(bad) if bad else "; all seed intervals overlap")
-    d += (f"; not testable (both at chance, mean <= {AT_CHANCE:.2f}): {', '.join(untestable)}" if untestable else "")
+    d += (f"; not testable: {_chance_text1(untestable, '(private and public)')}" if untestable else "")
     d += _iv(_acc(tables[avail[0]]))
     verdict = False if bad else (NOT_TESTABLE if n == 0 and untestable else (PARTIAL if untestable else n > 0))
     return verdict, d
@@ -269,6 +303,9 @@ def check_claim11(tables):
     a = _acc(tables["privlabels/fig4"])
     a = a[(a["setting"] == "private") & a["method"].isin(ADAPT + TUNE)]
     d = "; ".join(f"{r.method} {r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]" for r in a.itertuples())
+    low = at_chance(a)
+    if low:  # models at chance all "perform similarly": that says nothing about the claim
+        return NOT_TESTABLE, f"private, L=3: {_chance_text1(low)}: {d}" + _iv(a)
     return _overlap(a), f"private, L=3: {d}" + _iv(a)
 
 
@@ -309,8 +346,8 @@ def check_claim14(tables):
         return None, "no committed table for privlabels/fig2, privlabels/fig3"
     res, parts = [], []
     for aid in avail:
-        low = _chance_Ls(tables[aid], "private", ["FedAvg"] + TUNE)
-        low = {L: ms for L, ms in low.items() if "FedAvg" in ms or set(TUNE) <= set(ms)}
+        chance = _chance_Ls(tables[aid], "private", ["FedAvg"] + TUNE)
+        low = {L: ms for L, ms in chance.items() if "FedAvg" in ms or set(TUNE) <= set(ms)}
         Ls = [L for L in _below10(_acc(tables[aid]))[1] if L not in low]
         note = f"; left out {_chance_text(low)}" if low else ""
         name = aid.split("/")[1]
@@ -320,7 +357,8 @@ def check_claim14(tables):
             continue
         a, _ = _below10(_acc(tables[aid]))
         a = a[a["setting"] == "private"].pivot_table(index="labels_per_client", columns="method", values="mean")
-        gain = a[TUNE].where(a[TUNE] > AT_CHANCE).max(axis=1) - a["FedAvg"]  # best learning tuning method
+        learn = pd.DataFrame({m: [m not in chance.get(int(L), []) for L in a.index] for m in TUNE}, index=a.index)
+        gain = a[TUNE].where(learn).max(axis=1) - a["FedAvg"]  # the best tuning method that learns
         lo, hi = gain.loc[Ls[0]], gain.loc[Ls[-1]]
         res.append(bool(lo > 0 and lo > hi))
         parts.append(f"{name}: best tuning - FedAvg = {lo:+.3f} at L={Ls[0]}, {hi:+.3f} at L={Ls[-1]}"
@@ -341,10 +379,15 @@ def check_claim15(tables):
     avail = [i for i in ids if tables.get(i) is not None]
     if not avail:
         return None, "no committed table for " + ", ".join(ids)
-    ok, parts = True, []
+    ok, parts, untestable = True, [], []
     for aid in avail:
         t = _acc(tables[aid])
         R = int(t["round"].max())
+        low = at_chance(t[t["round"] == R])
+        if low:  # a flat chance-level curve "converges" at round 1: no test of the claim
+            untestable.append(aid)
+            parts.append(f"{aid.split('/')[1]}: not testable, {_chance_text1(low, f'at the last round {R}')}")
+            continue
         conv = {m: _converge_round(g) for m, g in t.groupby("method")}
         width = (t["ci_high"] - t["ci_low"]).groupby(t["method"]).mean()
         similar = all(abs(conv[m] - conv["FedAvg"]) <= max(2, 0.2 * R) for m in TUNE if m in conv)
@@ -352,7 +395,10 @@ def check_claim15(tables):
         ok &= similar and wider
         parts.append(f"{aid.split('/')[1]}: rounds to 95% of gain {conv}, mean seed-interval width "
                      + ", ".join(f"{m} {v:.3f}" for m, v in width.items()))
-    return ok, "; ".join(parts) + " (similar = within max(2, 20% of rounds))" + _iv(_acc(tables[avail[0]]))
+    detail = "; ".join(parts) + " (similar = within max(2, 20% of rounds))" + _iv(_acc(tables[avail[0]]))
+    if len(untestable) == len(avail):
+        return NOT_TESTABLE, detail
+    return (PARTIAL if ok and untestable else bool(ok)), detail
 
 
 def check_claim16(tables):
@@ -360,14 +406,19 @@ def check_claim16(tables):
     if miss:
         return None, miss
     a = _acc(tables["privlabels/fig11"])
-    bad, parts = [], []
+    bad, parts, low = [], [], []
+    for (s, E), g in a.groupby(["setting", "local_epochs"]):
+        low += [f"{s} {m} E={E}" for m in at_chance(g)]
     for (s, m), g in a.groupby(["setting", "method"]):
         rng = g["mean"].max() - g["mean"].min()
         parts.append(f"{s} {m} range {rng:.3f}")
         if not _overlap(g):
             bad.append(f"{s} {m}")
-    return not bad, ("seed intervals over E overlap for every method" if not bad else "seed intervals over E disjoint for " +
-                     ", ".join(bad)) + "; " + "; ".join(parts) + _iv(a)
+    detail = ("seed intervals over E overlap for every method" if not bad else "seed intervals over E disjoint for "
+              + ", ".join(bad)) + "; " + "; ".join(parts) + _iv(a)
+    if low:  # chance-level models do not change with E either: "no change" is then no evidence
+        return (False if bad else NOT_TESTABLE), f"{_chance_text1(low)}; {detail}"
+    return not bad, detail
 
 
 def check_claim17(tables):
@@ -375,14 +426,22 @@ def check_claim17(tables):
     avail = [i for i in ids if tables.get(i) is not None]
     if not avail:
         return None, "no committed table for " + ", ".join(ids)
-    ok, parts = True, []
+    ok, parts, untestable = True, [], 0
     for aid in avail:
         a = _acc(tables[aid])
-        a = a[a["setting"] == "private"].groupby("method")["mean"].mean()
-        ok &= a["Tuning-MSE"] > a["Tuning-Pairwise"]
-        parts.append(f"{aid.split('/')[1]} private mean over L: MSE {a['Tuning-MSE']:.3f}, "
-                     f"Pairwise {a['Tuning-Pairwise']:.3f}")
-    return bool(ok), "; ".join(parts)
+        a = a[(a["setting"] == "private") & a["method"].isin(TUNE)]
+        low = sorted({f"{m} L={L}" for L, g in a.groupby("labels_per_client") for m in at_chance(g)})
+        m = a.groupby("method")["mean"].mean()
+        text = f"{aid.split('/')[1]} private mean over L: MSE {m['Tuning-MSE']:.3f}, Pairwise {m['Tuning-Pairwise']:.3f}"
+        if low:
+            untestable += 1
+            parts.append(f"{text} (not testable: {_chance_text1(low)})")
+            continue
+        ok &= m["Tuning-MSE"] > m["Tuning-Pairwise"]
+        parts.append(text)
+    if untestable == len(avail):
+        return NOT_TESTABLE, "; ".join(parts)
+    return (PARTIAL if ok and untestable else bool(ok)), "; ".join(parts)
 
 
 @on_code
@@ -426,15 +485,23 @@ def check_claim20(tables):
         return None, miss
     a = _acc(tables[FIG3])
     a = a[a["setting"] == "private"]
-    bad, n = [], 0
+    bad, n, low = [], 0, []
     for L, g in a.groupby("labels_per_client"):
         best = g.loc[g["mean"].idxmax()]
         fa = g[g["method"] == "FedAvg"].iloc[0]
+        if "FedAvg" in at_chance(g):  # a chance-level FedAvg is no "strong baseline" test
+            low.append(int(L))
+            continue
         n += 1
         if fa["ci_high"] < best["ci_low"]:
             bad.append(f"L={L}: FedAvg {fa['mean']:.3f} [{fa['ci_low']:.3f}, {fa['ci_high']:.3f}] vs best "
                        f"{best['method']} {best['mean']:.3f} [{best['ci_low']:.3f}, {best['ci_high']:.3f}]")
-    return not bad, (f"FedAvg's seed interval reaches the best method's at all {n} L" if not bad else "; ".join(bad)) + _iv(a)
+    note = f"; not testable at L in {low}: {_chance_text1(['FedAvg'])}" if low else ""
+    detail = (f"FedAvg's seed interval reaches the best method's at {n} of {n + len(low)} L" if not bad
+              else "; ".join(bad)) + note + _iv(a)
+    if bad:
+        return False, detail
+    return (NOT_TESTABLE if n == 0 else (PARTIAL if low else True)), detail
 
 
 CHECKS = {f"claim-{i}": globals()[f"check_claim{i}"] for i in range(1, 21)}

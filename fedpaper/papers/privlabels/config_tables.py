@@ -14,6 +14,8 @@ from torch import nn
 
 from fedpaper.models import build_model
 
+from .profiles import client_steps
+
 PAPER_TABLE1 = [("Conv", "3"), ("Conv", "3"), ("Max-pool 2x2", ""), ("Conv", "3"), ("Conv", "3"),
                 ("Max-pool 2x2", ""), ("Flatten", ""), ("Fully connected", ""), ("Dropout 0.5", ""),
                 ("(classifier psi, Sec 3)", "")]
@@ -80,5 +82,10 @@ def table2(p: dict) -> pd.DataFrame:
         ("labels per client L", "2..10", ", ".join(map(str, p["labels"]))),
         ("seeds", "10 (ablation 3)", f"{_count(p['seeds'])} (ablation {_count(e['seeds'])})"),
         ("CNN widths / hidden", "n.g. ('3', vague-2)", f"{'-'.join(map(str, p['widths']))} / {p['hidden']}"),
+        ("precision", "n.g. (fp32 assumed)", p.get("precision", "fp32")
+         + (" autocast, fp32 weights and optimiser state" if p.get("precision", "fp32") != "fp32" else "")),
+        ("local steps per client per run", "3200 (2000 / 64 x 100)", client_steps(p)),
+        ("validation / test images per seed", "all (20% split) / all (official test set)",
+         f"{p['val_eval'] or 'all'} / {p['test_eval'] or 'all'}"),
     ]
     return pd.DataFrame([{"hyperparameter": a, "paper": b, "ours": str(c)} for a, b, c in rows])

@@ -1,6 +1,6 @@
 """Figures of the private-label-sets artifacts: line plots over L (or E), grouped bars, curves over
-rounds and configuration tables. Every plot shows the mean over seeds with its 95% percentile-bootstrap
-CI, accuracy in % (the csv keeps fractions), the legend outside the axes, and a caption that says
+rounds and configuration tables. Every plot shows the mean over seeds with its interval over seeds
+(named by `interval_text`: with 3 seeds the seeds' min-max range), accuracy in % (the csv keeps fractions), the legend outside the axes, and a caption that says
 what the bands / bars are and over how many seeds."""
 from __future__ import annotations
 
@@ -31,15 +31,19 @@ def _wrap(text: str, fig) -> str:
     return "\n".join(textwrap.fill(part, width) for part in text.split("\n"))
 
 
-def _seeds(table: pd.DataFrame) -> str:
-    n = sorted({int(v) for v in table.get("n_seeds", pd.Series(dtype=float)).dropna()})
-    return "/".join(map(str, n)) if n else "?"
+def interval_text(table: pd.DataFrame) -> str:
+    """What the table's ci_low/ci_high are, named as the report and the csv `interval` column name
+    them (papers._common.claims.interval_name): with 3 seeds the seeds' min-max range, not a 95% CI."""
+    from fedpaper.papers._common.claims import interval_name
+
+    ns = sorted({int(v) for v in table.get("n_seeds", pd.Series(dtype=float)).dropna()})
+    if not ns:
+        return "interval over an unknown number of seeds"
+    return "; ".join(dict.fromkeys(interval_name(n) for n in ns))
 
 
 def _ci_caption(table: pd.DataFrame, what: str) -> str:
-    n = _seeds(table)
-    few = " (a rough interval: few seeds)" if n != "?" and max(map(int, n.split("/"))) < 5 else ""
-    return f"{what}: 95% percentile-bootstrap CI of the mean over {n} seeds{few}; dotted: chance ({CHANCE:.0f}%)"
+    return f"{what}: {interval_text(table)}; dotted: chance ({CHANCE:.0f}%)"
 
 
 def _at_chance(table: pd.DataFrame) -> list[str]:
@@ -113,7 +117,7 @@ def lines(table: pd.DataFrame, x: str, title: str, sub: str, xlabel: str):
 
 
 def bars(table: pd.DataFrame, title: str, sub: str):
-    """Grouped bars: private group, then public group; error bars = 95% bootstrap CI."""
+    """Grouped bars: private group, then public group; error bars = the seed interval (interval_text)."""
     fig, ax = plt.subplots(figsize=(8, 3.8))
     x0, ticks, labels = 0.0, [], []
     for setting in ["private", "public"]:
@@ -140,7 +144,7 @@ def bars(table: pd.DataFrame, title: str, sub: str):
 
 
 def curves(table: pd.DataFrame, title: str, sub: str):
-    """Test accuracy per round: mean line and 95% CI band per method."""
+    """Test accuracy per round: mean line and seed-interval band (interval_text) per method."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for m in _methods(table):
         g = table[table["method"] == m].sort_values("round")

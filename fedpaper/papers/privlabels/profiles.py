@@ -1,4 +1,4 @@
-"""The smoke, quick and paper profiles of the private-label-sets artifacts (targets/privlabels.md).
+"""The smoke, quick, long and paper profiles of the private-label-sets artifacts (targets/privlabels.md).
 
 `SETTINGS[profile]` holds everything a run needs (data, partition, model, training, grids);
 `NOTES[profile]` lists every shrinkage relative to the paper: it goes into each artifact's
@@ -9,6 +9,49 @@ where it is vague: m = 10 clients (vague-1), the Keras-like CNN 32-32-64-64 / 51
 global stratified 80/20 split (vague-3), 5,000 / 6,000 unlabeled server images (vague-4), Adam
 lr 1e-3, batch 64, E = 1, 100 rounds, FedProx mu 0.01, FedRS alpha 0.5, 3 tuning epochs per
 round, 10 seeds (3 for the epoch ablation, vague-13), L = 2..10 (vague-15).
+
+Sizing of the CPU profiles (issue #14; measured, not guessed). The sweep has about 270 runs
+(per data set 54 plain FedAvg/FedProx/FedRS runs and 48 central-tuning runs at L = 2, 3, 5, 10 x 3
+seeds, after the L = 10 identities are shared; plus the CIFAR-10 epoch ablation, E = 1, 3, 5 at
+L = 5, 6 methods x 3 seeds). A run's cost is set by images x rounds; central tuning adds the 10
+client models' predictions on the server set and 3 epochs over it, about 2x a plain run. Probe
+(process CPU seconds of one engine batch per cost class, one round, extrapolated to the sweep's
+run counts and rounds; data loading and notebook start-up not included):
+
+    OMP_NUM_THREADS=1 FEDPAPER_DATA=... python -m fedpaper.papers.privlabels.probe --profile quick --rounds 1
+    OMP_NUM_THREADS=1 FEDPAPER_DATA=... python -m fedpaper.papers.privlabels.probe --profile long --rounds 1
+    ... --learn  (trains L = 10 FedAvg and private L = 2 FedAvg / Tuning-MSE at full size: does it learn?)
+
+Measured 2026-11-23/24 with OMP_NUM_THREADS=1, nice 10, on the 2-core machine shared with the other
+helpers (load average 7-10: wall time was 5-15x the process CPU time, and CPU time itself is
+inflated by the contention, so these estimates are noisy and probably high), with the grouped
+evaluation and central tuning of branch s4-E (commit 1a880fc; on main's engine, where tuning loops
+over runs, a tuning run-round cost 2-3x more) and bf16 autocast (s4-E "CHECKPOINT bf16" 1d47a29:
+fp32 0.4160 +- 0.0095 vs bf16 0.4145 +- 0.0084 on 3 CIFAR-10 seeds, within seed noise; bf16/fp32
+speed 1.56x for a FedAvg round of this CNN here: 1.28 vs 2.01 CPU s per run-round at 500/client).
+CPU seconds per (run x round):
+
+    profile  data set       plain  MSE tuning  pairwise tuning   sweep estimate (CPU)
+    quick    CIFAR-10       0.51   0.85        0.86              main 205 s + epoch ablation 283 s
+    quick    Fashion-MNIST  0.37   0.96        0.91              main 193 s
+    quick    total                                               681 s = 11.4 min (+ ~1-2 min notebook start-up, data loading)
+    long     CIFAR-10       0.88   1.65        2.23 (noisy)      main 1,425 s + epoch ablation 1,811 s
+    long     Fashion-MNIST  0.69   1.40        ~1.45             main ~1,060 s
+    long     total                                               ~4,300 s = ~72 min (67 min with pairwise = MSE cost)
+
+Does it learn? (`--learn`, bf16, test accuracy mean over 3 seeds)
+- quick size (100/client, batch 16, 4 rounds -- one round MORE than quick): CIFAR-10 public FedAvg
+  L=10 0.131, private FedAvg L=2 0.116, private Tuning-MSE L=2 0.093; Fashion-MNIST 0.400, 0.153,
+  0.208. So at ~12 CPU minutes the quick profile does NOT learn CIFAR-10 (at chance) and learns
+  Fashion-MNIST only partly: the whole sweep is about 270 runs, 12 minutes leave ~2.5 CPU s per
+  run, and a CIFAR-10 run of this CNN needs ~10 rounds at 200/client (~9 CPU s) to reach 29%.
+  The quick profile produces every artifact; its claims are mostly "not testable at this scale".
+- long size (200/client, batch 16, 10 rounds): CIFAR-10 public FedAvg L=10 0.287 (0.278, 0.272,
+  0.312), private FedAvg L=2 0.159, private Tuning-MSE L=2 0.157.
+Batch 16 rather than the paper's 64: the step cost here is mostly per-step overhead, and at 200
+images per client batch 64 gives 4 steps per round; batch 16 gives 4x the steps (local and
+tuning) for ~1.6x the CPU. A 500/client, batch-64 long profile would afford ~5 rounds (40 local
+steps per client) in the same time, against 130 steps here.
 """
 from __future__ import annotations
 
@@ -34,41 +77,61 @@ _PAPER = {
     "share_L10": False,
     # run the L = 10 identities (private = public FedAvg, FedRS = FedAvg) as real runs (checks)
     "backend": "auto",  # engine backend: speed only, never results
+    "precision": "fp32",  # TrainConfig.precision (part of the run key)
 }
 
-_QUICK = dict(
-    _PAPER,
-    samples_per_client=200,
-    server_size={"cifar10": 64, "fashion-mnist": 64},
-    val_eval=200, test_eval=400,
-    widths=[8, 8, 16, 16], hidden=128,
-    batch_size=16,  # a first quick run with batch 64 (2 steps per round at 100 images) stayed near chance
-    rounds=10, seeds=3, labels=[2, 3, 5, 10],
-    pairwise_all_labels=[2],  # where a label held by no client is likely (App B)
-    epochs={"E": [1, 3, 5], "labels": [2, 5], "fig11_L": 5, "seeds": 2, "rounds": 4,
-            "tuning_optimizer": "sgd", "tuning_lr": 1e-3},
-    eval_batch=256,
-    share_L10=True,
-    backend="grouped",  # the fastest backend for this small CNN on the 2-core CPU (engine benchmark)
-)
+# Sizes of the CPU profiles (measured: see the module docstring)
+QUICK_SPC, QUICK_ROUNDS, QUICK_BATCH, QUICK_PRECISION = 100, 3, 16, "bf16"
+LONG_SPC, LONG_ROUNDS, LONG_BATCH, LONG_PRECISION = 200, 10, 16, "bf16"
+
+def paper_ratio_server(samples_per_client: int, num_clients: int = 10) -> dict:
+    """Unlabeled server set in the paper's ratio to the clients' data (App A, vague-4): 5,000 per
+    10 x 2,000 CIFAR-10 client images (1/4), 6,000 per 20,000 Fashion-MNIST ones (3/10)."""
+    n = samples_per_client * num_clients
+    return {d: int(round(n * v / (_PAPER["num_clients"] * _PAPER["samples_per_client"])))
+            for d, v in _PAPER["server_size"].items()}
+
+
+def _sized(base: dict, spc: int, rounds: int, batch: int, **kw) -> dict:
+    """A CPU profile: `spc` images per client, the server set in the paper's ratio to the clients'
+    data, the epoch ablation at L = 5 only (Figs 12/13 then show one L) and at the main sweep's rounds
+    (so its E = 1 FedAvg runs are the main sweep's runs, read from the cache)."""
+    p = dict(base, samples_per_client=spc, server_size=paper_ratio_server(spc, base["num_clients"]),
+             batch_size=batch, rounds=rounds, seeds=3, labels=[2, 3, 5, 10],
+             pairwise_all_labels=[2],  # where a label held by no client is likely (App B)
+             epochs={"E": [1, 3, 5], "labels": [5], "fig11_L": 5, "seeds": 3, "rounds": rounds,
+                     "tuning_optimizer": "sgd", "tuning_lr": 1e-3},
+             eval_batch=1024, share_L10=True,
+             backend="grouped")  # the fastest backend for this small CNN on the 2-core CPU (engine benchmark)
+    p.update(kw)
+    return p
+
+
+_QUICK = _sized(_PAPER, spc=QUICK_SPC, rounds=QUICK_ROUNDS, batch=QUICK_BATCH, val_eval=500, test_eval=1000,
+                widths=[8, 8, 16, 16], hidden=128, precision=QUICK_PRECISION)
+
+_LONG = _sized(_PAPER, spc=LONG_SPC, rounds=LONG_ROUNDS, batch=LONG_BATCH, val_eval=1000, test_eval=2000,
+               widths=[8, 8, 16, 16], hidden=128, precision=LONG_PRECISION)
 
 _SMOKE = dict(
-    _QUICK,
+    _PAPER,
     samples_per_client=16,
     server_size={"cifar10": 32, "fashion-mnist": 32},
     val_eval=40, test_eval=60,
     widths=[2, 2, 4, 4], hidden=16,
+    batch_size=16,
     rounds=2, seeds=2, labels=[3, 5],
     pairwise_all_labels=[5],
     epochs={"E": [1, 3], "labels": [3, 5], "fig11_L": 5, "seeds": 2, "rounds": 2,
             "tuning_optimizer": "sgd", "tuning_lr": 1e-3},
+    eval_batch=256, share_L10=True, backend="grouped",
     stand_ins={
         "fashion-mnist": {"num_classes": 10, "n_train": 600, "n_test": 100, "shape": [1, 16, 16], "seed": 0},
         "cifar10": {"num_classes": 10, "n_train": 600, "n_test": 100, "shape": [3, 16, 16], "seed": 1},
     },
 )
 
-SETTINGS = {"paper": _PAPER, "quick": _QUICK, "smoke": _SMOKE}
+SETTINGS = {"paper": _PAPER, "long": _LONG, "quick": _QUICK, "smoke": _SMOKE}
 
 
 def _shrinkage(p: dict) -> list[str]:
@@ -77,18 +140,22 @@ def _shrinkage(p: dict) -> list[str]:
     if p["samples_per_client"] != q["samples_per_client"]:
         notes.append(f"{p['samples_per_client']} samples per client instead of 2,000")
     if p["server_size"] != q["server_size"]:
+        ratio = " (the paper's ratio to the clients' data)" if p["server_size"] == paper_ratio_server(
+            p["samples_per_client"], p["num_clients"]) else ""
         notes.append("unlabeled server set " + ", ".join(f"{k} {v}" for k, v in p["server_size"].items())
-                     + " instead of 5,000 (CIFAR-10) / 6,000 (Fashion-MNIST)")
+                     + f"{ratio} instead of 5,000 (CIFAR-10) / 6,000 (Fashion-MNIST)")
     if p["val_eval"] or p["test_eval"]:
-        notes.append(f"snapshot selection on a random {p['val_eval']}-image subset of the 20% validation split, "
-                     f"test accuracy on a random {p['test_eval']}-image subset of the official test set (per seed)")
+        notes.append("snapshot selection on " + (f"a random {p['val_eval']}-image subset of " if p["val_eval"] else "")
+                     + "the 20% validation split, test accuracy on "
+                     + (f"a random {p['test_eval']}-image subset of " if p["test_eval"] else "the whole of ")
+                     + "the official test set (subsets drawn per seed)" + _se_note(p))
     if (p["widths"], p["hidden"]) != (q["widths"], q["hidden"]):
         notes.append(f"CNN widths {tuple(p['widths'])}, hidden {p['hidden']} instead of (32, 32, 64, 64), 512")
     if p["batch_size"] != q["batch_size"]:
-        steps = -(-p["samples_per_client"] // 64)
-        notes.append(f"batch {p['batch_size']} instead of 64 for local training and central tuning (with "
-                     f"{p['samples_per_client']} images per client, batch 64 gives {steps} steps per round; a first "
-                     "quick run with 100 images per client, batch 64 and 8 rounds left every method near chance)")
+        notes.append(f"batch {p['batch_size']} instead of 64 for local training and central tuning")
+    if p.get("precision", "fp32") != q["precision"]:
+        notes.append(f"{p['precision']} autocast for forward/backward (fp32 master weights and optimiser state) "
+                     "instead of fp32")
     if p["rounds"] != q["rounds"]:
         notes.append(f"{p['rounds']} rounds instead of 100")
     if p["seeds"] != q["seeds"]:
@@ -105,12 +172,36 @@ def _shrinkage(p: dict) -> list[str]:
     if e != qe:
         notes.append(f"epoch ablation: E in {e['E']}, L in {e['labels']}, {e['seeds']} seeds, {e['rounds']} rounds "
                      f"(paper: E in {qe['E']}, L 2..10, 3 seeds, 100 rounds)")
+    steps, psteps = client_steps(p), client_steps(q)
+    if steps != psteps:
+        notes.append(f"{steps:,} local steps per client per run instead of {psteps:,}; central tuning "
+                     f"{tuning_steps(p, 'cifar10'):,} (CIFAR-10) / {tuning_steps(p, 'fashion-mnist'):,} "
+                     f"(Fashion-MNIST) steps per round instead of {tuning_steps(q, 'cifar10'):,} / "
+                     f"{tuning_steps(q, 'fashion-mnist'):,}")
     return notes
+
+
+def client_steps(p: dict) -> int:
+    """Optimiser steps of one client over a run of the main sweep (E = 1)."""
+    return -(-p["samples_per_client"] // p["batch_size"]) * p["local_epochs"] * p["rounds"]
+
+
+def tuning_steps(p: dict, dataset: str) -> int:
+    """Central-tuning steps per round (tuning_epochs over the server set)."""
+    return -(-p["server_size"][dataset] // p["batch_size"]) * p["tuning_epochs"]
+
+
+def _se_note(p: dict) -> str:
+    """The standard error the test subset implies for one seed's accuracy (binomial, at 50%: the
+    largest), so a reader can tell which differences the subset can separate."""
+    n = p["test_eval"] or 10_000
+    return f"; a seed's test accuracy has a binomial standard error of at most {50 / n ** 0.5:.1f} points on {n:,} images"
 
 
 NOTES = {
     "paper": [],
     "quick": ["quick profile (2-core CPU): " + n for n in _shrinkage(_QUICK)],
+    "long": ["long profile (2-core CPU): " + n for n in _shrinkage(_LONG)],
     "smoke": ["SMOKE: synthetic 16x16 stand-in images; not a result"] + _shrinkage(_SMOKE),
 }
 
@@ -128,13 +219,15 @@ def subtitle(p: dict, epochs: bool = False) -> str:
         return ""
     e = p["epochs"]
     parts = [f"{p['profile']} profile: m={p['num_clients']}, {p['samples_per_client']}/client, batch {p['batch_size']}",
-             f"server set {next(iter(p['server_size'].values()))}",
-             f"CNN {'-'.join(map(str, p['widths']))}/{p['hidden']}"]
+             "server set " + "/".join(str(v) for v in p["server_size"].values()),
+             f"CNN {'-'.join(map(str, p['widths']))}/{p['hidden']}"
+             + (f" {p['precision']}" if p.get("precision", "fp32") != "fp32" else "")]
     n = lambda s: len(s) if isinstance(s, list) else s  # noqa: E731
     if epochs:
         parts += [f"{e['rounds']} rounds", f"{n(e['seeds'])} seeds", "SGD tuning"]
     else:
-        parts += [f"{p['rounds']} rounds", f"{n(p['seeds'])} seeds"]
-    if p.get("test_eval"):
-        parts.append(f"val/test subsets {p['val_eval']}/{p['test_eval']}")
-    return "; ".join(parts) + " (paper: 2000/client, batch 64, 32-32-64-64/512, 100 rounds, 10 seeds)"
+        parts += [f"{p['rounds']} rounds ({client_steps(p)} local steps/client)", f"{n(p['seeds'])} seeds"]
+    if p.get("test_eval") or p.get("val_eval"):
+        parts.append(f"val/test subsets {p['val_eval'] or 'all'}/{p['test_eval'] or 'all'}")
+    return "; ".join(parts) + (" (paper: 2000/client, server 5000/6000, batch 64, 32-32-64-64/512, 100 rounds "
+                               "(3,200 local steps/client), 10 seeds)")

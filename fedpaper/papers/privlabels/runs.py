@@ -21,6 +21,7 @@ import pandas as pd
 from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.experiment import Execution, RunSpec, get_pools, layout, pools_key_of, run_specs
+from fedpaper.papers._common.claims import interval_name
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.partition import private_label_partition, privlabels_split
 from fedpaper.store import spec_json
@@ -70,7 +71,8 @@ def run_spec(p: dict, dataset: str, name: str, setting: str, L: int, seed: int, 
                                    "dropout": p["dropout"]},
                   "optimizer": p["optimizer"], "lr": p["lr"], "batch_size": p["batch_size"],
                   "local_epochs": int(epochs if sgd else p["local_epochs"]),
-                  "rounds": p["epochs"]["rounds"] if sgd else p["rounds"]},
+                  "rounds": p["epochs"]["rounds"] if sgd else p["rounds"],
+                  **({"precision": p["precision"]} if p.get("precision", "fp32") != "fp32" else {})},
         evaluation={"val_eval": p["val_eval"], "test_eval": p["test_eval"]},
         tags={"display": name, "setting": setting})
 
@@ -186,14 +188,19 @@ def per_round(specs: list[dict], results: list[dict], dataset_label: str) -> pd.
     return pd.DataFrame(rows)
 
 
-SUMMARY_COLS = ["metric", "mean", "std", "ci_low", "ci_high", "n_seeds"]
+SUMMARY_COLS = ["metric", "mean", "std", "ci_low", "ci_high", "n_seeds", "interval", "per_seed"]
 
 
 def summarise(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Mean, std (ddof=1) and 95% percentile-bootstrap CI (1000 resamples, vague-14) over seeds."""
+    """Mean, std (ddof=1) and the percentile-bootstrap interval (95%, 1000 resamples, vague-14) over
+    seeds; the `interval` column says what ci_low/ci_high are (with 3 seeds: the seeds' min-max,
+    papers._common.claims.interval_name); `per_seed` the accuracies in seed order, joined by ';'
+    (so a check can see one-class models: the same value for 3+ methods on a seed)."""
     rows = []
     for k, g in df.groupby(keys, sort=False):
-        rows.append({**group_fields(keys, k), **seed_summary(g["accuracy"].to_numpy(), "accuracy", ci=True)})
+        g = g.sort_values("seed") if "seed" in g else g
+        row = {**group_fields(keys, k), **seed_summary(g["accuracy"].to_numpy(), "accuracy", ci=True, per_seed=".4f")}
+        rows.append(dict(row, interval=interval_name(row["n_seeds"])))
     return pd.DataFrame(rows, columns=keys + SUMMARY_COLS)
 
 
