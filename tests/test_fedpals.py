@@ -34,7 +34,7 @@ def test_federation_target_is_last_partition(smoke):
     spec = _spec(smoke)
     fed = R.federation(spec)
     y_tr, y_te = R.labels(spec.data)
-    part = R.partition(spec.data, spec.partition["split"], 10, spec.partition["per_client"], 0)
+    part = R.partition(spec.data, spec.partition["split"], 10, spec.partition["data_fraction"], 0)
     assert len(fed.client_indices) == 9
     np.testing.assert_array_equal(fed.val_indices, part.client_indices[9])
     np.testing.assert_allclose(fed.target_marginal, part.marginals[9])

@@ -12,7 +12,6 @@ from fedpaper.experiment import default_device, run_specs
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 
-PAPER_FIG8A_CLIENT_SIZE = 50000 / 101  # CIFAR-10 images per partition with 101 partitions
 
 
 def _gkey(s) -> tuple:
@@ -270,9 +269,10 @@ def draw_fig7(tab: pd.DataFrame, params: dict):
 
 # ----------------------------------------------------------------------------- Fig 8
 def fig8a_lambda(p: dict) -> float:
-    """lambda = 1000 (App. B.3); with capped clients, rescaled so lambda / N matches the paper's."""
-    cap = p["per_client"].get("cifar10")
-    return 1000.0 if cap is None else round(1000.0 * cap / PAPER_FIG8A_CLIENT_SIZE, 4)
+    """lambda = 1000 (App. B.3); with a data fraction f < 1, lambda = 1000 f: the penalty
+    lambda * sum(alpha_i^2 / n_i) of eq. (9) is unchanged when every n_i shrinks by f."""
+    f = R.data_fraction(p, "cifar10")
+    return 1000.0 if f is None or f == 1 else round(1000.0 * float(f), 4)
 
 
 def fig8_settings(p: dict) -> dict:
