@@ -128,8 +128,24 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
     t.set_fontsize(7)
     t.scale(1, 2.2)
     ax.set_title(title, fontsize=9)
-    subtitle(fig, params)
+    subtitle(fig, params, table_chance_caption(tab))
     return fig
+
+
+def table_chance_caption(tab: pd.DataFrame) -> str:
+    """'At chance (...): FedProx, SCAFFOLD in CIFAR-10 C=3; ...' for the cells whose models sit at
+    chance by the claims' rule (papers._common.claims.CHANCE_RULE), '' when none does."""
+    from fedpaper.papers._common.claims import chance_models, chance_pct, parse_seeds
+
+    parts = []
+    for (ds, ls), g in tab.groupby(["dataset", "label_split"], sort=False):
+        g = g[~g["method"].str.contains(r"\(", regex=True)]
+        seeds = g["per_seed"] if "per_seed" in g else [None] * len(g)
+        low = chance_models(((m, float(x), parse_seeds(sd)) for m, x, sd in zip(g["method"], g["mean"], seeds)),
+                            chance_pct(ls))
+        if low:
+            parts.append(f"{', '.join(low)} in {ds} {ls}")
+    return ("At chance (most seeds within 2 points of a one-class model or of 0): " + "; ".join(parts)) if parts else ""
 
 
 # ----------------------------------------------------------------------------- accuracy vs shift
