@@ -15,6 +15,7 @@ Partitioners (paper section in brackets):
 - fedmt_partition             FedMT Sec. 4.1 / App. C.1.1 server + IID / non-IID clients (vague-12)
 - resample_to_marginal        FedPALS target test set resampled to T(Y) (vague-3)
 - oracle_partition            FedPALS App. A.3 Oracle: clients drawn i.i.d. from T(Y) (vague-10)
+- thin_partition              a common fraction of every client's images per label (scaled-down profiles)
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ __all__ = [
     "Partition", "sparsity_partition", "dirichlet_partition", "dirichlet_marginals",
     "private_label_partition", "privlabels_split", "class_presence_partition", "fedmt_partition",
     "cifar100_correspondence_matrix", "resample_to_marginal", "oracle_partition", "round_counts",
+    "thin_partition",
 ]
 
 
@@ -725,3 +727,37 @@ def oracle_partition(labels, target_marginal, sizes, seed: int, pool=None, exact
             "exact": exact, "scale_to_fit": scale_to_fit, "scale": scale, "num_classes": int(p.size),
             "source": "FedPALS App. A.3 Oracle; targets vague-10"}
     return _finish(clients, y, int(p.size), pool, meta)
+
+
+# =========================================================================== scaled-down profiles
+def thin_partition(labels, part: Partition, fraction: float, seed: int) -> Partition:
+    """Keep the same fraction of every client's images of every label (scaled-down profiles).
+
+    Client i keeps ``round(fraction * n_ic)`` (halves up) of its ``n_ic`` images of label c, drawn
+    uniformly without replacement, so each client's label counts are within half an image of
+    ``fraction`` times the full ones: its label marginal and the clients' relative sizes (FedAvg's
+    n_i / N, eq. 4) are those of ``part`` up to rounding to whole images (a label with a single
+    image in a large client may round away; a client that would be left empty keeps one image of
+    its largest label). ``fraction=1`` returns ``part`` itself. ``labels`` is the label array
+    ``part`` indexes. ``meta`` gains ``data_fraction`` and ``full_sizes`` (the sizes before).
+    """
+    seed = _check_seed(seed)
+    y = _as_labels(labels)
+    if isinstance(fraction, bool) or not (isinstance(fraction, (int, float, np.floating)) and 0 < fraction <= 1):
+        raise BadParameterError(f"fraction={fraction!r} is out of range; it must lie in (0, 1] "
+                                "(the share of each client's images kept per label)")
+    if float(fraction) == 1.0:
+        return part
+    rng = np.random.default_rng([seed, 11])
+    clients = []
+    for ix in part.client_indices:
+        ix = np.asarray(ix, dtype=np.int64)
+        labs, cnt = np.unique(y[ix], return_counts=True)
+        want = np.floor(fraction * cnt + 0.5).astype(np.int64)
+        if cnt.size and want.sum() == 0:
+            want[np.argmax(cnt)] = 1
+        keep = [rng.choice(ix[y[ix] == c], size=int(w), replace=False) for c, w in zip(labs, want)]
+        clients.append(np.sort(np.concatenate(keep)) if keep else np.zeros(0, np.int64))
+    k = part.num_classes
+    meta = dict(part.meta, data_fraction=float(fraction), full_sizes=part.sizes.tolist())
+    return Partition(client_indices=clients, counts=_label_counts(y, clients, k), meta=meta)

@@ -130,3 +130,25 @@ def test_claim27_leaves_out_epochs_where_fedpals_sits_at_chance():
     ok, detail = FC.c27({"fedpals/fig8b": t})
     assert ok == K.PARTIAL and "left out E in [15]" in detail  # E=15's 60.0 is a one-class model's
     assert FC.c27({"fedpals/fig8b": t[t.local_epochs < 15]})[0] is True
+
+
+def _fig9(pals, avg, std=0.5):
+    ds = [round(0.1 * i, 1) for i in range(len(pals))]
+    return pd.DataFrame([{"delta": d, "projection_distance": 0.375 * d * d, "method": m, "mean": v, "std": std}
+                         for m, vals in (("FedPALS", pals), ("FedAvg", avg)) for d, v in zip(ds, vals)])
+
+
+def test_claim23_highest_at_zero_up_to_noise_and_a_real_decline():
+    falls = [99.0, 99.1, 98.8, 98.4, 98.0]
+    assert FC.c23({"fedpals/fig9": _fig9(falls, falls)})[0] is True       # 0.1 above d=0 is noise
+    rises = [97.0, 98.0, 99.0, 98.5, 96.0]
+    assert FC.c23({"fedpals/fig9": _fig9(rises, rises)})[0] is False      # the max is 2 points above d=0
+    flat = [99.0, 98.9, 99.0, 98.8, 98.7]
+    ok, detail = FC.c23({"fedpals/fig9": _fig9(flat, flat)})
+    assert ok is False and "fall of more than one std" in detail          # a decline within seed noise
+
+
+def test_claim24_fails_where_fedavg_is_ahead():
+    assert FC.c24({"fedpals/fig9": _fig9([99, 98, 97], [98, 97, 96])})[0]
+    ok, detail = FC.c24({"fedpals/fig9": _fig9([99, 98, 97], [98, 98.5, 96])})
+    assert not ok and "2 of 3 deltas" in detail

@@ -34,7 +34,7 @@ def test_federation_target_is_last_partition(smoke):
     spec = _spec(smoke)
     fed = R.federation(spec)
     y_tr, y_te = R.labels(spec.data)
-    part = R.partition(spec.data, spec.partition["split"], 10, spec.partition["per_client"], 0)
+    part = R.partition(spec.data, spec.partition["split"], 10, spec.partition["data_fraction"], 0)
     assert len(fed.client_indices) == 9
     np.testing.assert_array_equal(fed.val_indices, part.client_indices[9])
     np.testing.assert_allclose(fed.target_marginal, part.marginals[9])
@@ -138,7 +138,7 @@ def test_distance_and_fig9_claims():
     assert _v(CL.c7, {"fedpals/fig2a": fig2a})[0] is True
     assert _v(CL.c7, {"fedpals/fig2a": fig2a.assign(mean=[0.1, 0.2, 0.0])})[0] is False
     fig9 = pd.DataFrame({"delta": [0, 0, 1, 1], "projection_distance": [0, 0, .375, .375],
-                         "method": ["FedAvg", "FedPALS"] * 2, "mean": [90, 95, 80, 85]})
+                         "method": ["FedAvg", "FedPALS"] * 2, "mean": [90, 95, 80, 85], "std": 1.0})
     assert _v(CL.c24, {"fedpals/fig9": fig9})[0] is True and _v(CL.c23, {"fedpals/fig9": fig9})[0] is True
     assert _v(CL.c24, {"fedpals/fig9": fig9.assign(mean=[95, 90, 80, 85])})[0] is False
 
@@ -183,3 +183,41 @@ def test_perturb_marginal_and_location_clients():
         for other in clients:
             if other is not c:
                 assert not set(loc[c]) & set(loc[other])
+
+
+def test_fig9_lambda_grid_is_tuned_between_alpha0_and_fedavg():
+    from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
+
+    S, n = np.stack([S1, S2]), np.array([N1, N2], float)
+    for d in (0.0, 0.5, 1.0):
+        T = target_marginal(d)
+        assert [lam for lam in {0.0} | {round(W.lambda_for_ess(S, n, T, f), 9) for f in (0.25, 0.5, 0.75)}] == [0.0]
+        lams = G.fig9_lambdas(S, n, T, [0.25, 0.5, 0.75])
+        assert len(lams) == 4 and lams[0] == 0.0
+        w1 = [W.fedpals_weights(S, n, T, lam)[0] for lam in lams]  # client 1's weight, 0.5 -> 40/58
+        assert 0.5 - 1e-6 <= w1[0] < w1[1] < w1[2] < w1[3] < N1 / (N1 + N2)
+
+
+def test_fig9_task_standardised_on_the_clients_training_points():
+    from fedpaper.data import gaussian_task
+
+    t = G.standardise_task(gaussian_task(0.5, seed=1, n_test=100, n_val=50))
+    x = np.concatenate([c[0] for c in t.clients])
+    np.testing.assert_allclose(x.mean(0), 0, atol=1e-5)
+    np.testing.assert_allclose(x.std(0), 1, atol=1e-5)
+    assert abs(t.x_test.mean()) < 1.5 and t.meta["standardised"]
+    raw = gaussian_task(0.5, seed=1, n_test=100, n_val=50)
+    assert np.array_equal(raw.y_test, t.y_test) and not np.allclose(raw.x_test, t.x_test)
+
+
+def test_quick_runs_are_a_subset_of_long_runs():
+    q, lg = P.runs("quick"), P.runs("long")
+    for k in ("rounds", "data_fraction", "test_n", "lr", "batch_size", "lenet_c2", "num_clients", "seeds"):
+        assert q[k] == lg[k], k
+    assert set(q["ess_grid"]) <= set(lg["ess_grid"]) and lg["ess_grid"] == P.PAPER_ESS
+    gq, gl = P.grid("quick"), P.grid("long")
+    for k in ("shift_C", "shift_beta", "fig8b_E", "fig8c_clients", "fig8a_C"):
+        assert set(gq[k]) <= set(gl[k]), k
+    for k in ("shift_methods", "fig7_methods", "fig8_methods"):
+        assert set(gq[k]) <= set(gl[k]), k
+    assert "3 seeds (paper 8)" in P.notes("long")[0] and "10% (CIFAR-10)" in " ".join(P.notes("quick"))

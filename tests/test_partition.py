@@ -16,6 +16,7 @@ from fedpaper.partition import (
     resample_to_marginal,
     round_counts,
     sparsity_partition,
+    thin_partition,
 )
 
 K = 10
@@ -335,3 +336,48 @@ def test_plot_stacked_bars():
     ax2 = part.plot(normalize=False, horizontal=True)
     assert ax2.get_xlabel() == "Number of samples"
     plt.close("all")
+
+
+# --------------------------------------------------------------------------- thin_partition (scaled-down profiles)
+@pytest.mark.parametrize("make", [
+    lambda y: sparsity_partition(y, 10, 2, seed=3),
+    lambda y: dirichlet_partition(y, 10, 0.1, seed=4),
+])
+def test_thin_partition_keeps_relative_sizes_and_marginals(make):
+    y = balanced_labels(per_class=1000, seed=5)
+    full = make(y)
+    thin = thin_partition(y, full, 0.1, seed=0)
+    assert_valid(thin, y)
+    # every label count within half an image of 10 % of the full one (the target's T(Y) included)
+    assert np.all(np.abs(thin.counts - 0.1 * full.counts) <= 0.5 + 1e-9)
+    # every client a subset of its full self
+    assert all(np.isin(t, f).all() for t, f in zip(thin.client_indices, full.client_indices))
+    # FedAvg weights n_i / N kept: sizes within C/2 images of 10 % of the full sizes
+    w_full, w_thin = full.sizes / full.sizes.sum(), thin.sizes / thin.sizes.sum()
+    assert np.abs(w_thin - w_full).max() < 0.01
+    assert np.abs(thin.marginals - full.marginals).max() < 0.02
+    assert thin.meta["data_fraction"] == 0.1 and thin.meta["full_sizes"] == full.sizes.tolist()
+
+
+def test_thin_partition_keeps_unequal_sizes_unlike_a_cap():
+    y = balanced_labels(per_class=1000, seed=6)
+    full = sparsity_partition(y, 10, 2, seed=1)
+    assert len(set(full.sizes)) > 1  # the paper's partition has clients of different sizes
+    thin = thin_partition(y, full, 0.05, seed=1)
+    assert len(set(thin.sizes)) > 1
+    np.testing.assert_allclose(thin.sizes / full.sizes, 0.05, atol=0.5 * 2 / full.sizes.min())
+
+
+def test_thin_partition_fraction_one_is_the_full_partition_and_seeded():
+    y = balanced_labels(per_class=200)
+    full = dirichlet_partition(y, 10, 0.5, seed=2)
+    assert thin_partition(y, full, 1.0, seed=0) is full
+    assert same(thin_partition(y, full, 0.3, seed=7), thin_partition(y, full, 0.3, seed=7))
+    assert not same(thin_partition(y, full, 0.3, seed=7), thin_partition(y, full, 0.3, seed=8))
+
+
+@pytest.mark.parametrize("fraction", [0, -0.1, 1.5, True, "0.5"])
+def test_thin_partition_errors(fraction):
+    y = balanced_labels(per_class=50)
+    with pytest.raises(BadParameterError, match="fraction="):
+        thin_partition(y, sparsity_partition(y, 5, 2, seed=0), fraction, seed=0)

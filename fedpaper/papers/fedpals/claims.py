@@ -395,9 +395,13 @@ def c23(tables):
     if t is None:
         return MISSING
     g = t[t.method == "FedPALS"].sort_values("projection_distance")
-    m = g["mean"].to_numpy()
+    m, sd = g["mean"].to_numpy(), g["std"].to_numpy()
     corr = float(np.corrcoef(g["projection_distance"], m)[0, 1])
-    return bool(m[0] == m.max() and corr < 0), f"FedPALS at d=0 {m[0]:.2f} (max {m.max():.2f}), at d max {m[-1]:.2f}; corr(d, acc) {corr:.2f}"
+    top = bool(m.max() - m[0] <= sd.max())  # highest at d=0 up to seed noise
+    falls = bool(corr < 0 and m[0] - m[-1] > sd.max())
+    return top and falls, (f"FedPALS at d=0 {m[0]:.2f} (max {m.max():.2f}, largest std {sd.max():.2f}), at d max "
+                           f"{m[-1]:.2f}; corr(d, acc) {corr:.2f} (highest: within one seed-std of the max; "
+                           "declines: negative correlation and a fall of more than one std)")
 
 
 def c24(tables):
@@ -566,7 +570,7 @@ CLAIMS = [
     (20, ["table3"], c20, "iWildCam: AFL fails to learn (macro F1 < 0.02; paper 0.005)."),
     (21, ["fig4"], c21, "iWildCam: as lambda grows FedPALS weights approach FedAvg's (L1 distance falls), while the clients closest to T keep more weight than under FedAvg."),
     (22, ["table2"], c22, "PACS: accuracy decreases as the perturbation delta of T grows (88.8 > 85.2 > 81.4)."),
-    (23, ["fig9"], c23, "Synthetic task: accuracy is highest at d(T,S)=0 and declines as d(T,S) grows."),
+    (23, ["fig9"], c23, "Synthetic task: accuracy is highest at d(T,S)=0 and declines as d(T,S) grows (here: within one seed-std of the best at d=0, and below it by more than one std at the largest d)."),
     (24, ["fig9"], c24, "Synthetic task: FedPALS has higher mean accuracy than FedAvg at every delta."),
     (25, ["fig8b"], c25, "CIFAR-10, 10 clients, C=3: at the largest E (paper: 40) FedAvg beats FedProx and SCAFFOLD."),
     (26, ["fig8b", "fig8c"], c26, "CIFAR-10, C=3: FedPALS beats FedAvg at every number of local epochs and of clients."),

@@ -110,7 +110,26 @@ def marginal_rows(part, dataset: str, setting: str, class_names) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- Fig 9 (App. A.5, B.4)
-def fig9_pools(deltas, seeds, n_test, n_val):
+def standardise_task(t):
+    """The task with every feature standardised by the mean and std of the two clients' pooled
+    training points (vague-22, as every image data set here: statistics of the training data only).
+
+    App. B.4 (l.416) does not say how the features are scaled; raw features (|mu_y| up to 7.2)
+    left 100 full-batch GD steps at lr 0.1 far from convergence, with a ranking of FedPALS and
+    FedAvg decided by the optimiser's progress rather than by the aggregation weights."""
+    import dataclasses
+
+    x = np.concatenate([c[0] for c in t.clients])
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+
+    def f(a):
+        return ((a - mu) / sd).astype(np.asarray(a).dtype)
+
+    return dataclasses.replace(t, clients=[(f(cx), cy) for cx, cy in t.clients], x_val=f(t.x_val),
+                               x_test=f(t.x_test), meta=dict(t.meta, standardised=True))
+
+
+def fig9_pools(deltas, seeds, n_test, n_val, standardise=False):
     """One train/test pool holding every (delta, seed) task, and the Federation of each."""
     from fedpaper.data import gaussian_task
     from fedpaper.engine import Federation, Pools
@@ -120,6 +139,8 @@ def fig9_pools(deltas, seeds, n_test, n_val):
     for d in deltas:
         for s in seeds:
             t = gaussian_task(d, seed=s, n_test=n_test, n_val=n_val)
+            if standardise:
+                t = standardise_task(t)
             parts = [t.clients[0], t.clients[1], (t.x_val, t.y_val)]
             idx = []
             for x, y in parts:
@@ -138,7 +159,7 @@ def fig9_pools(deltas, seeds, n_test, n_val):
 @lru_cache(maxsize=4)
 def _fig9_joint(options_json: str):
     o = json.loads(options_json)
-    return fig9_pools(o["deltas"], o["seeds"], o["n_test"], o["n_val"])
+    return fig9_pools(o["deltas"], o["seeds"], o["n_test"], o["n_val"], o.get("standardise", False))
 
 
 @pools_builder("fedpals-fig9")
@@ -153,23 +174,38 @@ def _fig9_federation(spec: RunSpec, pools=None, data_root=None):
     return _fig9_joint(spec_json(spec.data["options"]))[1][(spec.partition["delta"], spec.seed)]
 
 
+def fig9_lambdas(S, n, T, range_fractions) -> list[float]:
+    """lambda = 0 and the lambdas whose ESS lies the given fractions of the way from ESS(alpha^0)
+    to N (FedAvg, Prop. 2).
+
+    The paper tunes FedPALS's lambda on a target-distributed validation set (Sec. 5, l.194). The
+    image grid {lambda_25, lambda_50, lambda_75} (ESS = 25/50/75 % of N, vague-8) is empty here:
+    alpha^0 = (0.5, 0.5) already has ESS = 86 % of N, so every fraction maps to lambda = 0 and
+    nothing would be tuned. Fractions of the remaining range keep three distinct candidates between
+    alpha^0 and the FedAvg weights."""
+    a0 = W.fedpals_weights(S, n, T, 0.0)
+    e0 = W.effective_sample_size(a0, n) / n.sum()
+    lams = {0.0} | {round(W.lambda_for_ess(S, n, T, e0 + f * (1 - e0)), 9) for f in range_fractions}
+    return sorted(lams)
+
+
 def fig9_specs(p: dict) -> list[RunSpec]:
-    """FedAvg on every (delta, seed), then FedPALS over each lambda of its grid (lambda=0 and the
-    ESS fractions, per delta); runs sharing a method and lambda train as one batch, whatever their
-    delta."""
+    """FedAvg on every (delta, seed), then FedPALS over each lambda of its grid (`fig9_lambdas`,
+    per delta); runs sharing a method and lambda train as one batch, whatever their delta."""
     from fedpaper.algorithms import get_method
     from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
 
     deltas, seeds = p["deltas"], p["seeds"]
-    data = {"name": "fedpals-fig9", "options": {"deltas": list(deltas), "seeds": list(seeds), "n_test": p["n_test"],
-                                                "n_val": p["n_val"]}, "stands_for": None}
+    opts = {"deltas": list(deltas), "seeds": list(seeds), "n_test": p["n_test"], "n_val": p["n_val"]}
+    if p.get("standardise"):
+        opts["standardise"] = True
+    data = {"name": "fedpals-fig9", "options": opts, "stands_for": None}
     training = {"model": "logreg", "model_kwargs": {"in_features": 2, "num_classes": 3}, "lr": p["lr"],
                 "batch_size": p["batch_size"], "local_epochs": 1, "rounds": p["rounds"]}
     S, n = np.stack([S1, S2]), np.array([N1, N2], float)
     by_lam: dict = {}  # runs sharing lambda train as one batch, whatever their delta
     for d in deltas:
-        lams = {0.0} | {round(W.lambda_for_ess(S, n, target_marginal(d), f), 9) for f in p["ess_grid"]}
-        for lam in sorted(lams):
+        for lam in fig9_lambdas(S, n, target_marginal(d), p["ess_range"]):
             by_lam.setdefault(lam, []).extend((d, s) for s in seeds)
     jobs = [("FedAvg", None, [(d, s) for d in deltas for s in seeds])]
     jobs += [("FedPALS", lam, keys) for lam, keys in sorted(by_lam.items())]
@@ -228,7 +264,8 @@ def fig9_lambda_notes(tab: pd.DataFrame) -> list[str]:
     """Say where FedPALS's lambda was not chosen on validation: the ESS grid gave one candidate."""
     one = tab[(tab["method"] == "FedPALS") & (tab["lambda_candidates"] == 1)]
     if one.empty:
-        return ["FedPALS lambda chosen per seed on validation accuracy from {0, lambda_ESS} (lambda_candidates)"]
+        return ["FedPALS lambda chosen per seed on validation accuracy from lambda=0 and the lambdas whose ESS lies "
+                "25/50/75% of the way from ESS(alpha^0) to N (lambda_candidates)"]
     ds = ", ".join(f"{d:g}" for d in one["delta"])
     return [f"FedPALS lambda NOT chosen on validation at delta {ds}: the ESS grid collapsed to one candidate "
             "(lambda_candidates = 1), so lambda_selected there is that single value"]

@@ -1,8 +1,47 @@
-"""The smoke, quick and paper profiles of the FedPALS artifacts (targets/fedpals.md sections 2, 4).
+"""The smoke, quick, long and paper profiles of the FedPALS artifacts (targets/fedpals.md sections 2, 4).
 
 `RUNS[profile]` holds the training setting shared by every Fashion-MNIST/CIFAR-10 run; each
 artifact adds its own grid. `NOTES[profile]` lists every shrinkage relative to the paper; it goes
 into each artifact's provenance and its figure's subtitle.
+
+Sizing (measured, not guessed; issue 14). The paper trains 150 rounds on partitions of ~2,000-6,000
+images per client (about 14,000 SGD steps per client); at the measured throughput that is ~200 h
+here. Both scaled-down profiles keep a common fraction of every partition (`data_fraction`,
+`fedpaper.partition.thin_partition`: client sizes keep their ratios, T(Y) is kept) and 20 rounds:
+CIFAR-10 10 % (200-500 images per client, ~130-310 SGD steps per client), Fashion-MNIST 10 %.
+Smaller than this and the models do not learn: at 10 %/20 rounds CIFAR-10 C=10 FedAvg reaches
+34.0/42.7/36.0 % (3 seeds) and was still climbing; Fashion-MNIST C=10 FedAvg at 5 %/20 rounds
+reached only 68.4/72.2/72.4 %, hence 10 %.
+
+- quick: every artifact and claim; all 7 Table 1 methods and rows; FedPALS lambda = 0 only;
+  curves at C in {2, 3, 10}, beta in {0.1, 10}; Fig 7 and the curves with FedPALS, FedAvg,
+  Oracle; Fig 8b E in {1, 20}, Fig 8c 10 and 100 clients. Its runs are a SUBSET of long's (same
+  per-run settings: checked by enumerating both sweeps' specs, 222 of 345, none outside), so
+  after, or alongside with the same FEDPAPER_CACHE, a long sweep it costs nothing.
+- long: quick plus the paper's lambda grid {0, lambda_25, lambda_50, lambda_75} (vague-8)
+  everywhere, Fig 8b E = 5, Fig 8c 50 clients.
+A quick of at most 12 minutes does not fit with models that learn: Table 1 alone (5 rows x 7
+methods x 3 seeds) at the smallest learning size is ~21 min.
+
+Estimate (1-thread CPU; the machine is shared, so timings are noisy): quick ~41 min alone,
+long ~63 min (quick included), from 222 / 345 runs and 12.5 M / 18.9 M training sample-steps at
+the measured 4,256 (CIFAR-10) and 7,690 (Fashion-MNIST) samples per CPU second (Table 1 cells
+with all 7 methods; process CPU time incl. per-round evaluation; wall time was 3.2-4.4x the CPU
+time under a load of 6-8 on 2 cores). Measured with (private FEDPAPER_CACHE, OMP_NUM_THREADS=1,
+nice 10, branch s4-P):
+  probe.py '{"dataset":"cifar10","split":{"scheme":"sparsity","C":3},"methods":[all 7],
+            "data_fraction":{"cifar10":0.1},"rounds":{"cifar10":20},"test_n":300,"ess_grid":[0.5]}'
+    -> 24 runs, 1.42 M sample-steps, 334 s CPU (1,062 s wall); FedPALS 55.9, FedAvg 38.1,
+       Oracle 72.8 % (chance 33 %; FedProx/SCAFFOLD/AFL/FedRS 31-34 %, SCAFFOLD one class at 2 seeds)
+  probe.py '{"dataset":"fashion-mnist","split":{"scheme":"sparsity","C":3},"methods":[all 7],
+            "data_fraction":{"fashion-mnist":0.05},"rounds":{"fashion-mnist":20},"test_n":500,"ess_grid":[]}'
+    -> 21 runs, 0.75 M sample-steps, 97 s CPU; FedPALS 81.7, FedAvg 72.8, Oracle 86.9 %
+  probe.py '{"dataset":"fashion-mnist","split":{"scheme":"sparsity","C":10},"methods":["FedAvg"],
+            "data_fraction":{"fashion-mnist":0.05},"rounds":{"fashion-mnist":20},"test_n":500}'
+    -> 3 runs, 0.16 M sample-steps, 14.5 s CPU; 68.4/72.2/72.4 %
+and the sweep's work counted per artifact by enumerating its specs (cost.py: the training
+sample-steps of every distinct run, images x local epochs x participation x rounds). The probe
+and cost scripts are in the s4-P report. fp32 (no bf16 check was available at the time).
 """
 from __future__ import annotations
 
@@ -14,17 +53,22 @@ _C2 = {"fashion-mnist": 12, "cifar10": 16}  # vague-4
 RUNS = {
     "paper": {
         "num_clients": 10, "seeds": 8, "rounds": {"fashion-mnist": 150, "cifar10": 150},  # vague-1, -6, -13
-        "per_client": {}, "test_n": None, "lr": 0.1, "batch_size": 32, "lenet_c2": _C2,  # vague-5
+        "data_fraction": {}, "test_n": None, "lr": 0.1, "batch_size": 32, "lenet_c2": _C2,  # vague-5
         "ess_grid": [0.25, 0.5, 0.75], "hyper": _HYPER, "eval_every": 1,  # vague-8, -19
     },
     "quick": {
-        "num_clients": 10, "seeds": 3, "rounds": {"fashion-mnist": 15, "cifar10": 15},
-        "per_client": {"fashion-mnist": 90, "cifar10": 48}, "test_n": 300, "lr": 0.1, "batch_size": 32,
-        "lenet_c2": _C2, "ess_grid": [0.5], "hyper": _HYPER, "eval_every": 1,
+        "num_clients": 10, "seeds": 3, "rounds": {"fashion-mnist": 20, "cifar10": 20},
+        "data_fraction": {"fashion-mnist": 0.1, "cifar10": 0.1}, "test_n": 500, "lr": 0.1, "batch_size": 32,
+        "lenet_c2": _C2, "ess_grid": [], "hyper": _HYPER, "eval_every": 1,
+    },
+    "long": {
+        "num_clients": 10, "seeds": 3, "rounds": {"fashion-mnist": 20, "cifar10": 20},
+        "data_fraction": {"fashion-mnist": 0.1, "cifar10": 0.1}, "test_n": 500, "lr": 0.1, "batch_size": 32,
+        "lenet_c2": _C2, "ess_grid": [0.25, 0.5, 0.75], "hyper": _HYPER, "eval_every": 1,
     },
     "smoke": {
         "num_clients": 10, "seeds": 2, "rounds": {"fashion-mnist": 2, "cifar10": 2},
-        "per_client": {"fashion-mnist": 24, "cifar10": 24}, "test_n": 60, "lr": 0.1, "batch_size": 32,
+        "data_fraction": {"fashion-mnist": 0.25, "cifar10": 0.25}, "test_n": 60, "lr": 0.1, "batch_size": 32,
         "lenet_c2": _C2, "ess_grid": [], "hyper": _HYPER, "eval_every": 1,
         "table1_rows": [["fashion-mnist", "C=3"], ["cifar10", "beta=0.1"]],
         "stand_ins": {
@@ -47,9 +91,17 @@ GRIDS = {
     "quick": {
         "shift_C": [2, 3, 10], "shift_beta": [0.1, 10.0],
         "shift_methods": ["FedPALS", "FedAvg", "Oracle"],
-        "fig7_methods": ["FedPALS", "FedAvg", "FedProx", "Oracle"],
+        "fig7_methods": ["FedPALS", "FedAvg", "Oracle"],
         "fig8_methods": ["FedPALS", "FedAvg", "FedProx", "SCAFFOLD"], "fig8a_C": [2, 3, 10],
-        "fig8a_clients": 100, "fig8b_E": [1, 5, 15], "fig8c_clients": [10, 100],
+        "fig8a_clients": 100, "fig8b_E": [1, 20], "fig8c_clients": [10, 100],
+        "marginal_seeds": 8, "marginal_C": [2, 3, 4, 5, 6, 7, 8, 9, 10], "marginal_beta": [0.1, 0.2, 0.5, 1.0, 10.0],
+    },
+    "long": {
+        "shift_C": [2, 3, 10], "shift_beta": [0.1, 10.0],
+        "shift_methods": ["FedPALS", "FedAvg", "Oracle"],
+        "fig7_methods": ["FedPALS", "FedAvg", "Oracle"],
+        "fig8_methods": ["FedPALS", "FedAvg", "FedProx", "SCAFFOLD"], "fig8a_C": [2, 3, 10],
+        "fig8a_clients": 100, "fig8b_E": [1, 5, 20], "fig8c_clients": [10, 50, 100],
         "marginal_seeds": 8, "marginal_C": [2, 3, 4, 5, 6, 7, 8, 9, 10], "marginal_beta": [0.1, 0.2, 0.5, 1.0, 10.0],
     },
     "smoke": {
@@ -60,30 +112,66 @@ GRIDS = {
     },
 }
 
+PAPER_SEEDS = 8  # vague-13
+PAPER_ROUNDS = 150  # vague-6
+PAPER_ESS = [0.25, 0.5, 0.75]  # vague-8
+_NAMES = {"fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}
+
+
+def _pct(f: float) -> str:
+    return f"{100 * f:g}%"
+
+
+def shrink_notes(profile: str) -> list[str]:
+    """Every shrinkage of a profile's image runs relative to the paper, from its settings."""
+    r = RUNS[profile]
+    out = [f"{profile} profile (2-core CPU): {r['seeds']} seeds (paper {PAPER_SEEDS})"]
+    rounds = sorted(set(r["rounds"].values()))
+    if rounds != [PAPER_ROUNDS]:
+        out.append("/".join(map(str, rounds)) + f" rounds instead of {PAPER_ROUNDS} (vague-6)")
+    fr = r["data_fraction"]
+    if fr:
+        out.append("each partition (clients and target) keeps "
+                   + ", ".join(f"{_pct(fr[d])} ({_NAMES[d]})" for d in fr)
+                   + " of its images of every label: client sizes keep their ratios (FedAvg n_i/N), "
+                     "T(Y) and every client's label marginal are kept up to rounding")
+    if r["test_n"] is not None:
+        out.append(f"target test set capped at {r['test_n']} images resampled to T(Y)")
+    if not r["ess_grid"]:
+        out.append("FedPALS lambda = 0 only (eq. 8), not chosen on validation from {0, lambda_25, lambda_50, "
+                   "lambda_75} (vague-8; the long profile has the grid)")
+    elif r["ess_grid"] != PAPER_ESS:
+        lam = ", ".join(f"lambda_{round(100 * f)}" for f in r["ess_grid"])
+        out.append(f"FedPALS lambda grid {{0, {lam}}} instead of {{0, lambda_25, lambda_50, lambda_75}} (vague-8)")
+    return out
+
+
 NOTES = {
     "paper": [],
-    "quick": [
-        "quick profile (2-core CPU): 3 seeds instead of 8",
-        "15 rounds instead of 150 (vague-6)",
-        "each client and the target partition capped at 90 (Fashion-MNIST) / 48 (CIFAR-10) training images "
-        "(sparsity: cap // C per label; Dirichlet: cap per partition)",
-        "target test set capped at 300 images resampled to T(Y)",
-        "FedPALS lambda grid {0, lambda_50} instead of {0, lambda_25, lambda_50, lambda_75} (vague-8)",
-    ],
-    "smoke": ["SMOKE: synthetic 16x16 stand-in images, 2 seeds, 2 rounds, 24 images per client, FedPALS lambda=0 "
+    "quick": shrink_notes("quick"),
+    "long": shrink_notes("long"),
+    "smoke": ["SMOKE: synthetic 16x16 stand-in images, 2 seeds, 2 rounds, 25% of each partition, FedPALS lambda=0 "
               "only, Table 1 rows FMNIST C=3 and CIFAR-10 beta=0.1 only; not a result"],
 }
 
-GRID_NOTES = {
-    "quick": {
-        "shift": "curves: C in {2, 3, 10}, beta in {0.1, 10}; methods FedPALS, FedAvg, Oracle only "
+
+def _grid_notes(profile: str) -> dict:
+    g, r = GRIDS[profile], RUNS[profile]
+    base = r["rounds"]["cifar10"]
+    es = ", ".join(map(str, g["fig8b_E"]))
+    return {
+        "shift": f"curves: C in {{{', '.join(map(str, g['shift_C']))}}}, beta in "
+                 f"{{{', '.join(f'{b:g}' for b in g['shift_beta'])}}}; methods {', '.join(g['shift_methods'])} "
                  "(all Table 1 methods at the Table 1 points)",
-        "fig7": "methods FedPALS, FedAvg, FedProx, Oracle only",
-        "fig8": "Fig 8b: E in {1, 5, 15} with rounds = 15 / E (E=15: one round, the quick analogue of E=40); "
-                "Fig 8c: 10 and 100 training clients; Fig 8a lambda rescaled to the capped client size "
-                "(1000 x 48 / (50000/101))",
-    },
-}
+        "fig7": "methods " + ", ".join(g["fig7_methods"]),
+        "fig8": f"Fig 8b: E in {{{es}}} with rounds = {base} / E (paper: E up to 40 with 150 / E rounds); "
+                f"Fig 8c: {', '.join(map(str, g['fig8c_clients']))} training clients; Fig 8a lambda = 1000 x "
+                f"{r['data_fraction'].get('cifar10', 1):g} (eq. 9's penalty is unchanged when every n_i shrinks by "
+                "the data fraction)",
+    }
+
+
+GRID_NOTES = {"quick": _grid_notes("quick"), "long": _grid_notes("long")}
 
 
 def runs(profile: str) -> dict:

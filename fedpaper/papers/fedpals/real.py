@@ -64,8 +64,8 @@ PROFILES = {
                             "100 tiny clients, LeNet instead of ResNet-50, lambda grid {0, lambda_50} by ESS; not a result"]},
     },
 }
-PROFILES["pacs"]["quick"] = PROFILES["pacs"]["paper"]
-PROFILES["iwildcam"]["quick"] = PROFILES["iwildcam"]["paper"]
+PROFILES["pacs"]["quick"] = PROFILES["pacs"]["long"] = PROFILES["pacs"]["paper"]
+PROFILES["iwildcam"]["quick"] = PROFILES["iwildcam"]["long"] = PROFILES["iwildcam"]["paper"]
 
 
 def profile(group: str, prof: str) -> dict:

@@ -2,7 +2,7 @@
 
 A run is a `fedpaper.experiment.RunSpec` (the results-cache key): data {"name", "options",
 "stands_for"}; partition {"layout": "fedpals-label-shift", "seed", "split": {"scheme": "sparsity",
-"C": 3}, "num_clients", "per_client", "oracle"}; the engine Method's fields (FedPALS's lambda,
+"C": 3}, "num_clients", "data_fraction", "oracle"}; the engine Method's fields (FedPALS's lambda,
 FedProx's mu, ...); the training fields; evaluation {"test_n"}; tags {"method", "lam"} (the
 display name and lambda of the tables).
 
@@ -14,8 +14,10 @@ test split resampled to T(Y) (vague-3), capped at `test_n` images. Each seed red
 the target, the initialisation and the data order (vague-13). The Oracle (App. A.3, vague-10) trains
 FedAvg on clients of the same sizes drawn i.i.d. from T(Y) out of the training split minus the
 target partition (`oracle_partition(..., scale_to_fit=True)`; a scale < 1 is recorded).
-`per_client` caps the images per client (quick profile): sparsity keeps per_client // C images per
-label, Dirichlet draws per_client images per partition.
+`data_fraction` (scaled-down profiles; 1 = the paper's partition) keeps that common fraction of every
+partition's images of every label (`fedpaper.partition.thin_partition`), so T(Y), each client's
+marginal and the clients' relative sizes (FedAvg's weights n_i/N, eq. 4; the lambda-to-ESS map) stay
+those of the full partition up to rounding.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from fedpaper.algorithms.methods import Method
 from fedpaper.engine import Federation
 from fedpaper.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_key_of
 from fedpaper.partition import (dirichlet_partition, oracle_partition, resample_to_marginal,
-                                sparsity_partition)
+                                sparsity_partition, thin_partition)
 
 #: Display names of the data sets in tables (the reported CSV's spelling).
 DISPLAY = {"fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "pacs": "PACS", "iwildcam": "iWildCam"}
@@ -70,22 +72,30 @@ def labels(data: dict, data_root=None) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------- partitions
-def partition(data: dict, split: dict, num_clients: int, per_client, seed: int, data_root=None):
-    """The seed's partition of the training split (the target is the last partition)."""
+def partition(data: dict, split: dict, num_clients: int, data_fraction, seed: int, data_root=None):
+    """The seed's partition of the training split (the target is the last partition), keeping
+    `data_fraction` of every partition's images per label (None or 1: the full partition)."""
+    frac = 1.0 if data_fraction is None else float(data_fraction)
     return _partition(json.dumps(data, sort_keys=True), json.dumps(split, sort_keys=True), int(num_clients),
-                      per_client, int(seed), None if data_root is None else str(data_root))
+                      frac, int(seed), None if data_root is None else str(data_root))
 
 
 @lru_cache(maxsize=512)
-def _partition(data_json, split_json, num_clients, per_client, seed, data_root):
+def _partition(data_json, split_json, num_clients, data_fraction, seed, data_root):
     y, _ = _labels(data_json, data_root)
     split = json.loads(split_json)
     if split["scheme"] == "sparsity":
-        spl = None if per_client is None else max(1, int(per_client) // int(split["C"]))
-        return sparsity_partition(y, num_clients, int(split["C"]), seed, samples_per_label=spl)
-    if split["scheme"] == "dirichlet":
-        return dirichlet_partition(y, num_clients, float(split["beta"]), seed, samples_per_client=per_client)
-    raise ValueError(f"unknown split scheme {split['scheme']!r}; use 'sparsity' or 'dirichlet'")
+        full = sparsity_partition(y, num_clients, int(split["C"]), seed)
+    elif split["scheme"] == "dirichlet":
+        full = dirichlet_partition(y, num_clients, float(split["beta"]), seed)
+    else:
+        raise ValueError(f"unknown split scheme {split['scheme']!r}; use 'sparsity' or 'dirichlet'")
+    return thin_partition(y, full, data_fraction, seed)
+
+
+def data_fraction(p: dict, dataset: str):
+    """The profile's share of each partition kept for this data set (None: all of it)."""
+    return (p.get("data_fraction") or {}).get(dataset)
 
 
 def target_test(y_test: np.ndarray, T: np.ndarray, seed: int, cap=None) -> np.ndarray:
@@ -145,7 +155,7 @@ def base_spec(p: dict, dataset: str, split: dict, *, num_clients=None, seed=0, m
     return RunSpec(
         paper="fedpals", data=data_spec(dataset, p),
         partition={"layout": "fedpals-label-shift", "seed": int(seed), "split": dict(split),
-                   "num_clients": int(num_clients or p["num_clients"]), "per_client": p["per_client"].get(dataset),
+                   "num_clients": int(num_clients or p["num_clients"]), "data_fraction": data_fraction(p, dataset),
                    "oracle": oracle},
         method=method_of(name, p["hyper"], lam, oracle).spec(), training=training,
         evaluation={"test_n": p.get("test_n")}, tags={"method": name, "lam": lam})
@@ -170,7 +180,7 @@ def method_specs(p, dataset, split, methods, seeds, data_root=None, **kw) -> lis
 
 def stats_for(p, dataset, split, seed, data_root=None, num_clients=None):
     nc = int(num_clients or p["num_clients"])
-    part = partition(data_spec(dataset, p), split, nc, p["per_client"].get(dataset), seed, data_root)
+    part = partition(data_spec(dataset, p), split, nc, data_fraction(p, dataset), seed, data_root)
     return client_stats(part, nc - 1)
 
 
@@ -185,7 +195,7 @@ def federation(spec: RunSpec, pools=None, data_root=None) -> Federation:
     """The run's Federation: training clients, target validation and test sets (vague-1, -3, -10)."""
     q, data, seed = spec.partition, spec.data, spec.seed
     nc = q["num_clients"]
-    part = partition(data, q["split"], nc, q["per_client"], seed, data_root)
+    part = partition(data, q["split"], nc, q["data_fraction"], seed, data_root)
     y_train, y_test = labels(data, data_root)
     M = nc - 1
     T = part.marginals[M]

@@ -12,7 +12,6 @@ from fedpaper.experiment import default_device, run_specs
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 
-PAPER_FIG8A_CLIENT_SIZE = 50000 / 101  # CIFAR-10 images per partition with 101 partitions
 
 
 def _gkey(s) -> tuple:
@@ -129,8 +128,24 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
     t.set_fontsize(7)
     t.scale(1, 2.2)
     ax.set_title(title, fontsize=9)
-    subtitle(fig, params)
+    subtitle(fig, params, table_chance_caption(tab))
     return fig
+
+
+def table_chance_caption(tab: pd.DataFrame) -> str:
+    """'At chance (...): FedProx, SCAFFOLD in CIFAR-10 C=3; ...' for the cells whose models sit at
+    chance by the claims' rule (papers._common.claims.CHANCE_RULE), '' when none does."""
+    from fedpaper.papers._common.claims import chance_models, chance_pct, parse_seeds
+
+    parts = []
+    for (ds, ls), g in tab.groupby(["dataset", "label_split"], sort=False):
+        g = g[~g["method"].str.contains(r"\(", regex=True)]
+        seeds = g["per_seed"] if "per_seed" in g else [None] * len(g)
+        low = chance_models(((m, float(x), parse_seeds(sd)) for m, x, sd in zip(g["method"], g["mean"], seeds)),
+                            chance_pct(ls))
+        if low:
+            parts.append(f"{', '.join(low)} in {ds} {ls}")
+    return ("At chance (most seeds within 2 points of a one-class model or of 0): " + "; ".join(parts)) if parts else ""
 
 
 # ----------------------------------------------------------------------------- accuracy vs shift
@@ -270,9 +285,10 @@ def draw_fig7(tab: pd.DataFrame, params: dict):
 
 # ----------------------------------------------------------------------------- Fig 8
 def fig8a_lambda(p: dict) -> float:
-    """lambda = 1000 (App. B.3); with capped clients, rescaled so lambda / N matches the paper's."""
-    cap = p["per_client"].get("cifar10")
-    return 1000.0 if cap is None else round(1000.0 * cap / PAPER_FIG8A_CLIENT_SIZE, 4)
+    """lambda = 1000 (App. B.3); with a data fraction f < 1, lambda = 1000 f: the penalty
+    lambda * sum(alpha_i^2 / n_i) of eq. (9) is unchanged when every n_i shrinks by f."""
+    f = R.data_fraction(p, "cifar10")
+    return 1000.0 if f is None or f == 1 else round(1000.0 * float(f), 4)
 
 
 def fig8_settings(p: dict) -> dict:
