@@ -103,3 +103,33 @@ def test_query_claim_can_pass_and_fail():
                              for q, i in M.QUERIES for m in ("macro-AUC", "macro-F1")])
     assert C.CHECKS["fednca/claim-15"]({"fednca/table6": table(85.0)})[0] is True
     assert C.CHECKS["fednca/claim-15"]({"fednca/table6": table(75.0)})[0] is False
+
+
+def test_feature_claims_can_pass_and_fail():
+    rng = np.random.default_rng(0)
+    n = 60
+    cls = np.repeat(["a", "b", "c"], 20)
+    cnt = np.tile([1, 2], 30)
+    by_class = pd.DataFrame({"x": np.repeat([0.0, 10.0, 20.0], 20) + rng.normal(0, 0.5, n), "y": rng.normal(0, 0.5, n),
+                             "class": cls, "label_count": cnt})
+    by_count = by_class.assign(x=np.where(cnt == 1, 0.0, 10.0) + rng.normal(0, 0.5, n))
+    assert C.CHECKS["fednca/claim-19"]({"fednca/fig3a": by_count})[0] is True
+    assert C.CHECKS["fednca/claim-19"]({"fednca/fig3a": by_class})[0] is False
+    assert C.CHECKS["fednca/claim-20"]({"fednca/fig3b": by_class})[0] is True
+    assert C.CHECKS["fednca/claim-20"]({"fednca/fig3b": by_count})[0] is False
+    assert C.CHECKS["fednca/claim-21"]({"fednca/fig3b": by_count, "fednca/fig3c": by_class})[0] is True
+    assert C.CHECKS["fednca/claim-21"]({"fednca/fig3b": by_class, "fednca/fig3c": by_count})[0] is False
+
+    def cos(v):
+        return pd.DataFrame({"mean_off_diagonal": [v]})
+    dec = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.5, 0.2, -0.1))}
+    inc = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.1, 0.2, 0.3))}
+    assert C.CHECKS["fednca/claim-22"](dec)[0] is True and C.CHECKS["fednca/claim-22"](inc)[0] is False
+
+
+def test_cosine_and_prototype_helpers():
+    from fedpaper.papers.fednca.features import cosine_matrix, mean_off_diagonal
+    from fedpaper.nets.etf import simplex_etf
+
+    S = cosine_matrix(simplex_etf(8, 4).T.numpy())
+    assert mean_off_diagonal(S) == pytest.approx(-1 / 3, abs=1e-6)  # the ETF's -1/(C-1)

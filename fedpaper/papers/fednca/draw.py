@@ -83,3 +83,37 @@ def composite_examples(x: np.ndarray, y: np.ndarray, names: list, title: str, su
         ax.set_axis_off()
         ax.set_title("\n".join(textwrap.shorten(names[c], 22) for c in np.flatnonzero(y[i])), fontsize=6)
     return _finish(fig, title, sub, notes)
+
+
+def tsne_panel(tab: pd.DataFrame, title: str, sub: str, notes=()):
+    """t-SNE points coloured by class, marker by the image's label count."""
+    fig, ax = plt.subplots(figsize=(6.2, 5.2))
+    classes = list(dict.fromkeys(tab["class"]))
+    cmap = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")
+    markers = {1: "o", 2: "^"}
+    for ci, c in enumerate(classes):
+        for cnt, g in tab[tab["class"] == c].groupby("label_count"):
+            ax.scatter(g["x"], g["y"], s=8, color=cmap(ci % cmap.N), marker=markers.get(int(cnt), "s"), alpha=0.7,
+                       label=f"{c}" if cnt == tab[tab['class'] == c]["label_count"].min() else None)
+    ax.set_xticks([]), ax.set_yticks([])
+    ax.legend(fontsize=6, markerscale=1.5, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False,
+              title="class (o: 1 label, ^: 2 labels)", title_fontsize=6)
+    fig.tight_layout()
+    return _finish(fig, title, sub, notes)
+
+
+def cosine_panel(tab: pd.DataFrame, title: str, sub: str, notes=()):
+    names = list(dict.fromkeys(tab["class_i"]))
+    S = tab.pivot(index="class_i", columns="class_j", values="cosine").loc[names, names].to_numpy()
+    fig, ax = plt.subplots(figsize=(5.4, 4.8))
+    im = ax.imshow(S, vmin=-1, vmax=1, cmap="coolwarm")
+    short = [n[:12] for n in names]
+    ax.set_xticks(range(len(names)), short, rotation=60, fontsize=6, ha="right")
+    ax.set_yticks(range(len(names)), short, fontsize=6)
+    for i in range(len(names)):
+        for j in range(len(names)):
+            ax.text(j, i, f"{S[i, j]:.2f}", ha="center", va="center", fontsize=5)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.set_title(f"mean off-diagonal cosine {float(tab['mean_off_diagonal'].iloc[0]):.3f}", fontsize=8)
+    fig.tight_layout()
+    return _finish(fig, title, sub, notes)

@@ -152,3 +152,61 @@ def composite_figure(p: dict, data_root, out_dir):
 
     return run_artifact(f"{PAPER}/fig8", profile=p["profile"], params=p, compute=compute, draw=draw_fn,
                         datasets=["dermamnist"], data_root=data_root, out_dir=out_dir)
+
+
+# ------------------------------------------------------------------ feature figures (figs 3, 4, 6, 7)
+def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root, out_dir) -> list:
+    """<tsne_fig>a-c (t-SNE) and <cos_fig>a-c (cosine maps) of the Table 5 / 7 variants 1, 3, 6."""
+    import pandas as pd
+
+    from . import draw, features as F
+
+    ds = p["settings"][table]["dataset"]
+    held = {}
+
+    def model(pp, panel):
+        if panel not in held:
+            held[panel] = F.trained(F.variant_spec(pp, table, F.ROWS[panel][0]), data_root)
+        return held[panel]
+
+    def info(pp, extra=()):
+        pl = runs.pools(pp, ds, data_root)
+        return {"datasets": [dict(pl.description, name=ds)], "seeds": pp["seeds"][:1],
+                "notes": list(pp["notes"]) + [F.FINAL_NOTE, *extra]}
+
+    out = []
+    for panel in "abc":
+        label, what = F.ROWS[panel]
+
+        def compute_tsne(pp, panel=panel, label=label):
+            net, pl, _ = model(pp, panel)
+            f, cls, count, img = F.test_features(net, pl, max_images=pp.get("tsne_images", 2000))
+            xy = F.tsne(f)
+            names = list(pl.classes)
+            tab = pd.DataFrame({"variant": label, "x": xy[:, 0], "y": xy[:, 1], "class": [names[c] for c in cls],
+                                "label_count": count, "image": img})
+            return tab, info(pp, ["scikit-learn t-SNE, perplexity 30 (fewer points: n/4), PCA init, seed 0"])
+
+        def draw_tsne(tab, pp, panel=panel, what=what):
+            return draw.tsne_panel(tab, f"FedNCA-ML {tsne_fig}{panel}: t-SNE of test features, {what}",
+                                   subtitle(pp, ds), pp.get("notes", []) + [F.FINAL_NOTE])
+
+        out.append(run_artifact(f"{PAPER}/{tsne_fig}{panel}", profile=p["profile"], params=p, compute=compute_tsne,
+                                draw=draw_tsne, datasets=[ds], data_root=data_root, out_dir=out_dir))
+
+        def compute_cos(pp, panel=panel, label=label):
+            net, pl, _ = model(pp, panel)
+            names = list(pl.classes)
+            S = F.cosine_matrix(F.prototypes(net, pl, len(names)))
+            tab = pd.DataFrame([{"variant": label, "class_i": names[i], "class_j": names[j], "cosine": float(S[i, j])}
+                                for i in range(len(names)) for j in range(len(names))])
+            tab["mean_off_diagonal"] = F.mean_off_diagonal(S)
+            return tab, info(pp)
+
+        def draw_cos(tab, pp, panel=panel, what=what):
+            return draw.cosine_panel(tab, f"FedNCA-ML {cos_fig}{panel}: cosine of class-wise mean features, {what}",
+                                     subtitle(pp, ds), pp.get("notes", []) + [F.FINAL_NOTE])
+
+        out.append(run_artifact(f"{PAPER}/{cos_fig}{panel}", profile=p["profile"], params=p, compute=compute_cos,
+                                draw=draw_cos, datasets=[ds], data_root=data_root, out_dir=out_dir))
+    return out
