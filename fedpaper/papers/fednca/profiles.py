@@ -4,9 +4,14 @@
 Sizing (benchmarks/results/fednca_backbones.md, measured at OMP_NUM_THREADS=1 on the shared
 machine, noisy): the convnet w16 d64 backbone at 32 px trains about 495 images/s through the
 engine (ResNet-18 with the CIFAR stem: about 9 images/s, so it is out of reach here). The quick
-profile trains 38 runs (tables 1, 2, 5-8; shared rows are trained once) of about 8 rounds x 2,000
-images: about 38 x 40 s = 25 min plus evaluation; long 3 seeds x 12 rounds x 2,400 images: about
-114 x 65 s = 2.1 h. quick and long are NOT the paper's setting: every figure and provenance says so.
+profile trains 38 runs (tables 1, 2, 5-8; shared rows are trained once) plus 6 feature-figure
+models of 8 rounds x about 1,700-2,000 images: about 44 x 30 s = 22 min at 495 images/s. One
+quick DermaMNIST FedNCA-ML run measured 70 s wall (13,776 images, 196 images/s) while other jobs
+shared the 2 cores: under that load the quick profile takes about 50 min. Long: 3 seeds x 12
+rounds x about 2,400 images, about 120 x 60 s = 2 h at 495 images/s. One quick run reaches only
+about 58% macro-AUC on DermaMNIST (a small CNN from scratch on 32 px composites, 8 rounds): claims
+whose compared models sit near chance are reported as not testable. quick and long are NOT the
+paper's setting: every figure and provenance says so.
 """
 from __future__ import annotations
 
