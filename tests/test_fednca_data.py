@@ -118,3 +118,73 @@ def test_real_chestxray14_table_has_112120_images():
 
     d = chestxray14_labels()
     assert len(d["train"]) + len(d["test"]) == 112120
+
+
+def _png(path, value, size=(12, 10), mode="RGB"):
+    from PIL import Image
+
+    Image.new(mode, size, value).save(path)
+
+
+def test_voc_loader_on_a_generated_devkit(tmp_path):
+    from fedpaper.data.multilabel_images import load_voc
+
+    base = tmp_path / "voc2007" / "VOCdevkit" / "VOC2012"
+    for d in ("JPEGImages", "Annotations", "ImageSets/Main"):
+        (base / d).mkdir(parents=True)
+    objs = {"a1": ["dog", "person"], "a2": ["cat"], "a3": ["cat", "cat"]}
+    for i, (k, names) in enumerate(objs.items()):
+        _png(base / "JPEGImages" / f"{k}.jpg", (40 * i, 0, 0))
+        body = "".join(f"<object><name>{n}</name><difficult>{int(j == 1)}</difficult></object>" for j, n in enumerate(names))
+        (base / "Annotations" / f"{k}.xml").write_text(f"<annotation>{body}</annotation>")
+    (base / "ImageSets" / "Main" / "train.txt").write_text("a1\na2\na3\n")
+    x, y, ids = load_voc(tmp_path, "2012", "train", size=8)
+    assert x.shape == (3, 3, 8, 8) and ids == ["a1", "a2", "a3"]
+    from fedpaper.data.label_tables import VOC_CLASSES
+
+    assert [sorted(VOC_CLASSES[c] for c in np.flatnonzero(r)) for r in y] == [["dog", "person"], ["cat"], ["cat"]]
+    assert x[1, 0].mean() == pytest.approx(40, abs=2) and x[0].max() == 0
+
+
+def test_chestxray14_loader_on_generated_images(tmp_path):
+    from fedpaper.data.multilabel_images import load_chestxray14
+
+    folder = tmp_path / "chestxray14" / "images"
+    folder.mkdir(parents=True)
+    rows = []
+    for i in range(8):
+        name = f"{i:08d}_000.png"
+        _png(folder / name, 10 * i, mode="L")
+        rows.append([name, "No Finding" if i % 2 else "Effusion|Mass", i // 2])
+    pd.DataFrame(rows, columns=["Image Index", "Finding Labels", "Patient ID"]).to_csv(
+        tmp_path / "chestxray14" / "Data_Entry_2017.csv", index=False)
+    out = load_chestxray14(tmp_path, size=6)
+    (xtr, ytr), (xte, yte) = out["train"], out["test"]
+    assert len(ytr) + len(yte) == 8 and xtr.shape[1:] == (3, 6, 6)
+    assert (xtr[:, 0] == xtr[:, 1]).all()  # grey repeated over channels
+    assert sorted(np.concatenate([ytr, yte]).sum(1).tolist()) == [0, 0, 0, 0, 2, 2, 2, 2]
+
+
+def test_missing_voc_images_say_how_to_get_them(tmp_path):
+    from fedpaper.data.multilabel_images import load_voc
+    from fedpaper.errors import DataMissingError
+
+    with pytest.raises(DataMissingError, match="VOCDetection"):
+        load_voc(tmp_path)
+
+
+def test_voc_pools_builder_on_the_generated_devkit(tmp_path):
+    from fedpaper.papers.fednca import data as D
+
+    base = tmp_path / "voc2007" / "VOCdevkit" / "VOC2012"
+    for d in ("JPEGImages", "Annotations", "ImageSets/Main"):
+        (base / d).mkdir(parents=True)
+    for i in range(6):
+        _png(base / "JPEGImages" / f"i{i}.jpg", (30 * i, 10, 0))
+        (base / "Annotations" / f"i{i}.xml").write_text(f"<annotation><object><name>{['dog', 'cat'][i % 2]}</name>"
+                                                        f"</object></annotation>")
+    (base / "ImageSets" / "Main" / "train.txt").write_text("i0\ni1\ni2\ni3\n")
+    (base / "ImageSets" / "Main" / "val.txt").write_text("i4\ni5\n")
+    pools = D._voc({"size": 8, "val_fraction": 0.25}, tmp_path, "cpu")
+    assert pools.fednca_split == {"train": 3, "val": 1, "test": 2} and pools.y_train.shape == (4, 20)
+    assert pools.x_test.shape == (2, 3, 8, 8)

@@ -157,3 +157,48 @@ def _central(spec, pools, data_root) -> Federation:
     val, test = _val_test(pools)
     return Federation(client_indices=[np.arange(pools.fednca_split["train"])], test_indices=test, val_indices=val,
                       seed=spec.seed)
+
+
+def _natural_pools(x_tr, y_tr, x_val, y_val, x_te, y_te, classes, device, description) -> Pools:
+    ref = torch.from_numpy(x_tr).float().div_(255)
+    mean, std = ref.mean(dim=(0, 2, 3)), ref.std(dim=(0, 2, 3)).clamp(min=1e-6)
+    x_train = torch.cat([_standardize(x_tr, mean, std, None), _standardize(x_val, mean, std, None)])
+    pools = Pools.from_arrays(x_train, np.concatenate([y_tr, y_val]), _standardize(x_te, mean, std, None), y_te,
+                              len(classes), device=device)
+    pools.fednca_split = {"train": len(y_tr), "val": len(y_val), "test": len(y_te)}
+    pools.classes, pools.description = list(classes), description
+    return pools
+
+
+def _hold_out(n: int, fraction: float, seed: int = 0):
+    perm = np.random.default_rng(seed).permutation(n)
+    k = int(round(fraction * n))
+    return np.sort(perm[k:]), np.sort(perm[:k])
+
+
+@pools_builder("fednca-voc", reads="voc2007")
+def _voc(options, data_root, device):
+    """Table 3 (not regenerated here: images absent): VOC 2012 train for the clients with 10% held
+    out for validation, VOC 2012 val as the test set (targets vague-4, -17)."""
+    from fedpaper.data.label_tables import VOC_CLASSES
+    from fedpaper.data.multilabel_images import load_voc
+
+    size, limit = int(options.get("size", 224)), options.get("limit")
+    x, y, _ = load_voc(data_root, "2012", "train", size, limit)
+    xt, yt, _ = load_voc(data_root, "2012", "val", size, limit)
+    tr, va = _hold_out(len(y), float(options.get("val_fraction", 0.1)))
+    return _natural_pools(x[tr], y[tr], x[va], y[va], xt, yt, VOC_CLASSES, device,
+                          {"name": "voc2007", "source": "VOC 2012 images", "lossy": False})
+
+
+@pools_builder("fednca-chestxray14", reads="chestxray14")
+def _cxr(options, data_root, device):
+    """Table 4 (not regenerated here: images absent): the patient-wise split, 10% of the training
+    images held out for validation (targets vague-18 fallback)."""
+    from fedpaper.data.multilabel_images import load_chestxray14
+
+    d = load_chestxray14(data_root, int(options.get("size", 224)), limit=options.get("limit"))
+    (x, y), (xt, yt) = d["train"], d["test"]
+    tr, va = _hold_out(len(y), float(options.get("val_fraction", 0.1)))
+    return _natural_pools(x[tr], y[tr], x[va], y[va], xt, yt, d["classes"], device,
+                          {"name": "chestxray14", "source": "ChestX-ray14 images", "lossy": False})
