@@ -133,3 +133,18 @@ def test_cosine_and_prototype_helpers():
 
     S = cosine_matrix(simplex_etf(8, 4).T.numpy())
     assert mean_off_diagonal(S) == pytest.approx(-1 / 3, abs=1e-6)  # the ETF's -1/(C-1)
+
+
+def test_attention_claim_and_quadrant_mass():
+    from fedpaper.papers.fednca.features import quadrant_mass
+
+    amap = np.zeros((4, 4))
+    amap[:2, :2] = 0.2
+    amap[2:, 2:] = 0.05
+    assert quadrant_mass(amap, "tl") == pytest.approx(0.8) and quadrant_mass(amap, "br") == pytest.approx(0.2)
+    t = pd.DataFrame({"mass_own": [0.6, 0.5, 0.2], "mass_other": [0.2, 0.3, 0.4]})
+    assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": t})[0] is True
+    assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": t.rename(columns={"mass_own": "mass_other",
+                                                                           "mass_other": "mass_own"})})[0] is False
+    flat = pd.DataFrame({"mass_own": [0.251, 0.249], "mass_other": [0.249, 0.251]})
+    assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": flat})[0] == C.NOT_TESTABLE

@@ -117,3 +117,29 @@ def cosine_panel(tab: pd.DataFrame, title: str, sub: str, notes=()):
     ax.set_title(f"mean off-diagonal cosine {float(tab['mean_off_diagonal'].iloc[0]):.3f}", fontsize=8)
     fig.tight_layout()
     return _finish(fig, title, sub, notes)
+
+
+def attention_panel(shown: list, classes: list, tab: pd.DataFrame, title: str, sub: str, notes=()):
+    """Rows: composites; columns: the image, then its attention map per positive class (bilinear
+    upsampling by imshow over the image extent)."""
+    n = max(1, len(shown))
+    fig, axes = plt.subplots(n, 3, figsize=(6.0, 2.0 * n), squeeze=False)
+    for i, row in enumerate(axes):
+        for ax in row:
+            ax.set_axis_off()
+        if i >= len(shown):
+            continue
+        img, pos, maps = shown[i]
+        im = img.transpose(1, 2, 0)
+        row[0].imshow(im)
+        row[0].set_title("image", fontsize=7)
+        for j, c in enumerate(pos[:2]):
+            ax = row[1 + j]
+            ax.imshow(im)
+            ax.imshow(maps[c], cmap="jet", alpha=0.5, interpolation="bilinear",
+                      extent=(-0.5, im.shape[1] - 0.5, im.shape[0] - 0.5, -0.5))
+            sel = tab[(tab["image"] == tab["image"].unique()[i]) & (tab["class"] == classes[c])] if len(tab) else tab
+            share = f" (own quadrant {sel['mass_own'].iloc[0]:.2f})" if len(sel) else ""
+            ax.set_title(textwrap.shorten(classes[c], 24) + share, fontsize=6)
+    fig.tight_layout()
+    return _finish(fig, title, sub, notes)

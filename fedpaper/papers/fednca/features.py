@@ -114,9 +114,46 @@ def tsne(features: np.ndarray, seed: int = 0) -> np.ndarray:
 
 @torch.no_grad()
 def attention_maps(net, x: torch.Tensor, top: int = 3) -> np.ndarray:
-    """Per image and class, the attention map over the token grid [B, C, H', W'] (vague-16: the mean
-    of the `top` largest per-head weights at each token, re-normalised by a softmax over tokens)."""
+    """Per image and class, the attention map over the token grid [B, C, H', W']: the mean of the
+    `top` largest per-head weights at each token (targets vague-16, the official code), divided by
+    its sum over tokens. The code re-normalises by a softmax instead; since the weights lie in
+    [0, 1], a softmax makes every map nearly uniform, so the sum is used (a stated deviation)."""
     _, att, (h, w) = net.ladm(x, need_weights=True)  # [B, heads, C, S]
     k = min(top, att.shape[1])
     m = att.topk(k, dim=1).values.mean(1)  # [B, C, S]
-    return torch.softmax(m, dim=-1).reshape(*m.shape[:2], h, w).numpy()
+    m = m / m.sum(-1, keepdim=True).clamp(min=1e-12)
+    return m.reshape(*m.shape[:2], h, w).numpy()
+
+
+def quadrant_mass(amap: np.ndarray, corner: str) -> float:
+    """Share of an attention map [H, W] (summing to one) inside the canvas quadrant of `corner`
+    ("tl", "tr", "bl", "br"): where a composite's part sits (data.multilabel geometry)."""
+    h, w = amap.shape
+    rows = slice(0, h // 2) if corner[0] == "t" else slice(h - h // 2, h)
+    cols = slice(0, w // 2) if corner[1] == "l" else slice(w - w // 2, w)
+    return float(amap[rows, cols].sum() / max(amap.sum(), 1e-12))
+
+
+def composite_attention(net, pools, test_split, classes, n_images: int = 6, seed: int = 0):
+    """For up to n_images two-class test composites: per positive class, the attention map and
+    its mass in the quadrant of the part holding that class vs the other part's quadrant.
+    test_split: the multilabel.CompositeSplit of the test rows (same order as pools.x_test)."""
+    from fedpaper.data.multilabel import CORNERS
+
+    comp = np.flatnonzero(test_split.parts[:, 1] >= 0)
+    rows = np.sort(np.random.default_rng(seed).permutation(comp)[:n_images])
+    maps = attention_maps(net, pools.x_test[torch.as_tensor(rows)])
+    recs, shown = [], []
+    y = test_split.y
+    for i, r in enumerate(rows):
+        pos = np.flatnonzero(y[r] > 0.5)
+        src = test_split.parts[r]
+        for c in pos:
+            # which part holds class c: the one whose single-class label is c (composites join two classes)
+            own = 0 if c == pos[0] else 1
+            own_corner, other_corner = CORNERS[test_split.corners[r, own]], CORNERS[test_split.corners[r, 1 - own]]
+            recs.append({"image": int(r), "class": classes[c], "own_quadrant": own_corner,
+                         "mass_own": quadrant_mass(maps[i, c], own_corner),
+                         "mass_other": quadrant_mass(maps[i, c], other_corner), "source_rows": f"{src[0]};{src[1]}"})
+        shown.append((test_split.x[r], pos, maps[i]))
+    return recs, shown

@@ -210,3 +210,35 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
         out.append(run_artifact(f"{PAPER}/{cos_fig}{panel}", profile=p["profile"], params=p, compute=compute_cos,
                                 draw=draw_cos, datasets=[ds], data_root=data_root, out_dir=out_dir))
     return out
+
+
+# ------------------------------------------------------------------ fig 5: LADM attention maps
+def attention_figure(p: dict, data_root, out_dir):
+    """fig5: LADM attention of the full FedNCA-ML model (DermaMNIST, Table 5 setting) on two-class
+    test composites, per ground-truth class, with the share of attention in that class's quadrant."""
+    import pandas as pd
+
+    from . import draw, features as F
+    from .data import build_composites
+
+    held = {}
+
+    def compute(pp):
+        net, pl, _ = F.trained(F.variant_spec(pp, "table5", F.ROWS["c"][0]), data_root)
+        opts = dict(runs.data_spec(pp, "dermamnist")["options"])
+        built = build_composites(opts.pop("source", "dermamnist"), opts, data_root)
+        recs, shown = F.composite_attention(net, pl, built["splits"]["test"], list(pl.classes),
+                                            n_images=pp.get("attention_images", 6))
+        held["shown"], held["classes"] = shown, list(pl.classes)
+        return pd.DataFrame(recs), {"datasets": [dict(pl.description, name="dermamnist")], "seeds": pp["seeds"][:1],
+                                    "notes": list(pp["notes"]) + [F.FINAL_NOTE, "attention: mean of the 3 largest "
+                                              "per-head weights per token, divided by its sum over tokens (targets "
+                                              "vague-16 uses a softmax, which flattens the map)"]}
+
+    def draw_fn(tab, pp):
+        return draw.attention_panel(held.get("shown", []), held.get("classes", []), tab,
+                                    "FedNCA-ML fig5: LADM attention per ground-truth class (two-class composites)",
+                                    subtitle(pp, "dermamnist"), pp.get("notes", []) + [F.FINAL_NOTE])
+
+    return run_artifact(f"{PAPER}/fig5", profile=p["profile"], params=p, compute=compute, draw=draw_fn,
+                        datasets=["dermamnist"], data_root=data_root, out_dir=out_dir)
