@@ -69,7 +69,7 @@ def client_counts(panels: list, title: str, sub: str, notes=()):
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 3.8), squeeze=False)
     for ax, (part, names, ptitle) in zip(axes[0], panels):
         part.plot(ax=ax, title=ptitle, class_names=names, normalize=False)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return _finish(fig, title, sub, notes)
 
 
@@ -81,7 +81,7 @@ def composite_examples(x: np.ndarray, y: np.ndarray, names: list, title: str, su
         img = x[i].transpose(1, 2, 0)
         ax.imshow(img.squeeze(), cmap="gray" if img.shape[-1] == 1 else None)
         ax.set_axis_off()
-        ax.set_title("\n".join(textwrap.shorten(names[c], 22) for c in np.flatnonzero(y[i])), fontsize=6)
+        ax.set_title("\n+ ".join(names[c] for c in np.flatnonzero(y[i])), fontsize=6)
     return _finish(fig, title, sub, notes)
 
 
