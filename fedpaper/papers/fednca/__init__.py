@@ -180,7 +180,7 @@ for _f in ("fig9", "fig10", "fig11", "fig12"):
     for _panel in "ab":
         implement(f"{PAPER}/{_f}{_panel}", notebook=f"notebooks/{PAPER}/{_f}.ipynb")
 not_implemented([f"{PAPER}/table3", f"{PAPER}/table4"],
-                reason="images absent (PASCAL VOC and ChestX-ray14: the offline copies hold the label tables only; "
+                reason="images absent (PASCAL VOC and ChestX-ray14: the offline copies contain only the label tables; "
                        "get the images with torchvision VOCDetection / the NIH ChestX-ray release)")
 for _f, _nb in (("fig3", "fig3_fig4"), ("fig4", "fig3_fig4"), ("fig6", "fig6_fig7"), ("fig7", "fig6_fig7")):
     for _panel in "abc":
