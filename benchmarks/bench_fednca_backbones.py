@@ -25,8 +25,9 @@ from fedpaper.algorithms.frozen import FrozenParameters
 from fedpaper.engine import Federation, Pools, TrainConfig, train
 from fedpaper.engine.optim import OptimSpec
 
-CASES = [  # (label, model kwargs, input side)
+CASES = [  # (label, model kwargs, input side[, precision])
     ("convnet w16 d64", dict(backbone="convnet", width=16, dim=64), 32),
+    ("convnet w16 d64 bf16", dict(backbone="convnet", width=16, dim=64), 32, "bf16"),
     ("convnet w32 d128", dict(backbone="convnet", width=32, dim=128), 32),
     ("convnet w16 d64", dict(backbone="convnet", width=16, dim=64), 64),
     ("convnet w32 d128", dict(backbone="convnet", width=32, dim=128), 64),
@@ -34,14 +35,14 @@ CASES = [  # (label, model kwargs, input side)
 ]
 
 
-def measure(kw, side, seconds, C=10, n=256):
+def measure(kw, side, seconds, C=10, n=256, precision="fp32"):
     g = torch.Generator().manual_seed(0)
     y = (torch.rand(n, C, generator=g) < 0.2).float()
     pools = Pools(torch.randn(n, 3, side, side, generator=g), y, torch.randn(64, 3, side, side, generator=g),
                   y[:64], C)
     feds = [Federation([np.arange(0, n // 2), np.arange(n // 2, n)], np.arange(64), seed=0)]
     cfg = TrainConfig("fednca_net", dict(num_classes=C, **kw), optimizer="adamw", lr=1e-4, batch_size=32, rounds=1,
-                      backend="loop")
+                      backend="loop", precision=precision)
     algo = Algorithm("FedNCA-ML", (FedNCALoss(1.0, 1.0), FrozenParameters(("classifier.weight",))),
                      OptimSpec("adamw", 1e-4, weight_decay=0.01, betas=(0.9, 0.98)))
     train(algo, cfg, pools, feds, progress=False)  # warm-up (first-call overheads), not counted
@@ -62,8 +63,8 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     rows = []
-    for label, kw, side in CASES:
-        ips, n, s = measure(kw, side, a.seconds)
+    for label, kw, side, *prec in CASES:
+        ips, n, s = measure(kw, side, a.seconds, precision=prec[0] if prec else "fp32")
         rows.append(f"| {label} | {side} | {ips:.0f} | {n} images in {s:.1f} s |")
         print(rows[-1], flush=True)
     text = "\n".join([

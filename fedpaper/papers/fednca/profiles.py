@@ -3,7 +3,8 @@
 
 Sizing (benchmarks/results/fednca_backbones.md, measured at OMP_NUM_THREADS=1 on the shared
 machine, noisy): the convnet w16 d64 backbone at 32 px trains about 495 images/s through the
-engine (ResNet-18 with the CIFAR stem: about 9 images/s, so it is out of reach here). The quick
+engine (658 in a second measurement: +-25% noise; bf16 does not pay, +6%; ResNet-18 with the
+CIFAR stem: about 9 images/s, so it is out of reach here). The quick
 profile trains 38 runs (tables 1, 2, 5-8; shared rows are trained once) plus 6 feature-figure
 models of 8 rounds x about 1,700-2,000 images: about 44 x 30 s = 22 min at 495 images/s. One
 quick DermaMNIST FedNCA-ML run measured 70 s wall (13,776 images, 196 images/s) while other jobs
