@@ -6,14 +6,35 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import aggregation, full_slots, make_ctx
 from torch import nn
 
-from fedpaper.algorithms.base import Algorithm
+from fedpaper.algorithms.base import Aggregation, Algorithm, Context
 from fedpaper.algorithms.fedcurv import FedCurvPenalty
 from fedpaper.algorithms.spherefed import SphereFedClassifier
 from fedpaper.engine import Federation, Pools, TrainConfig, train
 from fedpaper.errors import BadParameterError
+
+
+def make_ctx(counts, params, **kw):
+    """A small Context without a trainer (self-contained: no shared harness import)."""
+    counts = np.asarray(counts, dtype=float)
+    R, M, K = counts.shape
+    base = dict(cfg=None, pools=None, feds=[None] * R, R=R, M=M, K=K, device=torch.device("cpu"), counts=counts,
+                sizes=counts.sum(-1), present=torch.as_tensor(counts > 0),
+                classifier=("classifier.weight", "classifier.bias"), backend="loop", template=None, buffers={},
+                has_batchnorm=False, init_params=params, predict=None, train_slots=None)
+    base.update(kw)
+    return Context(**base)
+
+
+def full_slots(R, M):
+    part = np.tile(np.arange(M), (R, 1))
+    return np.array([(r, c) for r in range(R) for c in part[r]]), part
+
+
+def aggregation(new, slots, part, prev):
+    G = len(slots)
+    return Aggregation(new, prev, torch.ones(G), torch.zeros(G), slots, part, prev)
 
 
 class Lin(nn.Module):
