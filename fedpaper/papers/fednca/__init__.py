@@ -10,7 +10,8 @@ Regenerated: tables 1, 2, 5-8 (CIFAR-10 / DermaMNIST composites; FedLGT column e
 embeddings unavailable), figs 3, 4, 6, 7 (t-SNE and cosine maps of the ablation models), fig5
 (LADM attention maps), fig8 (composite examples), figs 9-12 (per-client class counts; VOC 2007
 and ChestX-ray14 from their real label tables). Not regenerated: tables 3-4 (VOC / ChestX-ray14
-images absent), figs 3-7 (feature t-SNE, cosine and attention maps: code path not finished).
+images absent; their loaders and pools builders are tested on generated stand-ins). Figs 3-7 use
+the final-round model of the first seed (features.FINAL_NOTE), not the best-validation one.
 ImageNet weights are not available offline: quick and long profiles train from random
 initialisation with a small CNN backbone, named on every figure and in provenance.
 """
