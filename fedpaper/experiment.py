@@ -93,7 +93,7 @@ class RunSpec:
             raise UnknownNameError(f"unknown partition layout {self.partition['layout']!r}; registered: "
                                    f"{', '.join(sorted(LAYOUTS))} (import the paper package first)") from None
         fed = lay(self, pools, data_root)
-        return RunSetup(Method(**self.method), train_config(self.training, pools, execution), key, fed)
+        return RunSetup(method_of(self.method), train_config(self.training, pools, execution), key, fed)
 
 
 def _import_paper(paper: str) -> None:
@@ -148,6 +148,27 @@ def train_config(training: dict, pools: Pools, execution: Execution) -> TrainCon
 
 LAYOUTS: dict[str, Callable] = {}
 POOLS_BUILDERS: dict[str, Callable] = {}
+METHOD_BUILDERS: dict[str, Callable] = {}
+
+
+def method_builder(name: str):
+    """Register `fn(method: dict) -> a hashable object with .algorithm()` for RunSpec.method dicts
+    holding {"builder": name, ...}: methods made of parts that Method's fields do not name (e.g.
+    FedNCA-ML's loss, FedCurv). Other method dicts are engine Methods."""
+    def register(fn):
+        METHOD_BUILDERS[name] = fn
+        return fn
+    return register
+
+
+def method_of(method: dict):
+    """The engine method of a RunSpec.method dict: a registered builder's, else Method(**method)."""
+    if "builder" not in method:
+        return Method(**method)
+    if method["builder"] not in METHOD_BUILDERS:
+        raise UnknownNameError(f"unknown method builder {method['builder']!r}; registered: "
+                               f"{', '.join(sorted(METHOD_BUILDERS))} (import the paper package first)")
+    return METHOD_BUILDERS[method["builder"]](method)
 
 
 def layout(name: str):

@@ -106,12 +106,21 @@ def resnet50_imagenet(num_classes, pretrained=True):
     return net
 
 
+def fednca_net(num_classes, **kwargs):
+    """FedNCA-ML's backbone + LADM + fixed ETF classifier, or an ablation / SphereFed head
+    (fedpaper.nets.ladm.FedNCANet; outputs a dict with "logits")."""
+    from .nets.ladm import FedNCANet
+
+    return FedNCANet(num_classes, **kwargs)
+
+
 MODELS = {
     "lenet": LeNet,
     "privlabels_cnn": PrivLabelsCNN,
     "logreg": LogisticRegression,
     "resnet18_cifar": resnet18_cifar,
     "resnet50_imagenet": resnet50_imagenet,
+    "fednca_net": fednca_net,
 }
 
 

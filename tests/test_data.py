@@ -42,7 +42,8 @@ def test_registry_entries():
         assert info.description and info.how_to_get and info.name == name
     assert DATASETS["cifar10"].lossy_offline and not DATASETS["fashion-mnist"].lossy_offline
     assert {n for n, d in DATASETS.items() if d.loadable} == {"fashion-mnist", "cifar10", "cifar100",
-                                                              "synthetic-images", "pacs", "iwildcam"}
+                                                              "synthetic-images", "pacs", "iwildcam",
+                                                              "dermamnist"}
 
 
 def test_unknown_name():

@@ -85,6 +85,7 @@ class Part:
     key = "part"           # where the part's declared state lives in the algorithm's state dict
     frozen: tuple = ()     # parameter names that never train
     unlabeled_weight = None  # weight of the objective's unlabeled-batch term, when the part adds one
+    label_loss = None      # (logits, y) -> per-row loss replacing row_loss for the labelled rows, when set
 
     def spec(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
@@ -105,6 +106,11 @@ class Part:
 
     def penalty(self, params, anchor, lead, classifier):
         """A per-slot loss term ([] for one slot, [G] for stacked slots: lead 0 or 1), or None."""
+        return None
+
+    def batch_loss(self, outputs, batch, params, anchor, lead):
+        """A per-slot loss term ([] or [G]) that reads the model's outputs (a dict's auxiliary
+        tensors, e.g. class-wise features) and the batch (y, mask, entries `augment` added), or None."""
         return None
 
     def prepare_round(self, ctx, state, params, slots, buffers):
@@ -157,8 +163,9 @@ class Objective:
     with mixup also y2 and lam (loss lam l(y) + (1 - lam) l(y2), Zhang et al. 2018 eq. 1); with an
     unlabeled batch (pseudo-labels) x has B + B_u rows, the last B_u unlabeled, with yu, ukeep and
     umask [.., B_u], adding unlabeled_weight * sum(kept rows' CE) / B_u (FixMatch eq. 4).
-    The labelled term is the mean over real rows; the parts' restrictions act on the logits first,
-    their penalties are added last, in the parts' order."""
+    The labelled term is the mean over real rows (of the first part's `label_loss`, else row_loss);
+    the parts' restrictions act on the logits first, their penalties and then their batch losses
+    (`batch_loss`: terms that read the outputs and the batch) are added last, in the parts' order."""
 
     parts: tuple = ()
     unlabeled_weight: float = 1.0
@@ -170,10 +177,11 @@ class Objective:
             logits = p.restrict(logits, present)
         if "yu" in batch:  # rows after the B labelled ones are the unlabeled batch
             logits, logits_u = logits[..., :batch["mask"].shape[-1], :], logits[..., batch["mask"].shape[-1]:, :]
-        ce = row_loss(logits, batch["y"])
+        label_loss = next((p.label_loss for p in self.parts if p.label_loss is not None), row_loss)
+        ce = label_loss(logits, batch["y"])
         if "y2" in batch:
             lam = batch["lam"].unsqueeze(-1)
-            ce = lam * ce + (1 - lam) * row_loss(logits, batch["y2"])
+            ce = lam * ce + (1 - lam) * label_loss(logits, batch["y2"])
         mask = batch["mask"]
         loss = (ce * mask).sum(-1) / mask.sum(-1).clamp(min=1)
         if "yu" in batch:
@@ -181,6 +189,8 @@ class Objective:
             loss = loss + self.unlabeled_weight * lu
         terms = [t for t in (p.penalty(params, anchor, logits.dim() - 2, self.classifier) for p in self.parts)
                  if t is not None]
+        terms += [t for t in (p.batch_loss(outputs, batch, params, anchor, logits.dim() - 2) for p in self.parts)
+                  if t is not None]
         if terms:
             loss = loss + sum(terms[1:], terms[0])
         return loss, (ce * mask).sum(-1).detach()

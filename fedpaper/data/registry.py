@@ -67,7 +67,7 @@ def _folder_identity(find_dir):
 
 @lru_cache(maxsize=1)
 def _loaders() -> dict[str, Loader]:
-    from . import cifar, fashion_mnist, iwildcam, pacs, synthetic
+    from . import cifar, dermamnist, fashion_mnist, iwildcam, pacs, synthetic
 
     def cifar_loader(name):
         return Loader(lambda root=None, download=False: cifar.load(name, root, download),
@@ -84,6 +84,8 @@ def _loaders() -> dict[str, Loader]:
                        _folder_identity(pacs.find_dir)),
         "iwildcam": Loader(lambda root=None, download=False, **kw: iwildcam.load_iwildcam(root, download=download, **kw),
                            iwildcam.available, _folder_identity(iwildcam.find_dir)),
+        "dermamnist": Loader(lambda root=None, download=False: dermamnist.load(root, download), dermamnist.available,
+                             dermamnist.copy_identity),
     }
 
 
@@ -120,7 +122,7 @@ DATASETS: dict[str, DatasetInfo] = {d.name: d for d in [
         _OFFLINE + "download it with the medmnist package (pip install medmnist; DermaMNIST(split='train', "
         "download=True, root='<data root>/dermamnist'))",
         copy_note="offline copy is LOSSY (rebuilt from JPEG copies, quality ~75)", lossy_offline=True,
-        files=("dermamnist/dermamnist.npz", "dermamnist/dermamnist_28.npz")),
+        files=("dermamnist/dermamnist.npz", "dermamnist/dermamnist_28.npz"), loadable=True),
     DatasetInfo(
         "pacs", "PACS (Bai et al. 2024 federated split)",
         "PACS: 9,991 images, 7 classes, 4 domains (art_painting, cartoon, photo, sketch)",

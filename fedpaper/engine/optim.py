@@ -11,7 +11,10 @@ before OptimSpec existed do not move.
 * Adam follows torch.optim.Adam (L2 weight decay g += wd p); AdamW decouples it: p *= 1 - lr wd
   before the Adam step (Loshchilov & Hutter 2019, Alg. 2).
 * Schedules, per round t = 0..T-1: "constant" lr; "cosine" lr/2 (1 + cos(pi t / T))
-  (Loshchilov & Hutter 2017, eq. 5 with eta_min = 0, one cycle over the T rounds).
+  (Loshchilov & Hutter 2017, eq. 5 with eta_min = 0, one cycle over the T rounds); "warmup-linear"
+  with W = max(1, round(0.1 T)) warm-up rounds: lr (t + 1) / W for t < W, then lr (T - t) / (T - W)
+  (linear decay, FedNCA-ML's official code: 10% warm-up then linear decay; applied per round here,
+  not per local step).
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ import torch
 from ..errors import BadParameterError
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
-SCHEDULES = ("constant", "cosine")
+SCHEDULES = ("constant", "cosine", "warmup-linear")
+WARMUP_FRACTION = 0.1  # "warmup-linear": the share of rounds spent warming up (FedNCA-ML's official code)
 
 
 def opt_init(params: dict, kind: str) -> dict:
@@ -94,6 +98,7 @@ class OptimSpec:
     nesterov: bool = False
     weight_decay: float = 0.0
     schedule: str = "constant"
+    betas: tuple = (0.9, 0.999)  # Adam/AdamW moment decay rates (FedNCA-ML's code: (0.9, 0.98))
 
     def __post_init__(self):
         if self.kind not in OPTIMIZERS:
@@ -111,12 +116,16 @@ class OptimSpec:
     @property
     def plain(self) -> bool:
         """No momentum and no decay: the original "sgd"/"adam" steps of opt_step."""
-        return self.kind in ("sgd", "adam") and not self.momentum and not self.weight_decay
+        return (self.kind in ("sgd", "adam") and not self.momentum and not self.weight_decay
+                and tuple(self.betas) == (0.9, 0.999))
 
     def lr_at(self, rnd: int, rounds: int) -> float:
         """The learning rate of round `rnd` (1-based) of `rounds`."""
         if self.schedule == "constant":
             return self.lr
+        if self.schedule == "warmup-linear":
+            t, warm = rnd - 1, max(1, int(round(WARMUP_FRACTION * rounds)))
+            return self.lr * (t + 1) / warm if t < warm else self.lr * (rounds - t) / max(1, rounds - warm)
         return 0.5 * self.lr * (1 + math.cos(math.pi * (rnd - 1) / max(1, rounds)))
 
     def init(self, params: dict) -> dict:
@@ -138,6 +147,6 @@ class OptimSpec:
         if self.kind == "adamw":
             a = active.to(next(iter(params.values())).dtype)
             params = {k: p * (1 - lr * self.weight_decay * _bcast(a, p)) for k, p in params.items()}
-            return opt_step(params, grads, state, "adam", lr, active)
+            return opt_step(params, grads, state, "adam", lr, active, tuple(self.betas))
         grads = {k: g + self.weight_decay * params[k] for k, g in grads.items()}  # adam with L2 decay
-        return opt_step(params, grads, state, "adam", lr, active)
+        return opt_step(params, grads, state, "adam", lr, active, tuple(self.betas))

@@ -1,0 +1,150 @@
+"""FedNCA-ML package: runs shared between tables, best-validation selection, claim checks on
+hand-made tables (each able to fail), the method builder and the per-client count figures' data."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedpaper.experiment import method_of
+from fedpaper.papers.fednca import claims as C
+from fedpaper.papers.fednca import methods as M
+from fedpaper.papers.fednca import runs
+from fedpaper.papers.fednca.profiles import settings
+
+
+def _p(profile="quick"):
+    p = settings(profile)
+    p["profile"], p["seeds"] = profile, [0, 1]
+    return p
+
+
+def test_ablation_rows_reuse_the_main_runs_and_centralized_ignores_beta():
+    p = _p()
+    t2 = dict((tuple(sorted(k.items())), s) for k, s in runs.main_specs(p, "table2", ["FedAvg", M.FEDNCA, M.CENTRAL]))
+    main = {(k["method"], k["beta"], s.seed): s for k, s in runs.main_specs(p, "table2", ["FedAvg", M.FEDNCA, M.CENTRAL])}
+    comp = {(k["components"], s.seed): s for k, s in runs.component_specs(p, "table5")}
+    assert comp[("none", 0)] == main[("FedAvg", 0.1, 0)]
+    assert comp[("ETF-Clf+LADM+L_Neg+L_Pos", 1)] == main[(M.FEDNCA, 0.1, 1)]
+    assert main[(M.CENTRAL, 0.1, 0)] == main[(M.CENTRAL, 0.5, 0)]
+    assert main[("FedAvg", 0.1, 0)] != main[("FedAvg", 0.5, 0)]
+    q = {(k["query_type"], k["query_init"], s.seed): s for k, s in runs.query_specs(p, "table6")}
+    assert q[("fixed", "ETF", 0)] == comp[("ETF-Clf+LADM", 0)]
+    assert q[("learnable", "ETF", 0)].training["model_kwargs"]["queries"] == "learnable"
+    assert t2  # built
+
+
+def test_method_builder_composes_the_parts():
+    p = _p()
+    spec = runs.run_spec(p, "cifar10", M.FEDNCA, 0.5, 0.5, 0)
+    algo = method_of(spec.method).algorithm()
+    kinds = [type(x).__name__ for x in algo.parts]
+    assert kinds == ["FedAvgWeights", "FrozenParameters", "FedNCALoss"]
+    loss = algo.parts[-1]
+    assert (loss.lam_neg, loss.lam_pos, loss.tau) == (1.0, 1.0, 0.3)  # lambda1 = 1 on CIFAR-10
+    assert algo.optimizer.betas == (0.9, 0.98) and algo.optimizer.schedule == "warmup-linear"
+    assert method_of(runs.run_spec(p, "dermamnist", M.FEDNCA, 0.5, 0.71, 0).method).algorithm().parts[-1].lam_neg == 0.01
+    names = {n: [type(x).__name__ for x in method_of(runs.run_spec(p, "cifar10", n, 0.5, 0.5, 0).method).algorithm().parts]
+             for n in ("FedProx", "SCAFFOLD", "FedCurv", "SphereFed")}
+    assert "Penalty" in names["FedProx"] and "ControlVariates" in names["SCAFFOLD"]
+    assert "FedCurvPenalty" in names["FedCurv"] and "SphereFedClassifier" in names["SphereFed"]
+    assert hash(method_of(spec.method)) == hash(method_of(dict(spec.method)))
+
+
+def test_selection_reads_the_best_validation_round():
+    hist = []
+    for r, (v, t) in enumerate([(0.6, 0.5), (0.8, 0.7), (0.7, 0.9)], start=1):
+        row = {"round": r, "val_auc": v}
+        for name in ("auc", "f1", "micro_auc", "micro_f1", "batch_macro_auc", "batch_macro_f1", "batch_micro_auc",
+                     "batch_micro_f1"):
+            row[f"test_{name}"] = t
+        hist.append(row)
+    b = runs.best_round_metrics({"history": hist})
+    assert b["round"] == 2 and b["macro-AUC"] == (pytest.approx(70.0), pytest.approx(70.0))
+
+
+def _main_table(nca_auc, central=95.0):
+    rows = []
+    for beta in (0.5, 0.1):
+        for m, v in ((M.CENTRAL, central), ("FedAvg", 80.0), ("SphereFed", 82.0), (M.FEDNCA, nca_auc)):
+            for metric in ("macro-AUC", "macro-F1", "micro-AUC", "micro-F1"):
+                rows.append({"beta": beta, "method": m, "metric": metric, "mean": v})
+    return pd.DataFrame(rows)
+
+
+def test_main_table_claims_can_pass_and_fail():
+    good, bad = {"fednca/table1": _main_table(85.0)}, {"fednca/table1": _main_table(81.0)}
+    assert C.CHECKS["fednca/claim-2"](good)[0] is True
+    assert C.CHECKS["fednca/claim-2"](bad)[0] is False
+    assert C.CHECKS["fednca/claim-1"](good)[0] is True and C.CHECKS["fednca/claim-1"](bad)[0] is False
+    assert C.CHECKS["fednca/claim-10"](good)[0] is True
+    assert C.CHECKS["fednca/claim-10"]({"fednca/table1": _main_table(96.0)})[0] is False
+    assert C.CHECKS["fednca/claim-2"]({"fednca/table1": _main_table(51.0, central=51.0).assign(mean=50.0)})[0] == \
+        C.NOT_TESTABLE
+
+
+def _ablation(values):
+    rows = []
+    for (_, label), v in zip(M.COMPONENTS, values):
+        for metric in ("macro-AUC", "macro-F1", "micro-AUC", "micro-F1"):
+            rows.append({"components": label, "metric": metric, "mean": v})
+    return pd.DataFrame(rows)
+
+
+def test_ablation_claims_can_pass_and_fail():
+    up = {"fednca/table5": _ablation([80, 78, 83, 84, 84, 86])}
+    down = {"fednca/table5": _ablation([80, 81, 79, 84, 84, 78])}
+    for cid in ("fednca/claim-11", "fednca/claim-12", "fednca/claim-13", "fednca/claim-14"):
+        assert C.CHECKS[cid](up)[0] is True, cid
+        assert C.CHECKS[cid](down)[0] is False, cid
+
+
+def test_query_claim_can_pass_and_fail():
+    def table(fixed):
+        return pd.DataFrame([{"query_type": q, "query_init": i, "metric": m, "mean": (fixed if q == "fixed" else 80.0)}
+                             for q, i in M.QUERIES for m in ("macro-AUC", "macro-F1")])
+    assert C.CHECKS["fednca/claim-15"]({"fednca/table6": table(85.0)})[0] is True
+    assert C.CHECKS["fednca/claim-15"]({"fednca/table6": table(75.0)})[0] is False
+
+
+def test_feature_claims_can_pass_and_fail():
+    rng = np.random.default_rng(0)
+    n = 60
+    cls = np.repeat(["a", "b", "c"], 20)
+    cnt = np.tile([1, 2], 30)
+    by_class = pd.DataFrame({"x": np.repeat([0.0, 10.0, 20.0], 20) + rng.normal(0, 0.5, n), "y": rng.normal(0, 0.5, n),
+                             "class": cls, "label_count": cnt})
+    by_count = by_class.assign(x=np.where(cnt == 1, 0.0, 10.0) + rng.normal(0, 0.5, n))
+    assert C.CHECKS["fednca/claim-19"]({"fednca/fig3a": by_count})[0] is True
+    assert C.CHECKS["fednca/claim-19"]({"fednca/fig3a": by_class})[0] is False
+    assert C.CHECKS["fednca/claim-20"]({"fednca/fig3b": by_class})[0] is True
+    assert C.CHECKS["fednca/claim-20"]({"fednca/fig3b": by_count})[0] is False
+    assert C.CHECKS["fednca/claim-21"]({"fednca/fig3b": by_count, "fednca/fig3c": by_class})[0] is True
+    assert C.CHECKS["fednca/claim-21"]({"fednca/fig3b": by_class, "fednca/fig3c": by_count})[0] is False
+
+    def cos(v):
+        return pd.DataFrame({"mean_off_diagonal": [v]})
+    dec = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.5, 0.2, -0.1))}
+    inc = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.1, 0.2, 0.3))}
+    assert C.CHECKS["fednca/claim-22"](dec)[0] is True and C.CHECKS["fednca/claim-22"](inc)[0] is False
+
+
+def test_cosine_and_prototype_helpers():
+    from fedpaper.papers.fednca.features import cosine_matrix, mean_off_diagonal
+    from fedpaper.nets.etf import simplex_etf
+
+    S = cosine_matrix(simplex_etf(8, 4).T.numpy())
+    assert mean_off_diagonal(S) == pytest.approx(-1 / 3, abs=1e-6)  # the ETF's -1/(C-1)
+
+
+def test_attention_claim_and_quadrant_mass():
+    from fedpaper.papers.fednca.features import quadrant_mass
+
+    amap = np.zeros((4, 4))
+    amap[:2, :2] = 0.2
+    amap[2:, 2:] = 0.05
+    assert quadrant_mass(amap, "tl") == pytest.approx(0.8) and quadrant_mass(amap, "br") == pytest.approx(0.2)
+    t = pd.DataFrame({"mass_own": [0.6, 0.5, 0.2], "mass_other": [0.2, 0.3, 0.4]})
+    assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": t})[0] is True
+    assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": t.rename(columns={"mass_own": "mass_other",
+                                                                           "mass_other": "mass_own"})})[0] is False
+    flat = pd.DataFrame({"mass_own": [0.251, 0.249], "mass_other": [0.249, 0.251]})
+    assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": flat})[0] == C.NOT_TESTABLE
