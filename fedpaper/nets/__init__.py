@@ -1,0 +1,1 @@
+"""Networks added for the FedMT paper (registered by name in fedpaper.models.MODELS)."""
