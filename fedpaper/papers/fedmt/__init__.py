@@ -37,7 +37,7 @@ from fedpaper.papers import add_claims, implement, not_implemented
 from . import draw as D
 from . import profiles as P
 from . import runs as R
-from .claims import CLAIMS, FIG2D, TABLE3
+from .claims import CLAIMS, FIG2D_REASON, TABLE3_REASON
 
 #: Modules of this package that only read results (edits to them keep the cached runs).
 RESULTS_READ_ONLY = ("claims", "draw")
@@ -206,7 +206,6 @@ _NOTEBOOKS = {"main": ["table2", "fig2a", "table6"], "scaling": ["fig2b", "fig2c
 for _nb, _ids in _NOTEBOOKS.items():
     for _a in _ids:
         implement(f"{PAPER}/{_a}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb")
-not_implemented([f"{PAPER}/fig2d"], reason=FIG2D.removeprefix("not checkable: fedmt/fig2d is "))
-not_implemented([f"{PAPER}/table3"], reason="not regenerated: Fitzpatrick 17k is not available here (get "
-                "fitzpatrick17k.csv from github.com/mattgroh/fitzpatrick17k and download the images it lists)")
+not_implemented([f"{PAPER}/fig2d"], reason=FIG2D_REASON)
+not_implemented([f"{PAPER}/table3"], reason=TABLE3_REASON)
 add_claims(CLAIMS)

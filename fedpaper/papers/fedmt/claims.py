@@ -338,9 +338,12 @@ def c33(tb):
 
 CHECKS = {1: c1, 2: c2, 3: c3, 4: c4, 5: c5, 6: c6, 7: c7, 8: c8, 9: c9, 10: c10, 11: c11, 12: c12, 13: c13,
           14: c14, 16: c16, 17: c17, 28: c28, 29: c29, 30: c30, 31: c31, 32: c32, 33: c33}
-FIG2D = ("not checkable: fedmt/fig2d is not regenerated (ImageNet-initialised MobileNet-V2/ResNet-18/ResNet-50 "
-         "need torchvision's pretrained weights, absent offline, and far more CPU than this machine has)")
-TABLE3 = "not checkable: fedmt/table3 needs Fitzpatrick 17k, which is not available here"
+FIG2D_REASON = ("ImageNet-initialised MobileNet-V2/ResNet-18/ResNet-50 need torchvision's pretrained weights, absent "
+                "offline, and far more CPU than this machine has (fetch the weights with internet and run on a GPU)")
+TABLE3_REASON = ("Fitzpatrick 17k is not available here (get fitzpatrick17k.csv from github.com/mattgroh/fitzpatrick17k "
+                 "and download the images it lists into <data root>/fitzpatrick17k/)")
+FIG2D = f"not checkable: fedmt/fig2d is not regenerated: {FIG2D_REASON}"
+TABLE3 = f"not checkable: fedmt/table3 is not regenerated: {TABLE3_REASON}"
 for _i in (19, 20, 21, 22, 23, 24, 25):
     CHECKS[_i] = not_regenerated(TABLE3)
 CHECKS[15] = not_regenerated(FIG2D)

@@ -85,8 +85,9 @@ def sweep(specs: list, p: dict, data_root, desc: str) -> list:
     by_clients: dict = {}
     for i, s in enumerate(specs):  # runs trained together need the same number of clients
         by_clients.setdefault(s.partition["num_clients"], []).append(i)
-    for idx in by_clients.values():
-        res = run_specs([specs[i] for i in idx], data_root, desc=desc, execution=Execution(eval_batch=1024),
+    for c, idx in by_clients.items():
+        label = desc if len(by_clients) == 1 else f"{desc} C={c}"
+        res = run_specs([specs[i] for i in idx], data_root, desc=label, execution=Execution(eval_batch=1024),
                         max_batch=16)
         for i, r in zip(idx, res):
             out[i] = r
