@@ -178,7 +178,10 @@ def ablations(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     def t8(q):
         specs = [R.spec(q, m, s, lambda2=x) for x in q["lambda2s"] for m in R.FEDMT for s in q["seeds"]]
         t = _table(q, specs, data_root, "fedmt table8", ["dataset", "split", "C", "N_c", "n", "lambda2"])
-        return t[t["metric"] == "test_acc_100class"].reset_index(drop=True), _info(q, data_root)
+        t = t[t["metric"] == "test_acc_100class"].reset_index(drop=True)
+        t.insert(t.columns.get_loc("lambda2") + 1, "lambda2_label",
+                 ["1" if v == 1 else f"1/{round(1 / v)}" for v in t["lambda2"]])
+        return t, _info(q, data_root)
 
     def t9(q):
         specs = [R.spec(q, m, s, gamma=g) for g in [None] + q["gammas"] for m in ["FedMT (E)", "FedMT (E) + Average"]
@@ -209,3 +212,44 @@ for _nb, _ids in _NOTEBOOKS.items():
 not_implemented([f"{PAPER}/fig2d"], reason=FIG2D_REASON)
 not_implemented([f"{PAPER}/table3"], reason=TABLE3_REASON)
 add_claims(CLAIMS)
+
+
+# ------------------------------------------------------------------ sizing (benchmarks/fedmt_backbones.py)
+def all_specs(profile: str) -> list:
+    """Every distinct run the implemented artifacts of a profile train (shared runs counted once)."""
+    p = _params(profile)
+    fe = ["SemiFL", "FedMT (E)"]
+    s = p["seeds"]
+    specs = _main_specs(p)
+    specs += [R.spec(p, m, x, gamma=g) for g in [None] + p["gammas"] for m in fe for x in s]
+    specs += [R.spec(p, m, x, C=c, N_c=p["client_total"] // c) for c in p["client_counts"] for m in fe for x in s]
+    specs += [R.spec(p, "FedMT (E)", x, N_c=nc) for nc in p["fig3_sizes"] for x in s]
+    specs += [R.spec(p, m, x, threshold=t, lambda2=1) for t in p["thresholds"] for m in fe for x in s]
+    specs += [R.spec(p, m, x, lambda2=v) for v in p["lambda2s"] for m in R.FEDMT for x in s]
+    specs += [R.spec(p, m, x, gamma=g) for g in [None] + p["gammas"] for m in ["FedMT (E)", "FedMT (E) + Average"]
+              for x in s]
+    return list({sp.to_json(): sp for sp in specs}.values())
+
+
+def workload(profile: str, randaugment_cost: float = 1.5, two_head_cost: float = 2.0) -> dict:
+    """Training image-steps of a profile's runs: a lower bound (no client row ever confident: FedMT
+    and SemiFL clients skip) and an upper bound (every client row confident: 3 images per row, weak,
+    strong and mix, RandAugment counted `randaugment_cost` times); pseudo-labelling and evaluation
+    forwards count a third of a training step; two-head (loop backend) baselines `two_head_cost`."""
+    p = _params(profile)
+    lo = hi = 0.0
+    runs = all_specs(profile)
+    for s in runs:
+        m, pt, t = s.tags["display"], s.partition, s.training
+        server, client, rounds = pt["n"] * 100, pt["num_clients"] * pt["samples_per_client"], t["rounds"]
+        test = (p["test_cap"] or 10000) / 3
+        if m == "Single":
+            a = b = rounds * (server + test)
+        elif m in R.TWO_HEAD:
+            a = b = two_head_cost * rounds * (client + (server if m == "FedRep" else 0) + test) + \
+                (p["finetune_epochs"] * server if m == "FedTrans" else 0)
+        else:
+            a = rounds * (p["server_epochs"] * server + client / 3 + test)
+            b = a + rounds * t["local_epochs"] * 3 * client * randaugment_cost
+        lo, hi = lo + a, hi + b
+    return {"runs": len(runs), "image_steps_low": lo, "image_steps_high": hi}

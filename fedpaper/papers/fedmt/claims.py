@@ -192,7 +192,7 @@ def c6(tb):
         return g
     best = m[["FedRep", "FedTrans"]]
     small = m.index <= 15
-    ok = bool((m["SemiFL"][small] < best.max(1)[small]).all() and (m["SemiFL"][~small] > best.max(1)[~small]).all())
+    ok = bool((m["SemiFL"][small] < best.max(axis=1)[small]).all() and (m["SemiFL"][~small] > best.max(axis=1)[~small]).all())
     return ok, _fmt(m, ["SemiFL", "FedRep", "FedTrans"]) + ("" if (~small).any() else " (no n >= 20 in this profile)")
 
 

@@ -34,15 +34,16 @@ _PAPER = {
 _LONG = dict(
     _PAPER, backbone="lenet", backbone_kwargs={"in_channels": 3, "image_size": 32},
     backbone_label="LeNet-size CNN (6-16 conv, 120-84 FC), random init",
-    samples_per_client=400, rounds=30, local_epochs=1, server_epochs=1, batch_size=32,
-    single_rounds=30, finetune_epochs=10, seeds=1, test_cap=2000, client_total=4000,
-    client_counts=[10, 20, 40], fig3_sizes=[100, 200, 400], eval_every=5,
+    samples_per_client=250, rounds=14, local_epochs=1, server_epochs=1, batch_size=32,
+    single_rounds=14, finetune_epochs=10, seeds=1, test_cap=2000, client_total=2500,
+    client_counts=[10, 20, 40], fig3_sizes=[50, 125, 250], eval_every=2,
+    lambda2s=[1, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64],
 )
 
 _QUICK = dict(
-    _LONG, samples_per_client=200, n_values=[5, 15, 25], rounds=8, single_rounds=8, finetune_epochs=5,
-    test_cap=1000, client_total=2000, client_counts=[10, 20, 40], fig3_sizes=[50, 100, 200],
-    lambda2s=[1, 1 / 4, 1 / 16, 1 / 64], eval_every=2,
+    _LONG, samples_per_client=125, n_values=[5, 15, 25], rounds=6, single_rounds=6, finetune_epochs=5,
+    test_cap=1000, client_total=1250, client_counts=[10, 25], fig3_sizes=[50, 125],
+    lambda2s=[1, 1 / 4, 1 / 16, 1 / 64], eval_every=1,
 )
 
 _SMOKE = dict(
