@@ -119,7 +119,8 @@ def _fedmt_models() -> dict:
     """FedMT's networks (fedpaper.nets.resnet), registered by name."""
     from .nets import resnet as R
 
-    return {"resnet18_fedmt": R.resnet18_fedmt, "small_resnet": R.small_resnet, "two_head": R.two_head}
+    return {"resnet18_fedmt": R.resnet18_fedmt, "small_resnet": R.small_resnet, "two_head": R.two_head,
+            "with_correspondence": R.with_correspondence}
 
 
 MODELS.update(_fedmt_models())

@@ -9,14 +9,16 @@ from ..errors import BadParameterError, UnknownNameError
 
 
 def _fedmt(name, o):
-    from .fedmt import FixMixClient
+    from .fedmt import FixMixClient, LearnableCorrespondence
     from .semifl import StaticBatchNorm
     from .server_training import ServerTraining
 
+    est = o.pop("estimator", "estimate")
     parts = [FixMixClient(o.pop("threshold", 0.95), o.pop("lambda1", 1.0), o.pop("lambda2", 1 / 16),
-                          o.pop("mix_alpha", 0.75), o.pop("estimator", "estimate"),
-                          randaugment=tuple(o.pop("randaugment", (2, 10)))),
-             ServerTraining(o.pop("server_epochs", 5))]
+                          o.pop("mix_alpha", 0.75), est, randaugment=tuple(o.pop("randaugment", (2, 10))))]
+    if est.startswith("learnable"):
+        parts.append(LearnableCorrespondence(average=est == "learnable_average"))
+    parts.append(ServerTraining(o.pop("server_epochs", 5)))
     return parts + ([StaticBatchNorm()] if o.pop("static_bn", True) else [])
 
 

@@ -35,7 +35,7 @@ from ..engine.batching import gather
 from ..errors import BadParameterError
 from .base import Part, logits_of
 
-ESTIMATORS = ("true", "estimate", "estimate_average")
+ESTIMATORS = ("true", "estimate", "estimate_average", "learnable", "learnable_average")
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -116,17 +116,21 @@ class FixMixObjective:
     def __init__(self, projected_weight: float, lambda1: float, lambda2: float):
         self.wp, self.l1, self.l2 = projected_weight, lambda1, lambda2
 
-    def terms(self, logits, batch) -> dict:
+    def terms(self, logits, batch, M=None) -> dict:
+        """Per-row losses; M: a learnable correspondence matrix from the model's outputs (App. D.4),
+        else the batch's Mp."""
         B = batch["mask"].shape[-1]
         lw, ls, lm = logits[..., :B, :], logits[..., B:2 * B, :], logits[..., 2 * B:, :]
         lam = batch["lam"].unsqueeze(-1)
         out = {"fix": _ce(ls, batch["yfix"]),
                "mix": lam * _ce(lm, batch["yfix"]) + (1 - lam) * _ce(lm, batch["ymix"])}
-        out["projected"] = projected_loss(lw, batch["y"], batch["Mp"]) if self.wp else torch.zeros_like(out["fix"])
+        Mp = batch["Mp"] if M is None else M
+        out["projected"] = projected_loss(lw, batch["y"], Mp) if self.wp else torch.zeros_like(out["fix"])
         return out
 
     def __call__(self, outputs, batch, present, params, anchor):
-        t = self.terms(logits_of(outputs), batch)
+        M = outputs.get("M") if isinstance(outputs, dict) else None
+        t = self.terms(logits_of(outputs), batch, M)
         row = self.wp * t["projected"] + self.l2 * (t["fix"] + self.l1 * t["mix"])
         mask = batch["mask"]
         s = (row * mask).sum(-1)
@@ -199,7 +203,7 @@ class FixMixClient(Part):
 
     def _round_M(self, state, slots) -> torch.Tensor:
         """The M each slot's R_p uses this round: [G, J, K]."""
-        if self.estimator == "true":
+        if self.estimator in ("true", "learnable", "learnable_average"):  # learnable: M comes from the model
             return state["M"].expand(len(slots), *state["M"].shape).clone()
         own = state["M_hat"][slots[:, 0], slots[:, 1]]
         if self.estimator == "estimate":
@@ -282,3 +286,71 @@ def coarse_accuracy(logits: torch.Tensor, coarse: torch.Tensor, M: torch.Tensor)
     """20-class accuracy of K-class scores projected with M (App. D.2): argmax_j (M softmax(f(x)))_j."""
     pred = projected_log_probs(logits, M.to(logits.device)).argmax(-1)
     return (pred == coarse.to(pred.device)).float().mean().item()
+
+
+class LearnableCorrespondence(Part):
+    """App. D.4 "Learnable" (Table 9, Fig. 3): each client keeps its own correspondence logits m
+    (the model's `m_logits`, fedpaper.nets.resnet.WithCorrespondence), trained with the network in
+    R_p; they never leave the client (handed to its slot at the broadcast, stored back after), and
+    with `average` ("Learnable + Average") the round's learned matrices softmax(m) are averaged over
+    the run's clients and used as every client's next initial value. Reports each client's
+    ||softmax(m_c) - M||_F (replacing the eq. (4) errors) and, after the last round, the 20-class
+    accuracy projected with the mean learned matrix."""
+
+    key = "learnable_m"
+    PARAM = "m_logits"
+
+    def __init__(self, average: bool = False):
+        self.average = average
+
+    def check(self, ctx):
+        if self.PARAM not in ctx.init_params:
+            raise BadParameterError("a learnable correspondence needs the model 'with_correspondence'")
+
+    def init_state(self, ctx):
+        J, K = ctx.init_params[self.PARAM].shape[1:]
+        logits = torch.zeros(ctx.R, ctx.M, J, K)
+        for r, f in enumerate(ctx.feds):
+            gen = torch.Generator().manual_seed(int(f.seed) * 1000 + 7)
+            logits[r] = torch.randn(ctx.M, J, K, generator=gen) * 0.01  # targets vague-16
+        return {"logits": logits.to(ctx.device), "rounds": 0}
+
+    def broadcast(self, ctx, state, params, slots):
+        state = state[self.key]
+        params = dict(params)
+        params[self.PARAM] = state["logits"][slots[:, 0], slots[:, 1]].clone()
+        return params
+
+    def aggregate(self, ctx, state, agg, glob):
+        state = state[self.key]
+        state["rounds"] += 1
+        new = agg.new[self.PARAM].detach()
+        if self.average:
+            for r in np.unique(agg.slots[:, 0]):
+                g = agg.slots[:, 0] == r
+                mean = torch.softmax(new[g], 1).mean(0)
+                state["logits"][r] = torch.log(mean.clamp_min(1e-12))
+        else:
+            state["logits"][agg.slots[:, 0], agg.slots[:, 1]] = new
+        glob[self.PARAM] = agg.prev[self.PARAM]
+        return glob
+
+    def round_metrics(self, ctx, state, glob, bufs):
+        st = state[self.key]
+        M = torch.as_tensor(ctx.pools.correspondence, dtype=torch.float32, device=ctx.device)
+        learned = torch.softmax(st["logits"], 2)  # [R, M, J, K]
+        final = st["rounds"] >= ctx.cfg.rounds
+        if final:
+            test = [f.test_indices for f in ctx.feds]
+            logits = ctx.predict(glob, ctx.pools.x_test, test)
+            coarse = ctx.pools.labels["coarse"][1]
+        out = []
+        for r in range(ctx.R):
+            e = torch.linalg.norm((learned[r] - M).flatten(1), dim=1).cpu().numpy()
+            d = {f"m_err_c{c}": float(v) for c, v in enumerate(e)}
+            d.update(m_err_mean=float(e.mean()), m_err_sd=float(e.std(ddof=1)) if len(e) > 1 else float("nan"))
+            if final:
+                y = coarse[torch.as_tensor(np.asarray(test[r]), device=coarse.device)]
+                d["test_acc_coarse_est"] = coarse_accuracy(logits[r], y, learned[r].mean(0))
+            out.append(d)
+        return out

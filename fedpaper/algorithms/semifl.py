@@ -10,8 +10,6 @@ Client labels are never read (their batches read the pool's coarse label space, 
 """
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 from torch import nn
@@ -24,11 +22,9 @@ def static_bn_buffers(template: nn.Module, params: dict, buffers: dict, x: torch
     """BatchNorm running statistics of the model (params, buffers of ONE model) recomputed from
     scratch on images x: the exact mean and (unbiased) variance over x's batches in train mode
     (momentum None: a cumulative average), as SemiFL's sBN. Returns new buffers."""
-    net = copy.deepcopy(template)
+    bns = [m for m in template.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in bns]
     bufs = {}
-    for name, mod in net.named_modules():
-        if isinstance(mod, nn.modules.batchnorm._BatchNorm):
-            mod.momentum = None
     for k, v in buffers.items():
         if k.endswith("running_mean"):
             bufs[k] = torch.zeros_like(v)
@@ -38,10 +34,18 @@ def static_bn_buffers(template: nn.Module, params: dict, buffers: dict, x: torch
             bufs[k] = torch.zeros_like(v)
         else:
             bufs[k] = v.clone()
-    net.train(True)
-    with torch.no_grad():
-        for i in range(0, len(x), batch):
-            functional_call(net, (params, bufs), (x[i:i + batch],))
+    was_training = template.training
+    try:
+        for m in bns:
+            m.momentum = None
+        template.train(True)
+        with torch.no_grad():
+            for i in range(0, len(x), batch):
+                functional_call(template, (params, bufs), (x[i:i + batch],))
+    finally:
+        for m, mom in zip(bns, momenta):
+            m.momentum = mom
+        template.train(was_training)
     return bufs
 
 

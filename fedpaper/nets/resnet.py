@@ -90,3 +90,27 @@ def small_resnet(num_classes=100, in_channels=3, widths=(16, 32, 64), blocks=1):
 
 def two_head(num_classes=100, coarse_classes=20, backbone="small_resnet", **kw):
     return TwoHead(backbone, num_classes, coarse_classes, **kw)
+
+
+class WithCorrespondence(nn.Module):
+    """A K-class network plus a learnable J x K correspondence matrix (FedMT App. D.4 "Learnable"):
+    free logits m (initialised N(0, 0.01^2), targets vague-16), M = softmax over j of m; forward gives
+    {"logits": K-class scores, "M": M}."""
+
+    def __init__(self, backbone: str = "lenet", num_classes=100, coarse_classes=20, init_scale=0.01, **kw):
+        super().__init__()
+        from ..models import build_model
+
+        self.net = build_model(backbone, num_classes=num_classes, **kw)
+        self.m_logits = nn.Parameter(torch.randn(coarse_classes, num_classes) * init_scale)
+
+    @property
+    def classifier(self):
+        return self.net.classifier
+
+    def forward(self, x):
+        return {"logits": self.net(x), "M": torch.softmax(self.m_logits, 0)}
+
+
+def with_correspondence(num_classes=100, coarse_classes=20, backbone="lenet", **kw):
+    return WithCorrespondence(backbone, num_classes, coarse_classes, **kw)

@@ -30,8 +30,8 @@ def _fed(pools, seed=0):
 
 def _cfg(model="small_resnet", rounds=2, **kw):
     mk = {"num_classes": 8, "widths": (4, 8)}
-    if model == "two_head":
-        mk["coarse_classes"] = 4
+    if model in ("two_head", "with_correspondence"):
+        mk.update(coarse_classes=4, backbone="small_resnet")
     return TrainConfig(model=model, model_kwargs=mk, lr=0.03, momentum=0.9, weight_decay=5e-4,
                        lr_schedule="cosine", batch_size=8, local_epochs=1, rounds=rounds, **kw)
 
@@ -108,6 +108,8 @@ def _poisoned(pools, fed):
     (Method("FedMT (T)", family="fedmt", options={"estimator": "true", "threshold": 0.13, "server_epochs": 1}),
      "small_resnet"),
     (Method("FedRep", family="fedrep"), "two_head"),
+    (Method("Learnable", family="fedmt", options={"estimator": "learnable", "threshold": 0.13, "server_epochs": 1}),
+     "with_correspondence"),
 ])
 def test_clients_never_read_fine_labels(pools, method, model):
     fed = _fed(pools)
@@ -209,3 +211,34 @@ def test_semifl_static_bn_equals_batch_statistics():
     bufs = static_bn_buffers(net, {k: v.detach() for k, v in params.items()}, dict(net.named_buffers()), x, batch=10)
     first = net.body[0](x)  # the stem conv: the first BN's input
     assert torch.allclose(bufs["body.1.running_mean"], first.mean((0, 2, 3)).detach(), atol=1e-5)
+
+
+@pytest.mark.parametrize("average", [False, True])
+def test_learnable_m_stays_per_client_or_is_averaged(pools, average):
+    from fedpaper.algorithms.fedmt import LearnableCorrespondence
+
+    seen = {}
+
+    class Spy(LearnableCorrespondence):
+        def aggregate(self, ctx, state, agg, glob):
+            out = super().aggregate(ctx, state, agg, glob)
+            seen["new"] = agg.new[self.PARAM].clone()
+            seen["state"] = state[self.key]["logits"].clone()
+            seen["glob"], seen["prev"] = out[self.PARAM].clone(), agg.prev[self.PARAM].clone()
+            return out
+
+    est = "learnable_average" if average else "learnable"
+    algo = Method("L", family="fedmt", options={"estimator": est, "threshold": 0.13, "server_epochs": 1}).algorithm()
+    from fedpaper.algorithms.base import Algorithm
+
+    algo = Algorithm("L", tuple(Spy(average) if isinstance(p, LearnableCorrespondence) else p for p in algo.parts))
+    res = train(algo, _cfg("with_correspondence"), pools, [_fed(pools)], progress=False)
+    assert torch.equal(seen["glob"], seen["prev"])  # never aggregated into the global model
+    if average:
+        m = torch.softmax(seen["new"], 1).mean(0)
+        assert torch.allclose(torch.softmax(seen["state"][0, 0], 0), m, atol=1e-5)
+        assert torch.equal(seen["state"][0, 0], seen["state"][0, 1])
+    else:
+        assert torch.equal(seen["state"][0], seen["new"])
+        assert not torch.equal(seen["state"][0, 0], seen["state"][0, 1])
+    assert np.isfinite(res.history["m_err_mean"]).all()

@@ -20,7 +20,9 @@ PAPER = "fedmt"
 BASELINES = ["Single", "FedTrans", "FedRep", "SemiFL"]
 FEDMT = ["FedMT (T)", "FedMT (E)"]
 TABLE2_METHODS = BASELINES + FEDMT
-ESTIMATORS = {"FedMT (E)": "estimate", "FedMT (E) + Average": "estimate_average", "FedMT (T)": "true"}
+ESTIMATORS = {"FedMT (E)": "estimate", "FedMT (E) + Average": "estimate_average", "FedMT (T)": "true",
+              "Learnable": "learnable", "Learnable + Average": "learnable_average"}
+TABLE9_METHODS = ["FedMT (E)", "FedMT (E) + Average", "Learnable", "Learnable + Average"]
 TWO_HEAD = ("FedTrans", "FedRep")
 
 
@@ -46,9 +48,9 @@ def method(p: dict, name: str, threshold=None, lambda2=None) -> Method:
 def _training(p: dict, name: str) -> dict:
     kw = dict(p["backbone_kwargs"])
     model = p["backbone"]
-    if name in TWO_HEAD:
+    if name in TWO_HEAD or name.startswith("Learnable"):
         kw = {"backbone": model, "coarse_classes": coarse_classes(p), **kw}
-        model = "two_head"
+        model = "two_head" if name in TWO_HEAD else "with_correspondence"
     epochs = p["local_epochs"] if name in ("SemiFL",) + tuple(ESTIMATORS) else p["baseline_epochs"]
     return {"model": model, "model_kwargs": kw, "optimizer": "sgd", "lr": p["lr"], "momentum": p["momentum"],
             "weight_decay": p["weight_decay"], "lr_schedule": p["lr_schedule"], "batch_size": p["batch_size"],
@@ -102,7 +104,7 @@ def final_values(result: dict, name: str) -> dict:
     last = result["history"][-1]
     out = {"test_acc_100class": 100 * last["test_acc"]}
     src = {"FedTrans": "test_acc_coarse", "FedRep": "test_acc_coarse", "FedMT (T)": "test_acc_coarse_true"}.get(
-        name, "test_acc_coarse_est" if name.startswith("FedMT (E)") else None)
+        name, "test_acc_coarse_est" if name.startswith(("FedMT (E)", "Learnable")) else None)
     if src and last.get(src) is not None and np.isfinite(last[src]):
         out["test_acc_20class"] = 100 * last[src]
     return out
