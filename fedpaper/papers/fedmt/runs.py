@@ -75,7 +75,7 @@ def spec(p: dict, name: str, seed: int, *, n=None, C=None, N_c=None, gamma=None,
             "num_clients": int(C or p["num_clients"]), "samples_per_client": int(N_c or p["samples_per_client"]),
             "iid": gamma is None, "gamma": gamma, "role": "single" if name == "Single" else "federated"}
     m = method(p, name, threshold, lambda2)
-    tags = {"display": name, "threshold": threshold, "lambda2": lambda2}
+    tags = {"display": name}  # the settings themselves are in the method's options (shared runs: one key)
     return RunSpec(PAPER, data_spec(p), part, m.spec(), _training(p, name), {"test_cap": p["test_cap"]},
                    {k: v for k, v in tags.items() if v is not None})
 
@@ -110,6 +110,11 @@ def final_values(result: dict, name: str) -> dict:
     return out
 
 
+def options(s: RunSpec) -> dict:
+    """The method options of a run spec (family methods), as a dict."""
+    return {k: v for k, v in (s.method.get("options") or [])}
+
+
 def per_seed(specs: list, results: list, setting: dict) -> pd.DataFrame:
     """One row per (run, metric): setting columns from each spec's partition, method, seed, value."""
     rows = []
@@ -117,8 +122,8 @@ def per_seed(specs: list, results: list, setting: dict) -> pd.DataFrame:
         pt = s.partition
         base = {"dataset": "CIFAR-100" if "stand_in" not in s.data["options"] else "stand-in",
                 "split": "iid" if pt["iid"] else "non-iid", "gamma": pt["gamma"], "C": pt["num_clients"],
-                "N_c": pt["samples_per_client"], "n": pt["n"], "threshold": s.tags.get("threshold"),
-                "lambda2": s.tags.get("lambda2"), "method": s.tags["display"], "seed": s.seed, **setting}
+                "N_c": pt["samples_per_client"], "n": pt["n"], "threshold": options(s).get("threshold"),
+                "lambda2": options(s).get("lambda2"), "method": s.tags["display"], "seed": s.seed, **setting}
         for metric, v in final_values(r, s.tags["display"]).items():
             rows.append({**base, "metric": metric, "value": v})
     return pd.DataFrame(rows)
