@@ -242,3 +242,21 @@ def test_learnable_m_stays_per_client_or_is_averaged(pools, average):
         assert torch.equal(seen["state"][0], seen["new"])
         assert not torch.equal(seen["state"][0, 0], seen["state"][0, 1])
     assert np.isfinite(res.history["m_err_mean"]).all()
+
+
+def test_seam_hooks_added_for_fedmt_default_to_no_change(pools):
+    """The hooks FedMT added to the seam (label space, round rows, batch rows, round metrics, a
+    replacing objective) change nothing for an algorithm that does not use them."""
+    from fedpaper.algorithms.base import Objective
+
+    algo = Method("FedAvg").algorithm()
+    assert algo.client_labels == "default" and algo.batch_rows is False
+    rows = [np.arange(3), np.arange(5)]
+    assert algo.round_rows(None, {}, np.array([[0, 0], [0, 1]]), rows) is rows
+    assert isinstance(algo.objective(("classifier.weight", "classifier.bias")), Objective)
+
+    class Ctx:
+        R = 2
+    assert algo.round_metrics(Ctx(), {}, {}, {}) == [{}, {}]
+    fedmt = FEDMT_E.algorithm()
+    assert fedmt.client_labels == "coarse" and fedmt.batch_rows is True

@@ -41,7 +41,7 @@ _LONG = dict(
 )
 
 _QUICK = dict(
-    _LONG, samples_per_client=125, n_values=[5, 15, 25], rounds=6, single_rounds=6, finetune_epochs=5,
+    _LONG, samples_per_client=125, n_values=[5, 15, 25], rounds=5, single_rounds=5, finetune_epochs=5,
     test_cap=1000, client_total=1250, client_counts=[10, 25], fig3_sizes=[50, 125],
     lambda2s=[1, 1 / 4, 1 / 16, 1 / 64], eval_every=1,
 )
