@@ -186,11 +186,12 @@ class FixMixClient(Part):
         fix, mix, n_fix = [], [], []
         for g, ((r, c), rr, lg) in enumerate(zip(slots, rows, logits)):
             conf, y_hat = torch.softmax(lg.float(), -1).max(-1)
-            keep = (conf > self.threshold).cpu().numpy()
+            keep_t = conf > self.threshold  # S_fix (Alg. 1: max_k f_k(x) > xi)
+            keep = keep_t.cpu().numpy()
             lookup[g, torch.as_tensor(rr, device=ctx.device)] = y_hat
             if self.projected_weight:  # SemiFL (no R_p) never reads its clients' labels
                 coarse = coarse_pool[torch.as_tensor(rr[keep], device=ctx.device)].cpu()
-                state["M_hat"][r, c] = estimate_correspondence(coarse, y_hat[torch.as_tensor(keep)].cpu(), J, K,
+                state["M_hat"][r, c] = estimate_correspondence(coarse, y_hat[keep_t].cpu(), J, K,
                                                                prev=state["M_hat"][r, c])
                 state["err"][r, c] = torch.linalg.norm(state["M_hat"][r, c] - M).item()
             fix.append(rr[keep])
