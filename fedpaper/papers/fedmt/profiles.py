@@ -34,9 +34,9 @@ _PAPER = {
 _LONG = dict(
     _PAPER, backbone="lenet", backbone_kwargs={"in_channels": 3, "image_size": 32},
     backbone_label="LeNet-size CNN (6-16 conv, 120-84 FC), random init",
-    samples_per_client=250, rounds=12, local_epochs=1, server_epochs=1, batch_size=32,
-    single_rounds=12, finetune_epochs=10, seeds=1, test_cap=2000, client_total=2500,
-    client_counts=[10, 20, 40], fig3_sizes=[50, 125, 250], eval_every=2,
+    samples_per_client=200, rounds=12, local_epochs=1, server_epochs=1, batch_size=32,
+    single_rounds=12, finetune_epochs=10, seeds=1, test_cap=2000, client_total=2000,
+    client_counts=[10, 20, 40], fig3_sizes=[50, 100, 200], eval_every=2,
     lambda2s=[1, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64],
 )
 
