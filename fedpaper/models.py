@@ -124,6 +124,17 @@ MODELS = {
 }
 
 
+def _fedmt_models() -> dict:
+    """FedMT's networks (fedpaper.nets.resnet), registered by name."""
+    from .nets import resnet as R
+
+    return {"resnet18_fedmt": R.resnet18_fedmt, "small_resnet": R.small_resnet, "two_head": R.two_head,
+            "with_correspondence": R.with_correspondence}
+
+
+MODELS.update(_fedmt_models())
+
+
 def build_model(name: str, **kwargs) -> nn.Module:
     """Instantiate a model by name (see MODELS)."""
     if name not in MODELS:

@@ -53,9 +53,9 @@ def test_no_command_and_bad_option():
 
 
 def test_only_not_implemented_is_one_line(capsys, empty_data_root):
-    assert cli.main(["reproduce", "--profile", "smoke", "--only", "fedmt/table2"]) == 2
+    assert cli.main(["reproduce", "--profile", "smoke", "--only", "fedmt/fig2d"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "fedmt/table2" in err[0] and "not implemented" in err[0]
+    assert len(err) == 1 and "fedmt/fig2d cannot be regenerated here" in err[0] and "ImageNet" in err[0]
 
 
 def test_only_paper_lists_skipped_without_failing(capsys, figures_tmp, readme_tmp, empty_data_root):
@@ -63,7 +63,7 @@ def test_only_paper_lists_skipped_without_failing(capsys, figures_tmp, readme_tm
     out = capsys.readouterr().out
     assert ("artifacts: 0 regenerated, 0 re-rendered from committed results, 11 not regenerated, 0 failed; "
             "notebooks: 0 ok, 0 failed") in out
-    assert "\nnot regenerated fedmt/table3: not implemented yet (open issue)" in out
+    assert "\nnot regenerated fedmt/table3: Fitzpatrick 17k is not available here" in out
     assert (figures_tmp / "REPORT.md").is_file()
 
 
@@ -85,7 +85,8 @@ def test_list_and_report(capsys, figures_tmp, readme_tmp):
     readme_tmp.write_text("intro\n<!-- artifact-status:start -->\nold\n<!-- artifact-status:end -->\ntail\n")
     assert cli.main(["list", "--paper", "fedmt"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 11 and all("not implemented yet" in ln for ln in out)
+    assert len(out) == 11
+    assert any(ln.startswith("fedmt/fig2d") and "ImageNet" in ln for ln in out)
     assert cli.main(["report"]) == 0
     assert (figures_tmp / "REPORT.md").is_file()
     text = readme_tmp.read_text()

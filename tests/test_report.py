@@ -47,7 +47,8 @@ def test_report_with_zero_artifacts(figures_tmp, readme_tmp, empty_data_root):
     path = R.write_report()
     text = path.read_text()
     assert "78 artifacts: 0 regenerated, 78 not regenerated." in text
-    assert "`fedmt/table2` (CIFAR-100 fine-class accuracy vs server samples n): not implemented yet (open issue)" in text
+    assert "`fedmt/table3` (Fitzpatrick 17k 9-class and 3-class accuracy vs server share r): " \
+           "Fitzpatrick 17k is not available here" in text
     assert "data missing: cifar100" in text
     assert "PACS (Bai et al. 2024 federated split) (`pacs`): download PACS" in text
     assert "**not checkable** `fedmt/claim-1`" in text  # registered by fedpaper.papers.fedmt

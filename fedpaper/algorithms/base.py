@@ -129,6 +129,22 @@ class Part:
     def grad_correction(self, ctx, state, slots):
         return None
 
+    # ---- hooks added for FedMT (mixed-type labels); the defaults change nothing
+    label_space = None     # the pool label space the clients' batches read ("coarse"); None: default
+    batch_rows = False     # True: batches carry their pool rows as batch["rows"] (e.g. per-row pseudo-labels)
+
+    def client_objective(self, classifier):
+        """The clients' objective, replacing `Objective` (same call signature), or None."""
+        return None
+
+    def round_rows(self, ctx, data, slots, rows):
+        """The rows each slot trains on this round (e.g. its confident pseudo-labelled rows), or None."""
+        return None
+
+    def round_metrics(self, ctx, state, glob, bufs) -> list | None:
+        """Extra history values after an evaluated round: one dict per run, or None."""
+        return None
+
     # ---- server side
     def weights(self, ctx, state, slots, part, losses):
         """Aggregation weight of each slot (numpy [G], summing to one per run), or None."""
@@ -238,7 +254,32 @@ class Algorithm:
     def frozen(self) -> tuple:
         return tuple(n for p in self.parts for n in p.frozen)
 
+    @property
+    def client_labels(self) -> str:
+        """The label space of the clients' batches (Pools.label_space name): the first part's."""
+        return next((p.label_space for p in self.parts if p.label_space), "default")
+
+    @property
+    def batch_rows(self) -> bool:
+        return any(p.batch_rows for p in self.parts)
+
+    def round_rows(self, ctx, data, slots, rows) -> list:
+        for p in self.parts:
+            r = p.round_rows(ctx, data.get(p.key), slots, rows)
+            rows = rows if r is None else r
+        return rows
+
+    def round_metrics(self, ctx, state, glob, bufs) -> list:
+        out = [{} for _ in range(ctx.R)]
+        for p in self.parts:
+            for r, d in enumerate(p.round_metrics(ctx, state, glob, bufs) or []):
+                out[r].update(d)
+        return out
+
     def objective(self, classifier) -> Objective:
+        custom = [o for o in (p.client_objective(classifier) for p in self.parts) if o is not None]
+        if custom:
+            return custom[0]
         w = [p.unlabeled_weight for p in self.parts if p.unlabeled_weight is not None]
         return Objective(self.parts, w[0] if w else 1.0, tuple(classifier))
 

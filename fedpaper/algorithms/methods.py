@@ -15,7 +15,7 @@ CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
 SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
 TUNING_LOSSES = (None, "mse", "pairwise", "pairwise_all")
 EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha", "pseudo_label_threshold", "pseudo_label_weight",
-                    "server_train_epochs")
+                    "server_train_epochs", "family", "options")
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,16 @@ class Method:
     pseudo_label_threshold: float | None = None
     pseudo_label_weight: float = 1.0
     server_train_epochs: int = 0
+    family: str | None = None  # an algorithm built whole from options (algorithms.families: FedMT & baselines)
+    options: tuple = ()  # the family's options as (key, value) pairs (a dict is accepted)
 
     def __post_init__(self):
+        if self.family is not None or self.options:
+            from .families import FAMILIES, as_options
+
+            object.__setattr__(self, "options", as_options(self.options))
+            if self.family not in FAMILIES:
+                raise UnknownNameError(f"unknown algorithm family {self.family!r}; known: {tuple(FAMILIES)}")
         object.__setattr__(self, "penalties", (self.penalties,) if isinstance(self.penalties, str)
                            else tuple(self.penalties))
         unknown = [p for p in self.penalties if p not in PENALTIES]
@@ -116,6 +124,10 @@ class Method:
         mixup, pseudo-labels; server training, then central tuning."""
         from .base import Algorithm
 
+        if self.family is not None:
+            from .families import family_algorithm
+
+            return family_algorithm(self.name, self.family, self.options)
         return Algorithm(self.name, tuple(method_parts(self)))
 
 

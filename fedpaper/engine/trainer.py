@@ -99,12 +99,13 @@ class FederatedTrainer:
         return [np.random.default_rng([f.seed, 7919, 1]) for f in self.feds]
 
     def _setup_label_info(self):
-        y = self.pools.y_train.cpu().numpy()
-        counts = np.zeros((self.R, self.M, self.K))
+        y = self.pools.label_space(self.algo.client_labels)[0].cpu().numpy()  # the labels clients see
+        kk = self.K if self.algo.client_labels == "default" else (y.shape[1] if y.ndim == 2 else int(y.max()) + 1)
+        counts = np.zeros((self.R, self.M, kk))
         for r, f in enumerate(self.feds):
             for i, idx in enumerate(f.client_indices):
                 yi = y[np.asarray(idx, dtype=np.int64)]
-                counts[r, i] = yi.sum(0) if y.ndim == 2 else np.bincount(yi, minlength=self.K)
+                counts[r, i] = yi.sum(0) if y.ndim == 2 else np.bincount(yi, minlength=kk)
         self.counts = counts
         self.sizes = counts.sum(-1)
         present = counts > 0
@@ -139,6 +140,7 @@ class FederatedTrainer:
         aug = [self.aug_rngs[r] for r in slots[:, 0]]
         bufs = buffers if buffers else {k: v[slots[:, 0]] for k, v in self.global_buffers.items()}
         data = self.algo.prepare_round(self.ctx, self.state, params, slots, bufs)
+        rows = self.algo.round_rows(self.ctx, data, slots, rows)
         return self.train_slots(params, rows, present, rngs, self.algo, self.cfg.local_epochs, buffers, corr, aug,
                                 data)
 
@@ -159,6 +161,7 @@ class FederatedTrainer:
         steps_done = torch.zeros(len(rows), device=self.device)
         loss_sum = torch.zeros(len(rows), device=self.device)
         steps = algo.min_steps(round_data, cfg.batch_size)
+        y_pool = self.pools.label_space(algo.client_labels)[0]
         for _ in range(epochs):
             brows, bmask = epoch_batches(rows, cfg.batch_size, rngs, steps)
             brows_t = torch.as_tensor(brows, device=self.device)
@@ -166,8 +169,9 @@ class FederatedTrainer:
             epoch = algo.begin_epoch(round_data, brows.shape[1], aug_rngs, cfg.batch_size, self.device)
             for s in range(brows.shape[1]):
                 idx, mask = brows_t[:, s], bmask_t[:, s]
-                batch = {"x": gather(self.pools.x_train, idx), "y": gather(self.pools.y_train, idx),
-                         "mask": mask.float()}
+                batch = {"x": gather(self.pools.x_train, idx), "y": gather(y_pool, idx), "mask": mask.float()}
+                if algo.batch_rows:
+                    batch["rows"] = idx
                 active = algo.augment(self.ctx, batch, bmask[:, s], aug_rngs, round_data, epoch, s, mask.any(1))
                 grads, lsum = self._grads(params, batch, present, anchor, objective, buffers)
                 if corr is not None:
@@ -210,6 +214,9 @@ class FederatedTrainer:
                 self.ctx, self.state, self.global_params, self.global_buffers, agg, rngs)
             if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:
                 rows = self._evaluate(rnd, loss, slots)
+                for row, extra in zip(rows, self.algo.round_metrics(self.ctx, self.state, self.global_params,
+                                                                    self.global_buffers)):
+                    row.update(extra)
                 hist.extend(rows)
                 if best is not None:
                     best.update(rows, self.global_params)

@@ -1,0 +1,93 @@
+"""The smoke, quick, long and paper profiles of the FedMT artifacts (targets/fedmt.md sections 2 and 4).
+
+`settings(profile)` holds everything a run needs; `notes(profile)` lists every difference from the
+paper (provenance, figure footnotes). Sizing (benchmarks/results/fedmt_backbones.md): on the 2-core
+CPU the Table 5 ResNet-18 trains at about 30 images/s, far too slow, so quick and long use a
+LeNet-size CNN (no BatchNorm: about 1,500 training images/s, the engine's grouped backend), the
+same for every method, named on every figure. Without BatchNorm, SemiFL/FedMT's static BN has
+nothing to recompute (noted). ImageNet weights are not available offline: every profile here runs
+from random initialisation (Table 2's baselines use ImageNet weights in the paper; Table 6's
+random-init column is the paper's number to compare them with).
+"""
+from __future__ import annotations
+
+import copy
+
+PAPER_N = [5, 10, 15, 20, 25]
+
+_PAPER = {
+    "backbone": "resnet18_fedmt", "backbone_kwargs": {}, "backbone_label": "ResNet-18 (Table 5), random init",
+    "num_clients": 10, "samples_per_client": 4000, "n_values": PAPER_N,  # Sec. 4.1
+    "rounds": 200, "local_epochs": 5, "server_epochs": 5, "baseline_epochs": 1,  # App. C.1, vague-1
+    "batch_size": 10,  # vague-2 (SemiFL's client batch; one batch size for clients and server here)
+    "lr": 0.03, "momentum": 0.9, "weight_decay": 5e-4, "lr_schedule": "cosine",  # App. C.1
+    "threshold": 0.95, "lambda1": 1.0, "lambda2": 1 / 16, "mix_alpha": 0.75,  # vague-3/-4
+    "single_rounds": 200, "finetune_epochs": 100, "finetune_lr": 0.01, "finetune_batch": 250,  # vague-17/-19
+    "seeds": 3, "test_cap": None,  # vague-24; the full 10,000-image test set
+    "n_default": 25,  # vague-13
+    "gammas": [0.1, 0.9, 0.99], "client_counts": [10, 20, 40, 80], "client_total": 40000,  # vague-12/-14
+    "thresholds": [0.7, 0.8, 0.9, 0.95], "lambda2s": [1, 1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64],
+    "fig3_sizes": [500, 1000, 2000, 4000],  # vague-15
+    "eval_every": 1, "stand_in": None, "precision": "fp32",
+}
+
+_LONG = dict(
+    _PAPER, backbone="lenet", backbone_kwargs={"in_channels": 3, "image_size": 32},
+    backbone_label="LeNet-size CNN (6-16 conv, 120-84 FC), random init",
+    samples_per_client=200, rounds=12, local_epochs=1, server_epochs=1, batch_size=32,
+    single_rounds=12, finetune_epochs=10, seeds=1, test_cap=2000, client_total=2000,
+    client_counts=[10, 20, 40], fig3_sizes=[50, 100, 200], eval_every=2,
+    lambda2s=[1, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64],
+)
+
+_QUICK = dict(
+    _LONG, samples_per_client=125, n_values=[5, 15, 25], rounds=5, single_rounds=5, finetune_epochs=5,
+    test_cap=1000, client_total=1250, client_counts=[10, 25], fig3_sizes=[50, 125],
+    lambda2s=[1, 1 / 4, 1 / 16, 1 / 64], eval_every=1,
+)
+
+_SMOKE = dict(
+    _QUICK, num_clients=3, samples_per_client=24, n_values=[2, 4], rounds=2, single_rounds=2, finetune_epochs=1,
+    batch_size=8, test_cap=None, n_default=4, client_counts=[2, 3], client_total=48, fig3_sizes=[12, 24],
+    gammas=[0.1, 0.9], thresholds=[0.055, 0.08], lambda2s=[1, 1 / 16], threshold=0.055, eval_every=1,
+    backbone_kwargs={"in_channels": 3, "image_size": 16}, backbone_label="LeNet-size CNN (smoke)",
+    stand_in={"num_classes": 20, "coarse_classes": 5, "n_train": 640, "n_test": 60, "shape": [3, 16, 16], "seed": 0},
+)
+
+SETTINGS = {"paper": _PAPER, "long": _LONG, "quick": _QUICK, "smoke": _SMOKE}
+
+
+def settings(profile: str) -> dict:
+    p = copy.deepcopy(SETTINGS[profile])
+    p["notes"] = notes(profile)
+    return p
+
+
+def notes(profile: str) -> list[str]:
+    """Every difference from the paper's setting, in words."""
+    p, q = SETTINGS[profile], _PAPER
+    out = ["random initialisation for every method: torchvision ImageNet weights are not available offline "
+           "(the paper starts Single, FedTrans and FedRep from ImageNet weights in Table 2)",
+           "server procedure A runs after each aggregation (same sequence as Algorithm 1 except round 1)",
+           "one batch size for clients and server (vague-2); FedTrans/Single without augmentation"]
+    if p["stand_in"]:
+        out.insert(0, f"SYNTHETIC stand-in for CIFAR-100 ({p['stand_in']['num_classes']} fine / "
+                      f"{p['stand_in']['coarse_classes']} coarse classes, {p['stand_in']['shape']} images)")
+    if p["backbone"] != q["backbone"]:
+        out.append(f"backbone {p['backbone_label']} instead of ResNet-18 (CPU budget; no BatchNorm, so static BN "
+                   "is a no-op)")
+    for key, what in [("samples_per_client", "images per client N_c"), ("rounds", "rounds"),
+                      ("local_epochs", "local epochs (FedMT/SemiFL)"), ("server_epochs", "server epochs per round"),
+                      ("batch_size", "batch size"), ("seeds", "seeds"), ("n_values", "server images per class n"),
+                      ("single_rounds", "Single epochs"), ("finetune_epochs", "FedTrans fine-tuning epochs"),
+                      ("test_cap", "test images (None: all 10,000)"), ("client_counts", "client counts C (fig2c)"),
+                      ("client_total", "N_c x C (fig2c)"), ("lambda2s", "lambda2 grid (table8)"),
+                      ("fig3_sizes", "N_c values (fig3)")]:
+        if p[key] != q[key]:
+            out.append(f"{what}: {p[key]} (paper: {q[key]})")
+    return out
+
+
+def subtitle(p: dict) -> str:
+    return f"{p['backbone_label']}; {p['profile']} profile: C={p['num_clients']}, N_c={p['samples_per_client']}, " \
+           f"{p['rounds']} rounds, {len(p['seeds'])} seed(s)"
