@@ -279,3 +279,17 @@ def test_captions_name_the_interval_as_the_csv_and_report_do():
     assert "95%" not in draw._ci_caption(t, "Bar: mean; error bar")
     s = runs.summarise(pd.DataFrame({"method": ["a"] * 3, "seed": [0, 1, 2], "accuracy": [0.1, 0.3, 0.2]}), ["method"])
     assert s["interval"].iloc[0] == interval_name(3) and s["per_seed"].iloc[0] == "0.1000;0.3000;0.2000"
+
+
+def test_figure_title_says_which_methods_sit_at_chance():
+    from fedpaper.papers.privlabels import draw
+
+    rows = []
+    for L in (2, 10):
+        for setting in ("private", "public"):
+            rows += _rows(setting, L, {"FedAvg": [0.1, 0.11, 0.1], "Tuning-MSE": [0.3, 0.35, 0.32] if L == 10 else
+                                       [0.1, 0.1, 0.1]})
+    t = pd.DataFrame(rows)
+    assert draw._at_chance(t) == ["FedAvg"]  # Tuning-MSE learns at L=10
+    fig = draw.lines(t, "labels_per_client", "x", "quick profile: ...", "labels per client L")
+    assert "FedAvg at chance everywhere" in fig._suptitle.get_text()
