@@ -180,6 +180,10 @@ def table_figure(table: pd.DataFrame, title: str, sub: str, col_width=None):
     fig, ax = plt.subplots(figsize=(min(16, 1.6 * len(table.columns) + 2), 0.32 * n + 1.2))
     ax.axis("off")
     cells = [["" if (isinstance(v, float) and np.isnan(v)) else str(v) for v in row] for row in table.to_numpy()]
+    if col_width is None:  # columns as wide as their longest cell, so no text runs past its cell
+        longest = [max([len(str(c))] + [len(r[i]) for r in cells]) + 2 for i, c in enumerate(table.columns)]
+        col_width = [w / sum(longest) for w in longest]
+        fig.set_size_inches(max(fig.get_size_inches()[0], min(16, 0.075 * sum(longest))), fig.get_size_inches()[1])
     tab = ax.table(cellText=cells, colLabels=list(table.columns), loc="center", cellLoc="left",
                    colWidths=col_width)
     tab.auto_set_font_size(False)
