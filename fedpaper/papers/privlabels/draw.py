@@ -67,8 +67,8 @@ def _at_chance(table: pd.DataFrame) -> list[str]:
 def _finish(fig, title: str, sub: str, table: pd.DataFrame | None = None, caption: str = ""):
     chance = _at_chance(table) if table is not None and len(table) else []
     if chance:
-        title += (f"\n{', '.join(chance)} at chance everywhere in this figure (most seeds <= {CHANCE + 2:.0f}%, "
-                  "or one-class models)")
+        title += "\n" + _wrap(f"{', '.join(chance)} at chance everywhere in this figure (most seeds <= "
+                              f"{CHANCE + 2:.0f}%, or one-class models)", fig)
     fig.suptitle(title + (f"\n{_wrap(sub, fig)}" if sub else ""), fontsize=9 if sub else 11)
     if caption:
         fig.text(0.5, 0.0, _wrap(caption, fig), ha="center", va="top", fontsize=7.5, color="0.25")
