@@ -279,3 +279,30 @@ def test_captions_name_the_interval_as_the_csv_and_report_do():
     assert "95%" not in draw._ci_caption(t, "Bar: mean; error bar")
     s = runs.summarise(pd.DataFrame({"method": ["a"] * 3, "seed": [0, 1, 2], "accuracy": [0.1, 0.3, 0.2]}), ["method"])
     assert s["interval"].iloc[0] == interval_name(3) and s["per_seed"].iloc[0] == "0.1000;0.3000;0.2000"
+
+
+def test_figure_title_says_which_methods_sit_at_chance():
+    from fedpaper.papers.privlabels import draw
+
+    rows = []
+    for L in (2, 10):
+        for setting in ("private", "public"):
+            rows += _rows(setting, L, {"FedAvg": [0.1, 0.11, 0.1], "Tuning-MSE": [0.3, 0.35, 0.32] if L == 10 else
+                                       [0.1, 0.1, 0.1]})
+    t = pd.DataFrame(rows)
+    assert draw._at_chance(t) == ["FedAvg"]  # Tuning-MSE learns at L=10
+    fig = draw.lines(t, "labels_per_client", "x", "quick profile: ...", "labels per client L")
+    assert "FedAvg at chance everywhere" in fig._suptitle.get_text()
+
+
+def test_probe_counts_the_runs_the_quick_sweep_trains():
+    """The timing probe's run counts: per data set 54 plain + 48 tuning runs after the L = 10 sharing
+    (+ 6 all-pairs at L = 2); the CIFAR-10 epoch ablation without the main sweep's E = 1 FedAvg runs."""
+    from fedpaper.papers.privlabels import probe
+
+    p = _params("quick")
+    main, ep_E, ep_n = probe.sweep_counts(p, "cifar10")
+    assert dict(main) == {"plain": 54, "mse": 21, "pairwise": 27}
+    assert dict(ep_n) == {"plain": 12, "mse": 18, "pairwise": 18}  # 18 FedAvg minus the 6 shared E = 1 runs
+    assert ep_E["plain"] == 6 * (3 + 5) and ep_E["mse"] == 6 * (1 + 3 + 5)
+    assert probe.sweep_counts(p, "fashion-mnist")[1] == {}

@@ -83,7 +83,7 @@ def table2(p: dict) -> pd.DataFrame:
         ("seeds", "10 (ablation 3)", f"{_count(p['seeds'])} (ablation {_count(e['seeds'])})"),
         ("CNN widths / hidden", "n.g. ('3', vague-2)", f"{'-'.join(map(str, p['widths']))} / {p['hidden']}"),
         ("precision", "n.g. (fp32 assumed)", p.get("precision", "fp32")
-         + (" autocast, fp32 weights and optimiser state" if p.get("precision", "fp32") != "fp32" else "")),
+         + (" autocast (fp32 weights)" if p.get("precision", "fp32") != "fp32" else "")),
         ("local steps per client per run", "3200 (2000 / 64 x 100)", client_steps(p)),
         ("validation / test images per seed", "all (20% split) / all (official test set)",
          f"{p['val_eval'] or 'all'} / {p['test_eval'] or 'all'}"),

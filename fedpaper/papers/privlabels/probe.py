@@ -41,12 +41,15 @@ def sweep_counts(p: dict, dataset: str) -> tuple[Counter, Counter, Counter]:
     from . import _epoch_pairs
 
     main = Counter()
-    for s in dict.fromkeys(runs.canonical(s, p) for s in runs.main_specs(p, dataset, p["labels"])):
+    trained = dict.fromkeys(runs.canonical(s, p) for s in runs.main_specs(p, dataset, p["labels"]))
+    for s in trained:
         main[cost_class(s.tags["display"])] += 1
     ep_E, ep_n = Counter(), Counter()
     if dataset == "cifar10":
         pairs = sorted({pr for w in ("fig11", "fig12", "fig13") for pr in _epoch_pairs(p, w)})
         for s in dict.fromkeys(runs.epoch_specs(p, dataset, pairs, p["epochs"]["seeds"])):
+            if s in trained:  # E = 1 FedAvg: the main sweep's run, read from the cache
+                continue
             c = cost_class(s.tags["display"])
             ep_E[c] += s.training["local_epochs"]
             ep_n[c] += 1
