@@ -29,7 +29,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-PARAMETERS = '''profile = "smoke"  # smoke (synthetic, seconds) | quick | paper
+PARAMETERS = '''profile = "smoke"  # smoke (synthetic, seconds) | quick | long | paper
 data_root = None  # None: $FEDPAPER_DATA, ../shared/data, ~/.fedpaper/data
 out_dir = None  # None: figures/ (quick, paper), the cache (smoke), a scratch folder (exploration)
 seeds = None  # None: the profile's default; an int n means seeds 0..n-1
