@@ -58,12 +58,12 @@ def test_unknown_override_of_an_artifact_without_settings():
 def test_overrides_apply_to_nested_and_broadcast_and_papermill_strings():
     from fedpaper.papers import fedpals, privlabels
 
-    with P.using(overrides="{rounds: 7, mu: 0.1, 'per_client.cifar10': 12}"):
+    with P.using(overrides="{rounds: 7, mu: 0.1, 'data_fraction.cifar10': 0.5}"):
         p = fedpals._params("smoke")
     assert p["rounds"] == {"fashion-mnist": 7, "cifar10": 7}
-    assert p["hyper"]["mu"] == 0.1 and p["per_client"]["cifar10"] == 12
-    assert p["per_client"]["fashion-mnist"] == fedpals._params("smoke")["per_client"]["fashion-mnist"]
-    assert p["overrides"] == {"rounds": 7, "mu": 0.1, "per_client.cifar10": 12}
+    assert p["hyper"]["mu"] == 0.1 and p["data_fraction"]["cifar10"] == 0.5
+    assert p["data_fraction"]["fashion-mnist"] == fedpals._params("smoke")["data_fraction"]["fashion-mnist"]
+    assert p["overrides"] == {"rounds": 7, "mu": 0.1, "data_fraction.cifar10": 0.5}
     with P.using(overrides={"mu": 0.5, "widths": [4, 4, 8, 8]}, seeds=3):
         q = privlabels._params("smoke", seeds=3)
     assert q["mu"] == 0.5 and q["widths"] == [4, 4, 8, 8] and q["seeds"] == [0, 1, 2]
