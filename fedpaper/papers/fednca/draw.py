@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import textwrap
 
-import matplotlib
-
-matplotlib.use("Agg") if matplotlib.get_backend() == "" else None
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
 METRIC_ORDER = ["macro-AUC", "macro-F1", "micro-AUC", "micro-F1"]
 
