@@ -381,9 +381,11 @@ NOTES = """## Notes
   files and aborts when the agent (a Python process) starts slower than that
   (ray-project/ray#65983); with the load average at 8-11 on 2 cores every Flower start-up here
   failed that way ("The current node timed out during startup"; raylet.err: "Timed out waiting
-  for file .../metrics_agent_port_..."), also outside `nice` and with fixed agent ports. The
-  Flower rows of earlier, idle-machine runs (git history of this file) measured Flower at about
-  the plain loop's speed, since its clients train with the plain loop's `local_train`.
+  for file .../metrics_agent_port_..."), also outside `nice` and with fixed agent ports. The last
+  idle-machine run (2026-11-21, the old set-up: per-sample normalisation for plain loop and
+  Flower, malloc setting for the engine only, 2 threads) had Flower with two one-thread actors at
+  1.19x (privlabels CNN) and 1.75x (LeNet) the 2-thread plain loop, and the grouped engine at
+  1.28x and 2.24x Flower (git history of benchmarks/results/engine.md).
 - Earlier versions of this benchmark gave the plain loop and Flower a per-sample-normalising
   DataLoader while fedpaper standardised once before timing, and set the malloc thresholds for the
   engine only; both are now the same for every contender (`--data per-sample` / `--malloc default`
