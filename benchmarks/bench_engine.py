@@ -327,7 +327,8 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
             errs = [r for r in rc if "error" in r]
             ok = [r for r in rc if "error" not in r]
             if not ok:
-                L.append(f"| {LABEL[c]} | failed | | | | | {errs[0]['error'][:300].replace(chr(10), ' ')} |")
+                last = [ln for ln in errs[0]["error"].splitlines() if ln.strip()][-1]
+                L.append(f"| {LABEL[c]} | failed in all {len(errs)} invocations | | | | | {last[:300]} |")
                 continue
             note = [f"invocation medians (s/round): {', '.join(fmt(r['median_s']) for r in ok)}"]
             if errs:
@@ -376,6 +377,15 @@ NOTES = """## Notes
 - bf16: `torch.autocast("cpu", dtype=torch.bfloat16)` around forward and loss, fp32 parameters and
   Adam state (fedpaper: TrainConfig.precision; plain loop: the same autocast around its forward).
   Flower runs fp32, as its users run it. Whether bf16 changes accuracy: benchmarks/results/precision.md.
+- Flower on a loaded machine: Ray's raylet waits a fixed ~15 s for its dashboard agent's port
+  files and aborts when the agent (a Python process) starts slower than that
+  (ray-project/ray#65983); with the load average at 8-11 on 2 cores every Flower start-up here
+  failed that way ("The current node timed out during startup"; raylet.err: "Timed out waiting
+  for file .../metrics_agent_port_..."), also outside `nice` and with fixed agent ports. The last
+  idle-machine run (2026-11-21, the old set-up: per-sample normalisation for plain loop and
+  Flower, malloc setting for the engine only, 2 threads) had Flower with two one-thread actors at
+  1.19x (privlabels CNN) and 1.75x (LeNet) the 2-thread plain loop, and the grouped engine at
+  1.28x and 2.24x Flower (git history of benchmarks/results/engine.md).
 - Earlier versions of this benchmark gave the plain loop and Flower a per-sample-normalising
   DataLoader while fedpaper standardised once before timing, and set the malloc thresholds for the
   engine only; both are now the same for every contender (`--data per-sample` / `--malloc default`

@@ -72,6 +72,7 @@ def main(argv=None):
     ap.add_argument("--nets", nargs="*", default=["cnn-16-16-32-32/256", "lenet"], help=f"of {list(NETS)}")
     args = ap.parse_args(argv)
     from fedpaper.algorithms.tuning import CentralTuning, central_tuning
+    from fedpaper.engine import evaluate
 
     print("| network | work | model by model s (min-max) | grouped s (min-max) | speed-up |\n|---|---|---|---|---|")
     for net in args.nets:
@@ -82,6 +83,7 @@ def main(argv=None):
         res = {}
         for backend in ("loop", "grouped"):
             tr.backend = backend
+            evaluate.BATCHED_OVER_MODELS = backend == "grouped"  # off by default in the engine
             res[backend] = timed(lambda: tr.predict(glob, tr.pools.x_test, rows), args.repeats)
         _row(net, f"evaluate {args.runs} runs x {args.test} test rows", res)
         slots = np.array([(r, c) for r in range(args.runs) for c in range(args.clients)])
@@ -91,6 +93,7 @@ def main(argv=None):
         res = {}
         for backend in ("loop", "grouped"):
             tr.backend = backend
+            evaluate.BATCHED_OVER_MODELS = backend == "grouped"
             ctx = replace(tr.ctx, backend=backend)
             rngs = [np.random.default_rng(r) for r in range(args.runs)]
             res[backend] = timed(lambda: central_tuning(ctx, glob, new, slots, part, rngs, spec), args.repeats)

@@ -111,7 +111,6 @@ def run(model: str, clients: int, samples: int, batch: int, lr: float, seed: int
            "BENCH_BATCH": str(batch), "BENCH_LR": str(lr), "BENCH_SEED": str(seed),
            "BENCH_CLIENT_THREADS": str(max(1, int(num_cpus_per_client))), "BENCH_DATA": data}
     os.environ.update(env)
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "600")  # a loaded shared machine: slow raylet start
     torch.manual_seed(seed)
     init = [v.detach().cpu().numpy() for v in build_model(model).state_dict().values()]
     marks: dict = {"fit_start": {}, "fit_end": {}}

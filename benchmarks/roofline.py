@@ -192,6 +192,8 @@ def _engine_rates() -> dict:
         return statistics.median(v) if v else None
     out = {"flower": med("flower"), "batched": med("batched-grouped"), "batched_bf16": med("batched-grouped-bf16"),
            "threads": e.get("settings", {}).get("threads")}
+    if out["threads"] != (e.get("machine") or {}).get("nproc"):  # 1-thread engine rates vs 2-thread rows: no ratio
+        return {}
     return out if out["flower"] and out["batched"] else {}
 
 

@@ -1,15 +1,17 @@
 """Batched evaluation (issue 14): the models of several runs evaluated in one grouped pass give the
-same logits as evaluating them model by model."""
+same logits as evaluating them model by model, and central tuning over runs in one grouped pass the
+same parameters. Switched off by default (engine.evaluate.BATCHED_OVER_MODELS: measured no faster)."""
 import numpy as np
 import pytest
 import torch
 
 from fedpaper.algorithms import get_method
 from fedpaper.data import synthetic_images
-from fedpaper.engine import FederatedTrainer, Federation, GroupedForward, Pools, TrainConfig, predict, train
+from fedpaper.engine import FederatedTrainer, Federation, GroupedForward, Pools, TrainConfig, evaluate, predict, train
 from fedpaper.engine.grouped import stacked_layout
 from fedpaper.models import build_model
 
+_REAL = evaluate.predict_grouped
 MODELS = {"lenet": dict(c1=4, c2=6), "privlabels_cnn": dict(widths=(4, 4, 8, 8), hidden=16)}
 
 
@@ -32,16 +34,26 @@ def test_grouped_predict_equals_model_by_model(model, eval_batch):
     params = _stacked(model, kw, 4, shape)
     x = torch.randn(50, *shape)
     rng = np.random.default_rng(0)
-    rows = [rng.choice(50, 30, replace=False), np.arange(0), rng.choice(50, 11, replace=False), np.arange(50)]
+    rows = [rng.choice(50, 30, replace=False), np.arange(0), rng.choice(50, 11, replace=False), np.arange(50)] * 3
+    params = {k: torch.cat([v] * 3) for k, v in params.items()}  # 12 models: more than one chunk of GROUP_MODELS
     ref = predict(template, params, {}, x, rows, 5, eval_batch, "cpu")
     out = predict(template, params, {}, x, rows, 5, eval_batch, "cpu", grouped=grouped)
-    assert [o.shape for o in out] == [r.shape for r in ref] == [(30, 5), (0, 5), (11, 5), (50, 5)]
+    assert [o.shape for o in out] == [r.shape for r in ref] == [(30, 5), (0, 5), (11, 5), (50, 5)] * 3
     for a, b in zip(out, ref):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     assert all(torch.equal(a.argmax(1), b.argmax(1)) for a, b in zip(out, ref))
 
 
-def test_trainer_evaluates_grouped_models_as_the_loop_backend_does():
+@pytest.fixture
+def batched(monkeypatch):
+    monkeypatch.setattr(evaluate, "BATCHED_OVER_MODELS", True)
+
+
+def test_batching_over_models_is_off_by_default():
+    assert evaluate.BATCHED_OVER_MODELS is False  # measured no faster (benchmarks/results/eval.md)
+
+
+def test_trainer_evaluates_grouped_models_as_the_loop_backend_does(batched, monkeypatch):
     ds = synthetic_images(num_classes=4, n_train=160, n_test=40, shape=(1, 16, 16), seed=0)
     pools = Pools.from_dataset(ds)
     feds = [Federation([np.arange(0, 30), np.arange(30, 50)], np.arange(5 * s, 40), val_indices=np.arange(120, 160),
@@ -52,6 +64,10 @@ def test_trainer_evaluates_grouped_models_as_the_loop_backend_does():
     tr.run()
     rows = [f.test_indices for f in feds]
     batched = tr.predict(tr.global_params, pools.x_test, rows)
+    calls = []
+    monkeypatch.setattr(evaluate, "predict_grouped", lambda *a, **k: calls.append(1) or _REAL(*a, **k))
+    tr.predict(tr.global_params, pools.x_test, rows)
+    assert calls  # the grouped path really ran
     tr.backend = "loop"  # the same models, evaluated model by model
     one_by_one = tr.predict(tr.global_params, pools.x_test, rows)
     for a, b in zip(batched, one_by_one):
@@ -62,7 +78,7 @@ def test_trainer_evaluates_grouped_models_as_the_loop_backend_does():
 
 @pytest.mark.parametrize("name", ["Tuning-MSE (private)", "Tuning-Pairwise"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_grouped_central_tuning_equals_the_loop_backend(name, precision):
+def test_grouped_central_tuning_equals_the_loop_backend(name, precision, batched):
     """Central tuning over runs in one grouped pass (algorithms/tuning.py) against one run at a
     time: 2 runs, a server set of 100 rows at batch 16 (so the last tuning batch is partial)."""
     ds = synthetic_images(num_classes=10, n_train=600, n_test=50, shape=(1, 16, 16), seed=0)

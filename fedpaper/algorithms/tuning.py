@@ -93,7 +93,7 @@ def central_tuning(ctx, glob, new, slots, part, rngs, spec: CentralTuning) -> di
         return tuning_loss(h[mask], cp[:, mask], cw, pres, spec.kind)
 
     gfn = grad(loss_fn)
-    grouped = _grouped_forward(ctx)  # the grouped backend: all runs' tuning steps in one pass
+    grouped = _grouped_forward(ctx)  # None unless all runs' tuning steps go in one grouped pass
     for _ in range(spec.epochs):
         pos, bmask = epoch_batches(local, cfg.batch_size, rngs)
         for s in range(pos.shape[1]):
@@ -124,8 +124,11 @@ def _loop_grads(gfn, params, x, cp, w, present, masks) -> dict:
 
 
 def _grouped_forward(ctx):
-    """The template's GroupedForward when the run trains with the grouped backend, else None."""
-    if ctx.backend != "grouped":
+    """The template's GroupedForward when the run trains with the grouped backend and batching over
+    models is on (engine.evaluate.BATCHED_OVER_MODELS, off by default), else None."""
+    from ..engine import evaluate
+
+    if ctx.backend != "grouped" or not evaluate.BATCHED_OVER_MODELS:
         return None
     return GroupedForward.build(ctx.template, tuple(ctx.pools.x_train.shape[1:]))
 

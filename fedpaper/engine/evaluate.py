@@ -1,7 +1,7 @@
 """Evaluation of stacked models: logits on pool rows, and per-split metrics (fedpaper.metrics).
 
-Logits come model by model (predict), or, with the grouped backend, for all models in one grouped
-forward pass (predict_grouped), as local training is batched; both under TrainConfig.precision
+Logits come model by model (predict), or, with the grouped backend and BATCHED_OVER_MODELS, for
+all models in one grouped forward pass (predict_grouped); both under TrainConfig.precision
 ("bf16": autocast of the forward pass, logits returned in float32).
 
 Every split reports "acc" and "f1" (single-label: accuracy and macro-F1 over the classes present in
@@ -78,12 +78,24 @@ def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: l
     return out
 
 
+# Evaluation (and central tuning, algorithms/tuning.py) of several models in one grouped pass is
+# switched OFF: on the 2-core benchmark CPU it was no faster than model by model for the privlabels
+# CNN (benchmarks/results/eval.md); set True to use it (tests/test_engine_eval.py checks both agree).
+BATCHED_OVER_MODELS = False
+GROUP_MODELS = 10  # models per grouped evaluation pass (training: GROUPED_SAMPLES / batch 64 = 10 slots)
+
+
 def predict_grouped(grouped, params: dict, x_pool: torch.Tensor, rows: list, K: int, eval_batch: int, device,
                     precision="fp32") -> list:
     """predict() for G models at once, as local training is batched: each pass gathers the next
     positions of every model's rows ([G, B, ...], B = eval_batch // G, at least 1, so a pass holds
     about eval_batch samples) and runs the G models in one grouped forward pass. Models with fewer
-    rows repeat their last row in the padding, whose logits are dropped."""
+    rows repeat their last row in the padding, whose logits are dropped. More than GROUP_MODELS
+    models go in chunks of GROUP_MODELS (a grouped convolution over many groups is slow on CPU)."""
+    if len(rows) > GROUP_MODELS:
+        return [lg for lo in range(0, len(rows), GROUP_MODELS)
+                for lg in predict_grouped(grouped, {k: v[lo:lo + GROUP_MODELS] for k, v in params.items()}, x_pool,
+                                          rows[lo:lo + GROUP_MODELS], K, eval_batch, device, precision)]
     G = len(rows)
     n = [len(r) for r in rows]
     if max(n) == 0:

@@ -30,6 +30,7 @@ from ..models import build_model, classifier_param_names, has_batchnorm
 from .backends import SlotGradients, choose_backend
 from .batching import epoch_batches, gather
 from .cpu import _tune_cpu_allocator
+from . import evaluate
 from .evaluate import autocast, predict, split_metrics
 from .grouped import GroupedForward, stacked_layout
 from .types import Pools, TrainConfig, TrainResult
@@ -254,7 +255,8 @@ class FederatedTrainer:
         """Logits of each model (params [n, ...], buffers [n, ...] or the runs' global buffers) on
         its own rows of x_pool."""
         bufs = self.global_buffers if buffers is None else buffers
-        grouped = self.grouped if self.backend == "grouped" else None  # grouped backend: models evaluated at once
+        batched = self.backend == "grouped" and evaluate.BATCHED_OVER_MODELS  # off by default: see evaluate.py
+        grouped = self.grouped if batched else None
         return predict(self.template, params, bufs, x_pool, rows, self.K, self.cfg.eval_batch, self.device, train,
                        self.cfg.precision, grouped)
 
