@@ -15,7 +15,8 @@ STALE: dict[str, str] = {}
 
 
 def _id(path: Path) -> str:
-    return f"{path.parent.name}/{path.stem}"
+    """paper/name for the quick results, long/paper/name (paper/paper/name) for the others."""
+    return path.relative_to(REPO_ROOT / "figures").with_suffix("").as_posix()
 
 
 def _problems(table: pd.DataFrame, rec: dict) -> list[str]:
