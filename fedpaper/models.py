@@ -84,23 +84,29 @@ def resnet18_cifar(num_classes=10, in_channels=3):
     return net
 
 
+def torchvision_resnet(arch: str, pretrained: bool):
+    """torchvision's `arch` ("resnet18", "resnet50") with its IMAGENET1K_V1 weights (pretrained) or
+    random initialisation. The weights come from torchvision's download cache; without internet and
+    without cached weights this raises one DataMissingError naming how to fetch them."""
+    import torchvision
+
+    from .errors import DataMissingError
+
+    try:
+        return getattr(torchvision.models, arch)(weights="IMAGENET1K_V1" if pretrained else None)
+    except Exception as exc:  # no internet and no cached weights
+        raise DataMissingError(
+            f"ImageNet {arch} weights are not available ({type(exc).__name__}); download them once with "
+            f"internet (torchvision.models.{arch}(weights='IMAGENET1K_V1')) into the torch hub cache, or "
+            "use random initialisation") from None
+
+
 def resnet50_imagenet(num_classes, pretrained=True):
     """torchvision ResNet-50 with ImageNet weights and a new head (FedPALS PACS/iWildCam, App A.6-7).
 
     The weights come from torchvision's download cache; without internet and without cached weights
     this raises a DataMissingError naming the file to fetch."""
-    import torchvision
-
-    from .errors import DataMissingError
-
-    weights = torchvision.models.ResNet50_Weights.IMAGENET1K_V1 if pretrained else None
-    try:
-        net = torchvision.models.resnet50(weights=weights)
-    except Exception as exc:  # no internet and no cached weights
-        raise DataMissingError(
-            f"ImageNet ResNet-50 weights are not available ({type(exc).__name__}); download them once "
-            f"with internet (torchvision.models.resnet50(weights='IMAGENET1K_V1')) into the torch hub cache"
-        ) from None
+    net = torchvision_resnet("resnet50", pretrained)
     net.fc = nn.Linear(net.fc.in_features, num_classes)
     net.classifier = net.fc
     return net

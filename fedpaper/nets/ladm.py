@@ -28,7 +28,7 @@ import math
 import torch
 from torch import nn
 
-from ..errors import BadParameterError, DataMissingError
+from ..errors import BadParameterError
 from .etf import ETFClassifier, SphereClassifier
 
 HEADS = ("ladm", "etf", "fc", "sphere")
@@ -79,16 +79,9 @@ class ResNetTrunk(nn.Module):
 
     def __init__(self, in_channels=3, cifar_stem=False, pretrained=False):
         super().__init__()
-        import torchvision
+        from ..models import torchvision_resnet
 
-        weights = torchvision.models.ResNet18_Weights.IMAGENET1K_V1 if pretrained else None
-        try:
-            net = torchvision.models.resnet18(weights=weights)
-        except Exception as exc:  # no internet and no cached weights
-            raise DataMissingError(
-                f"ImageNet ResNet-18 weights are not available ({type(exc).__name__}); download them once with "
-                f"internet (torchvision.models.resnet18(weights='IMAGENET1K_V1')) into the torch hub cache, or "
-                f"use pretrained=False (random initialisation)") from None
+        net = torchvision_resnet("resnet18", pretrained)
         if cifar_stem:
             net.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
             net.maxpool = nn.Identity()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import BadParameterError, DataMissingError
+from ..errors import BadParameterError
 
 INITS = ("random", "imagenet")
 
@@ -16,16 +16,11 @@ def resnet18_fedmt(num_classes=100, in_channels=3, init="random"):
     """torchvision ResNet-18 as FedMT Table 5: 7x7 stride-2 stem, BN, ReLU, NO max-pool, four stages of
     two basic blocks (64-128-256-512), global average pool, FC(512, K). init "imagenet" loads
     torchvision's IMAGENET1K_V1 weights (DataMissingError when they cannot be had offline)."""
-    import torchvision
-
     if init not in INITS:
         raise BadParameterError(f"init={init!r}; choose one of {INITS}")
-    weights = torchvision.models.ResNet18_Weights.IMAGENET1K_V1 if init == "imagenet" else None
-    try:
-        net = torchvision.models.resnet18(weights=weights)
-    except Exception as exc:  # no internet and no cached weights
-        raise DataMissingError(f"ImageNet ResNet-18 weights are not available ({type(exc).__name__}); fetch them "
-                               "once with internet: torchvision.models.resnet18(weights='IMAGENET1K_V1')") from None
+    from ..models import torchvision_resnet
+
+    net = torchvision_resnet("resnet18", init == "imagenet")
     if in_channels != 3:
         net.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
     net.maxpool = nn.Identity()
