@@ -96,14 +96,6 @@ GRIDS = {
         "fig8a_clients": 100, "fig8b_E": [1, 20], "fig8c_clients": [10, 100],
         "marginal_seeds": 8, "marginal_C": [2, 3, 4, 5, 6, 7, 8, 9, 10], "marginal_beta": [0.1, 0.2, 0.5, 1.0, 10.0],
     },
-    "long": {
-        "shift_C": [2, 3, 10], "shift_beta": [0.1, 10.0],
-        "shift_methods": ["FedPALS", "FedAvg", "Oracle"],
-        "fig7_methods": ["FedPALS", "FedAvg", "Oracle"],
-        "fig8_methods": ["FedPALS", "FedAvg", "FedProx", "SCAFFOLD"], "fig8a_C": [2, 3, 10],
-        "fig8a_clients": 100, "fig8b_E": [1, 5, 20], "fig8c_clients": [10, 50, 100],
-        "marginal_seeds": 8, "marginal_C": [2, 3, 4, 5, 6, 7, 8, 9, 10], "marginal_beta": [0.1, 0.2, 0.5, 1.0, 10.0],
-    },
     "smoke": {
         "shift_C": [2, 10], "shift_beta": [0.5, 10.0], "shift_methods": ["FedPALS", "FedAvg"],
         "fig7_methods": ["FedPALS", "FedAvg", "Oracle"], "fig8_methods": ["FedPALS", "FedAvg"],
@@ -111,6 +103,8 @@ GRIDS = {
         "marginal_seeds": 2, "marginal_C": [2, 5, 10], "marginal_beta": [0.1, 10.0],
     },
 }
+# long = quick plus Fig 8b E = 5 and Fig 8c 50 clients (its runs include all of quick's).
+GRIDS["long"] = dict(GRIDS["quick"], fig8b_E=[1, 5, 20], fig8c_clients=[10, 50, 100])
 
 PAPER_SEEDS = 8  # vague-13
 PAPER_ROUNDS = 150  # vague-6
