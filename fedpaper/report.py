@@ -222,9 +222,17 @@ def check_claims(claims, tables: dict) -> list[dict]:
             except Exception as e:  # a broken check must not break the report
                 verdict, detail = "not checkable", f"check raised {type(e).__name__}: {e}"
         out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": verdict,
-                    "detail": str(detail).replace("\n", " "),
+                    "detail": str(detail).replace("\n", " "), "why_fails": getattr(c, "why_fails", ""),
                     "on_code": bool(getattr(c.check, "on_code", False))})
     return out
+
+
+def _why_fails(result: dict) -> str:
+    """' Why it fails here: <cause>: <evidence>' for a FAIL (the claim's diagnosis, or 'not
+    diagnosed yet'), '' for every other verdict."""
+    if result["verdict"] != "fail":
+        return ""
+    return f" **Why it fails here:** {_md_escape(result.get('why_fails') or 'not diagnosed yet')}."
 
 
 def claim_counts(results: list[dict]) -> str:
@@ -257,15 +265,18 @@ def _profiles_note(rows, paper: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ report
+def committed_tables(rows=None, data_root=None) -> dict:
+    """{artifact id: our committed csv as a DataFrame} for every committed artifact (most faithful
+    profile present), what the claims are checked on."""
+    rows = rows if rows is not None else status_rows(data_root)
+    return {r["id"]: load_committed(r["id"])[0] for r in rows if r["committed"]}
+
+
 def render_report(data_root=None, claims=None, rows=None) -> str:
     """The text of REPORT.md."""
     rows = rows if rows is not None else status_rows(data_root)
     claims = list(registered_claims() if claims is None else claims)
-    tables = {}
-    for r in rows:
-        if r["committed"]:
-            t, _ = load_committed(r["id"])
-            tables[r["id"]] = t
+    tables = committed_tables(rows)
     n_reg = sum(r["committed"] for r in rows)
     n_not = len(rows) - n_reg
     out = ["# Reproduction report", "",
@@ -322,7 +333,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
                     "the rows we can test, with other rows not testable or not checkable.", ""]
         for c in pr:
             mark = VERDICT_MARKS[c["verdict"]] + (" (code)" if c["on_code"] else "")
-            out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}")
+            out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}"
+                       + _why_fails(c))
         out.append("")
 
     # 3. not regenerated

@@ -2,6 +2,7 @@
 import json
 
 import pandas as pd
+import pytest
 
 from fedpaper import report as R
 from fedpaper.papers import Claim, catalog
@@ -146,3 +147,25 @@ def test_report_prefers_long_results_and_shows_quick_beside_them(figures_tmp, re
     assert "Ours: profile long (difference = ours - paper)." in text and "`ours (quick)`" in text
     assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 | 77.80 ± 0.50 |" in text
     assert "long-profile results (in figures/long/" in text
+
+
+def test_a_failing_claim_prints_its_diagnosis_and_an_undiagnosed_one_says_so():
+    failing = Claim("fedpals/claim-x", "x", check=lambda t: (False, "d"), why_fails="scale: 3 of 8 seeds")
+    bare = Claim("fedpals/claim-y", "y", check=lambda t: (False, "d"))
+    passing = Claim("fedpals/claim-z", "z", check=lambda t: (True, "d"), why_fails="scale: unused")
+    res = R.check_claims([failing, bare, passing], {})
+    assert R._why_fails(res[0]) == " **Why it fails here:** scale: 3 of 8 seeds."
+    assert "not diagnosed yet" in R._why_fails(res[1])
+    assert R._why_fails(res[2]) == ""
+
+
+def test_a_diagnosis_must_name_its_cause():
+    with pytest.raises(ValueError, match="why_fails must start with one of 'scale: '"):
+        Claim("fedpals/claim-x", "x", why_fails="the models are small")
+
+
+def test_every_claim_failing_on_the_committed_results_is_diagnosed():
+    """Issue 14: every FAIL in REPORT.md says why in one line (scale, data copy, real disagreement)."""
+    res = R.check_claims(R.registered_claims(), R.committed_tables())
+    undiagnosed = [r["id"] for r in res if r["verdict"] == "fail" and not r["why_fails"]]
+    assert not undiagnosed, f"FAIL without a diagnosis (add why_fails): {undiagnosed}"

@@ -62,6 +62,9 @@ class Artifact:
         return tuple(d for d in self.datasets if d != "none")
 
 
+FAIL_CAUSES = ("scale", "data copy", "real disagreement")
+
+
 @dataclass
 class Claim:
     """A checkable statement of a paper.
@@ -70,12 +73,22 @@ class Claim:
     `artifacts` that exists, and returns (passed, detail): passed is True, False or None (not
     checkable, e.g. a table is missing); detail is one line with the numbers behind the verdict.
     `check=None` means the check is not implemented yet.
+
+    `why_fails` is the one-line diagnosis the report prints when the check FAILs on our results:
+    "<cause>: <evidence>", cause one of FAIL_CAUSES (the run is shrunk from the paper's setting, the
+    data copy differs, or our numbers contradict the paper where the scale should not matter).
     """
 
     id: str
     text: str
     artifacts: tuple[str, ...] | list[str] = ()
     check: Optional[Callable] = None
+    why_fails: str = ""
+
+    def __post_init__(self):
+        if self.why_fails and not self.why_fails.startswith(tuple(c + ": " for c in FAIL_CAUSES)):
+            raise ValueError(f"{self.id}: why_fails must start with one of "
+                             f"{', '.join(repr(c + ': ') for c in FAIL_CAUSES)}; got {self.why_fails[:40]!r}")
 
     @property
     def paper(self) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.papers import Claim, add_claims
+from fedpaper.papers.fedpals.diagnoses import WHY_FAILS
 from fedpaper.papers._common.claims import (
     NOT_TESTABLE,
     PARTIAL,
@@ -592,5 +593,5 @@ def _strict(fn):
     return check
 
 
-add_claims(Claim(f"fedpals/claim-{i}", text, artifacts=tuple(_T + a for a in arts), check=_strict(fn))
-           for i, arts, fn, text in CLAIMS)
+add_claims(Claim(f"fedpals/claim-{i}", text, artifacts=tuple(_T + a for a in arts), check=_strict(fn),
+                 why_fails=WHY_FAILS.get(i, "")) for i, arts, fn, text in CLAIMS)

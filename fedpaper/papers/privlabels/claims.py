@@ -9,6 +9,7 @@ detail names the interval by what it is (interval_name), and "overlap" means the
 from __future__ import annotations
 
 from fedpaper.papers import Claim
+from fedpaper.papers.privlabels.diagnoses import WHY_FAILS
 from fedpaper.papers._common.claims import (
     CHANCE_MARGIN_PCT,
     NOT_TESTABLE,
@@ -506,5 +507,5 @@ def check_claim20(tables):
 
 CHECKS = {f"claim-{i}": globals()[f"check_claim{i}"] for i in range(1, 21)}
 
-CLAIMS = [Claim(f"privlabels/{cid}", text, artifacts=[f"privlabels/{a}" for a in arts], check=CHECKS.get(cid))
-          for cid, arts, text in _TEXT]
+CLAIMS = [Claim(f"privlabels/{cid}", text, artifacts=[f"privlabels/{a}" for a in arts], check=CHECKS.get(cid),
+                why_fails=WHY_FAILS.get(int(cid.split("-")[1]), "")) for cid, arts, text in _TEXT]
