@@ -221,3 +221,17 @@ def test_quick_runs_are_a_subset_of_long_runs():
     for k in ("shift_methods", "fig7_methods", "fig8_methods"):
         assert set(gq[k]) <= set(gl[k]), k
     assert "3 seeds (paper 8)" in P.notes("long")[0] and "10% (CIFAR-10)" in " ".join(P.notes("quick"))
+
+
+def test_shift_figures_mark_chance_at_100_over_C_and_never_draw_std_below_zero():
+    import pandas as pd
+
+    from fedpaper.papers.fedpals import train as TR
+
+    tab = pd.DataFrame({"label_split": ["C=2", "C=3", "beta=0.1"], "method": ["FedAvg"] * 3,
+                        "mean": [5.0, 98.0, 40.0], "std": [9.0, 4.0, 3.0], "n_seeds": [3, 3, 3]})
+    lo, hi = TR.clipped_std(tab)
+    assert list(lo) == [5.0, 4.0, 3.0] and list(hi) == [9.0, 2.0, 3.0]
+    cap = TR.std_caption(tab)
+    assert "100/C %" in cap and "Dirichlet targets: chance not marked" in cap
+    assert TR.chance_note(tab.assign(C=[2, 3, 0]).iloc[:1], "C", "C") == "at chance: FedAvg at C=2"

@@ -232,7 +232,8 @@ def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
         fig, ax = plt.subplots(figsize=(4.8, 3.4))
         for m, g in tab.groupby("method"):
-            ax.errorbar(g["projection_distance"], g["mean"], yerr=g["std"], marker="o", ms=3, capsize=2, label=m)
+            ax.errorbar(g["projection_distance"], g["mean"], yerr=TR.clipped_std(g), marker="o", ms=3, capsize=2,
+                        label=m)
         ax.set_xlabel("Projection distance d(T_δ, S)")
         ax.set_ylabel("Target test accuracy (%)")
         ax.set_title("Synthetic 2-D Gaussians, 2 clients, logistic regression", fontsize=9)

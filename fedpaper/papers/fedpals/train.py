@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.experiment import default_device, run_specs
+from fedpaper.papers._common.claims import chance_pct
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 
@@ -135,7 +136,7 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
 def table_chance_caption(tab: pd.DataFrame) -> str:
     """'At chance (...): FedProx, SCAFFOLD in CIFAR-10 C=3; ...' for the cells whose models sit at
     chance by the claims' rule (papers._common.claims.CHANCE_RULE), '' when none does."""
-    from fedpaper.papers._common.claims import chance_models, chance_pct, parse_seeds
+    from fedpaper.papers._common.claims import chance_models, parse_seeds
 
     parts = []
     for (ds, ls), g in tab.groupby(["dataset", "label_split"], sort=False):
@@ -174,27 +175,56 @@ def shift_table(p: dict, settings: list, data_root=None) -> pd.DataFrame:
 
 AXIS_WORDS = {"C": "labels per client C", "beta": "Dirichlet concentration β (smaller = more skewed)",
               "local_epochs": "local epochs per round E", "training_clients": "number of training clients"}
-CHANCE_PCT = 10.0  # CIFAR-10 and Fashion-MNIST: 10 classes
+CHANCE_WORDS = "chance: 100/C % on a target uniform over its C labels (a one-class model)"
 
 
 def std_caption(tab: pd.DataFrame, what: str = "error bars") -> str:
     n = sorted({int(v) for v in tab["n_seeds"].dropna()}) if "n_seeds" in tab else []
     seeds = "/".join(map(str, n)) if n else "the"
-    return f"Points: mean; {what}: ± 1 std over {seeds} seeds; dotted: chance ({CHANCE_PCT:.0f}%)"
+    text = f"Points: mean; {what}: ± 1 std over {seeds} seeds, clipped to [0, 100]"
+    splits = set(tab["label_split"]) if "label_split" in tab else set()
+    if any(chance_pct(s) is not None for s in splits):
+        text += f"; dotted line or grey dashes: {CHANCE_WORDS}"
+    if any(chance_pct(s) is None for s in splits):
+        text += "; Dirichlet targets: chance not marked (their majority share is not recorded)"
+    return text
+
+
+def clipped_std(g: pd.DataFrame) -> np.ndarray:
+    """[2, n] error-bar lengths: ± 1 std, cut where it would cross 0 % or 100 %."""
+    m, sd = g["mean"].to_numpy(float), g["std"].fillna(0).to_numpy(float)
+    return np.vstack([np.minimum(sd, m), np.minimum(sd, 100 - m)])
+
+
+def draw_chance(ax, xs, splits) -> None:
+    """Chance level at each x (100/C for a "C=k" target; nothing for Dirichlet targets): one dotted
+    horizontal line when it is the same everywhere, else a grey dash at each x."""
+    pts = [(x, chance_pct(s)) for x, s in zip(xs, splits) if chance_pct(s) is not None]
+    if not pts:
+        return
+    levels = {c for _, c in pts}
+    if len(levels) == 1:
+        ax.axhline(levels.pop(), color="0.4", ls=":", lw=1)
+    else:
+        ax.plot([x for x, _ in pts], [c for _, c in pts], color="0.4", ls="none", marker="_", ms=14, mew=1.5)
 
 
 def chance_note(tab: pd.DataFrame, xcol: str | None, word: str | None = None) -> str:
-    """'at or below chance (<= 15%): FedAvg, SCAFFOLD at E=15' for rows whose mean is <= 1.5x chance."""
-    low = tab[tab["mean"] <= 1.5 * CHANCE_PCT]
-    if low.empty:
-        return ""
-    if xcol is None:
-        return f"at or below chance (<= {1.5 * CHANCE_PCT:.0f}%): {', '.join(dict.fromkeys(low['method']))}"
+    """'at chance: FedAvg, SCAFFOLD at E=15' for the methods at chance at each setting, by the claims'
+    rule (papers._common.claims.CHANCE_RULE: chance 100/C on a C-label target, one-class values)."""
+    from fedpaper.papers._common.claims import chance_models, parse_seeds
+
     def where(x):
         return str(x) if isinstance(x, str) else f"{word or xcol}={x:g}"
 
-    parts = [f"{', '.join(dict.fromkeys(g['method']))} at {where(x)}" for x, g in low.groupby(xcol)]
-    return f"at or below chance (<= {1.5 * CHANCE_PCT:.0f}%): " + "; ".join(parts)
+    parts = []
+    for key, g in tab.groupby(xcol or "label_split", sort=False):
+        seeds = g["per_seed"] if "per_seed" in g else [None] * len(g)
+        low = chance_models(((m, float(v), parse_seeds(sd)) for m, v, sd in zip(g["method"], g["mean"], seeds)),
+                            chance_pct(g["label_split"].iloc[0]) if "label_split" in g else None)
+        if low:
+            parts.append(f"{', '.join(low)}" + (f" at {where(key)}" if xcol else ""))
+    return ("at chance: " + "; ".join(parts)) if parts else ""
 
 
 def _runs_of_contiguous(xs: list[float], integer_grid: bool) -> list[list[int]]:
@@ -217,13 +247,14 @@ def draw_curve(tab: pd.DataFrame, params: dict, xcol: str, title: str, logx=Fals
     for i, (m, g) in enumerate(main.groupby("method", sort=False)):
         g = g.sort_values(xcol)
         ls = "--" if m == "Oracle" else "-"
-        ax.errorbar(g[xcol], g["mean"], yerr=g["std"], label=m, ls="none", marker="o", ms=3, capsize=2,
+        ax.errorbar(g[xcol], g["mean"], yerr=clipped_std(g), label=m, ls="none", marker="o", ms=3, capsize=2,
                     color=f"C{i}")
         xs = g[xcol].tolist()
         for run in _runs_of_contiguous(xs, integer_grid):  # lines only between neighbouring settings
             if len(run) > 1:
                 ax.plot(g[xcol].iloc[run], g["mean"].iloc[run], ls=ls, color=f"C{i}", lw=1.2)
-    ax.axhline(CHANCE_PCT, color="0.4", ls=":", lw=1)
+    per_x = main.drop_duplicates(xcol).sort_values(xcol)
+    draw_chance(ax, per_x[xcol], per_x["label_split"])
     xs_all = sorted(main[xcol].unique())
     if logx:
         ax.set_xscale("log")
@@ -271,8 +302,9 @@ def draw_fig7(tab: pd.DataFrame, params: dict):
         sub = tab[(tab.dataset == ds) & (tab.label_split == ls)]
         for i, (m, g) in enumerate(sub.groupby("method", sort=False)):
             ax.plot(g["round"], g["mean"], label=m, color=f"C{i}", ls="--" if m == "Oracle" else "-")
-            ax.fill_between(g["round"], g["mean"] - g["std"], g["mean"] + g["std"], color=f"C{i}", alpha=0.12)
-        ax.axhline(CHANCE_PCT, color="0.4", ls=":", lw=1)
+            lo, hi = clipped_std(g)
+            ax.fill_between(g["round"], g["mean"] - lo, g["mean"] + hi, color=f"C{i}", alpha=0.12)
+        draw_chance(ax, [0], [ls])
         note = chance_note(sub[sub["round"] == sub["round"].max()], None)
         ax.set_title(f"{ds}, {ls}" + (f"\nfinal round: {note}" if note else ""), fontsize=9)
         ax.set_xlabel("Round")
@@ -323,11 +355,13 @@ def draw_fig8(tab: pd.DataFrame, params: dict, which: str):
         w = 0.8 / len(methods)
         for i, m in enumerate(methods):
             g = tab[tab.method == m].set_index("label_split").reindex(xs)
-            ax.bar(np.arange(len(xs)) + i * w, g["mean"], w, yerr=g["std"], label=m, capsize=2)
+            ax.bar(np.arange(len(xs)) + i * w, g["mean"], w, yerr=clipped_std(g), label=m, capsize=2)
         ax.set_xticks(np.arange(len(xs)) + 0.4 - w / 2, xs)
         ax.set_xlabel("label split (labels per client C)")
         ax.set_ylabel("Target test accuracy (%)")
-        ax.axhline(CHANCE_PCT, color="0.4", ls=":", lw=1)
+        chance = [chance_pct(x) for x in xs]
+        ax.hlines([c for c in chance if c is not None], [k - w for k, c in enumerate(chance) if c is not None],
+                  [k + 0.8 for k, c in enumerate(chance) if c is not None], color="0.4", ls=":", lw=1)
         note = chance_note(tab, "label_split")
         ax.set_title(f"CIFAR-10, {int(tab['training_clients'].iloc[0])} clients, 10% participation, "
                      f"lambda={tab['lambda_per_seed'].iloc[0].split(';')[0]}" + (f"\n{note}" if note else ""),
