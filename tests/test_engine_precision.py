@@ -4,11 +4,11 @@ is part of the results-cache key and of the stored run log; a bad value is one c
 import numpy as np
 import pytest
 import torch
+from engine_harness import lenet_config, two_runs
 
 from fedpaper import experiment as E
 from fedpaper.algorithms import get_method
-from fedpaper.data import synthetic_images
-from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, train
+from fedpaper.engine import FederatedTrainer, train
 from fedpaper.engine.sequential import train_sequential
 from fedpaper.errors import BadParameterError
 from fedpaper.papers.privlabels import _params as privlabels_params
@@ -19,19 +19,10 @@ CLOSE = 0.05  # bf16 vs fp32 after 3 rounds: largest |difference| / largest |fp3
 
 @pytest.fixture(scope="module")
 def setup():
-    ds = synthetic_images(num_classes=4, n_train=160, n_test=40, shape=(1, 16, 16), seed=0)
-    pools = Pools.from_dataset(ds)
-    y = pools.y_train.numpy()
-    feds = [Federation([np.flatnonzero(y < 2)[:30], np.flatnonzero(y >= 1)[:20]], np.arange(40), seed=s)
-            for s in (0, 1)]
-    return pools, feds
+    return two_runs(with_val=False)
 
 
-def _cfg(**kw):
-    base = dict(model="lenet", model_kwargs=dict(in_channels=1, image_size=16, num_classes=4, c1=4, c2=6),
-                lr=0.05, batch_size=8, rounds=3)
-    base.update(kw)
-    return TrainConfig(**base)
+_cfg = lenet_config
 
 
 def _rel_gap(a: dict, b: dict) -> float:

@@ -4,29 +4,20 @@ optimisers and schedules, and bf16 precision."""
 import numpy as np
 import pytest
 import torch
+from engine_harness import lenet_config, two_runs
 
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms.base import Part
-from fedpaper.data import synthetic_images
-from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, choose_backend, train
+from fedpaper.engine import FederatedTrainer, Pools, choose_backend, train
 from fedpaper.errors import BadParameterError
 
 
 @pytest.fixture(scope="module")
 def setup():
-    ds = synthetic_images(num_classes=4, n_train=160, n_test=40, shape=(1, 16, 16), seed=0)
-    pools = Pools.from_dataset(ds)
-    y = pools.y_train.numpy()
-    feds = [Federation([np.flatnonzero(y < 2)[:30], np.flatnonzero(y >= 1)[:20]], np.arange(40),
-                       val_indices=np.arange(120, 160), seed=s) for s in (0, 1)]
-    return pools, feds
+    return two_runs(with_val=True)
 
 
-def _cfg(**kw):
-    base = dict(model="lenet", model_kwargs=dict(in_channels=1, image_size=16, num_classes=4, c1=4, c2=6),
-                lr=0.05, batch_size=8, rounds=3)
-    base.update(kw)
-    return TrainConfig(**base)
+_cfg = lenet_config
 
 
 def test_auto_backend_is_a_fixed_rule_and_reruns_are_bit_identical(setup):
