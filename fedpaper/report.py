@@ -35,6 +35,9 @@ from fedpaper.store import atomic_write_text
 STATUS_START = "<!-- artifact-status:start -->"
 STATUS_END = "<!-- artifact-status:end -->"
 VALUE_COLUMNS = ("mean", "std", "n_seeds", "ci_low", "ci_high", "source", "sem")
+# Columns that say how big a run was, not which setting it is: a shrunk profile differs from the
+# paper there by design, so rows are not joined on them (the report names our values instead).
+SCALE_COLUMNS = ("N_c", "backbone")
 
 __all__ = ["Claim", "write_report", "render_report", "status_rows", "compare_with_reported",
            "check_claims", "update_readme", "readme_path"]
@@ -134,9 +137,10 @@ def _fmt(mean, std=None) -> str:
 def compare_with_reported(reported: pd.DataFrame, ours: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Side-by-side frame: key columns, paper, ours, difference (ours - paper). Also the join keys.
 
-    Keys are the columns both tables share other than the value columns (mean, std, n_seeds, ...)."""
+    Keys are the columns both tables share other than the value columns (mean, std, n_seeds, ...)
+    and the scale columns (SCALE_COLUMNS: images per client, backbone)."""
     keys = [c for c in reported.columns
-            if c in ours.columns and c not in VALUE_COLUMNS]
+            if c in ours.columns and c not in VALUE_COLUMNS and c not in SCALE_COLUMNS]
     if "mean" not in ours.columns or not keys:
         return pd.DataFrame(), keys
     rep = reported.copy()
@@ -155,6 +159,16 @@ def compare_with_reported(reported: pd.DataFrame, ours: pd.DataFrame) -> tuple[p
     diff = pd.to_numeric(merged["mean_ours"], errors="coerce") - pd.to_numeric(merged["mean_paper"], errors="coerce")
     out["difference"] = [("–" if math.isnan(d) else f"{d:+.2f}") for d in diff]
     return out, keys
+
+
+def _scale_note(reported: pd.DataFrame, ours: pd.DataFrame) -> str:
+    """' Not joined on N_c (ours 400; paper 4000), ...' for the scale columns the two tables share."""
+    parts = []
+    for c in SCALE_COLUMNS:
+        if c in reported.columns and c in ours.columns:
+            vals = lambda t: ", ".join(map(str, dict.fromkeys(t[c].dropna())))  # noqa: E731
+            parts.append(f"{c} (ours {vals(ours)}; paper {vals(reported)})")
+    return (" Not joined on the run's scale: " + "; ".join(parts) + ".") if parts else ""
 
 
 def _with_quick_column(cmp: pd.DataFrame, reported: pd.DataFrame, artifact_id: str, shown: str):
@@ -306,8 +320,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
         prof = (r["provenance"] or {}).get("profile", "?")
         cmp, also = _with_quick_column(cmp, reported, r["id"], prof)
         md, note = _frame_to_md(cmp)
-        out += [f"Joined on {', '.join(keys)}. Ours: profile {prof} (difference = ours - paper)." + also
-                + (f" Fixed: {note}." if note else ""), "", md, ""]
+        out += [f"Joined on {', '.join(keys)}. Ours: profile {prof} (difference = ours - paper)."
+                + _scale_note(reported, ours) + also + (f" Fixed: {note}." if note else ""), "", md, ""]
     with_reported = [r["id"] for r in rows if r["reported"]]
     if not any_cmp:
         out += [f"No artifact with reported numbers has been regenerated yet ({len(with_reported)} have "

@@ -169,3 +169,17 @@ def test_every_claim_failing_on_the_committed_results_is_diagnosed():
     res = R.check_claims(R.registered_claims(), R.committed_tables())
     undiagnosed = [r["id"] for r in res if r["verdict"] == "fail" and not r["why_fails"]]
     assert not undiagnosed, f"FAIL without a diagnosis (add why_fails): {undiagnosed}"
+
+
+def test_a_shrunk_run_is_compared_on_its_setting_not_on_its_size():
+    """FedMT Table 2 at a CPU profile: N_c 400 and a LeNet against the paper's 4,000 and ResNet-18;
+    rows still meet on (split, n, init, method, metric) and the report names both sizes."""
+    rep = catalog.load_reported("fedmt/table2")
+    ours = rep[rep["init"] == "random"].assign(N_c=400, backbone="LeNet", mean=1.0)
+    cmp, keys = R.compare_with_reported(rep, ours)
+    assert "N_c" not in keys and "backbone" not in keys and "init" in keys
+    joined = cmp[cmp["ours"] != "–"]
+    assert len(joined) == (rep["init"] == "random").sum()
+    assert set(cmp[cmp["init"] == "imagenet"]["ours"]) == {"–"}
+    assert R._scale_note(rep, ours) == (" Not joined on the run's scale: N_c (ours 400; paper 4000); "
+                                        "backbone (ours LeNet; paper ResNet-18).")
