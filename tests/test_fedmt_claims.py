@@ -56,3 +56,13 @@ def test_fig3_and_ablation_checks():
     assert C.c30({C.T8: t8})[0] is True
     t8.loc[t8["lambda2"] == 1, "mean"] = 60
     assert C.c30({C.T8: t8})[0] is False
+
+
+def test_a_failing_claim_says_why_and_a_passing_one_does_not(monkeypatch):
+    monkeypatch.setitem(C.FAIL_REASONS, 1, "scale: test reason")
+    check = C.explained(1, C.c1)
+    bad = dict(GOOD, Single=[10, 30, 14])
+    verdict, detail = check({C.T2: table2(bad)})
+    assert verdict is False and detail.endswith("Why it fails: scale: test reason")
+    verdict, detail = check({C.T2: table2(GOOD)})
+    assert verdict is True and "Why it fails" not in detail
