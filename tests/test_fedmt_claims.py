@@ -66,3 +66,12 @@ def test_a_failing_claim_says_why_and_a_passing_one_does_not(monkeypatch):
     assert verdict is False and detail.endswith("Why it fails: scale: test reason")
     verdict, detail = check({C.T2: table2(GOOD)})
     assert verdict is True and "Why it fails" not in detail
+
+
+def test_a_verdict_resting_on_a_gap_below_the_seed_sd_says_so():
+    close = dict(GOOD, **{"FedMT (E)": [35.05, 40.05, 45.05]})  # E - T = 0.05 < sd 0.1
+    t = table2(close)
+    verdict, detail = C._beats(t, "n", "test_acc_100class", ["FedMT (E)"], ["FedMT (T)"])
+    assert verdict is True and "within seed noise" in detail
+    verdict, detail = C._beats(t, "n", "test_acc_100class", ["FedMT (T)"], ["Single"])
+    assert verdict is True and "within seed noise" not in detail

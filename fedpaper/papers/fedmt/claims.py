@@ -103,6 +103,28 @@ def means(t: pd.DataFrame, x: str, metric: str = "test_acc_100class") -> pd.Data
     return t.pivot_table(index=x, columns="method", values="mean", aggfunc="first", dropna=False).sort_index()
 
 
+def spreads(t: pd.DataFrame, x: str, metric: str = "test_acc_100class") -> pd.DataFrame:
+    """seed sd of each mean, laid out as `means`."""
+    t = t[t["metric"] == metric]
+    if "std" not in t:
+        return pd.DataFrame()
+    return t.pivot_table(index=x, columns="method", values="std", aggfunc="first", dropna=False).sort_index()
+
+
+def _noise(t, x, metric, methods, gaps) -> str:
+    """'; within seed noise: ...' when the smallest |gap| a verdict rests on is below the largest seed
+    sd of the methods compared (3 seeds: the verdict could flip with another seed), else ''."""
+    sd = spreads(t, x, metric)
+    cols = [k for k in methods if k in sd]
+    vals = sd[cols].to_numpy(dtype=float) if cols else np.array([np.nan])
+    if not cols or not len(gaps) or np.isnan(vals).all():
+        return ""
+    top, low = float(np.nanmax(vals)), float(np.nanmin(np.abs(np.asarray(gaps, dtype=float))))
+    if not np.isfinite(top) or low >= top:
+        return ""
+    return f"; within seed noise: the smallest difference the verdict rests on ({low:.2f} points) is below the largest seed sd ({top:.2f})"
+
+
 def _need(tables, *ids):
     missing = [a for a in ids if tables.get(a) is None]
     return (None, f"no committed csv for {', '.join(missing)}") if missing else None
@@ -133,7 +155,8 @@ def _increasing(t, x, metric, methods, strict=True):
         return g
     ok = {k: bool((np.diff(m[k].to_numpy()) > 0).all() if strict else (np.diff(m[k].to_numpy()) >= 0).all())
           for k in methods}
-    return all(ok.values()), _fmt(m, methods)
+    gaps = np.concatenate([np.diff(m[k].to_numpy()) for k in methods])
+    return all(ok.values()), _fmt(m, methods) + _noise(t, x, metric, methods, gaps)
 
 
 def _decreasing(t, x, metric, methods, order=None):
@@ -143,7 +166,9 @@ def _decreasing(t, x, metric, methods, order=None):
     g = _guard(m, methods, chance(t, metric))
     if g:
         return g
-    return all(bool((np.diff(m[k].to_numpy()) < 0).all()) for k in methods), _fmt(m, methods)
+    gaps = np.concatenate([np.diff(m[k].to_numpy()) for k in methods])
+    return all(bool((np.diff(m[k].to_numpy()) < 0).all()) for k in methods), \
+        _fmt(m, methods) + _noise(t, x, metric, methods, gaps)
 
 
 def _beats(t, x, metric, winners, losers):
@@ -152,7 +177,8 @@ def _beats(t, x, metric, winners, losers):
     if g:
         return g
     ok = all((m[w] > m[l]).all() for w in winners for l in losers)
-    return ok, _fmt(m, winners + losers)
+    gaps = np.concatenate([(m[w] - m[l]).to_numpy() for w in winners for l in losers])
+    return ok, _fmt(m, winners + losers) + _noise(t, x, metric, winners + losers, gaps)
 
 
 # ------------------------------------------------------------------ Table 2 / Fig 2a
