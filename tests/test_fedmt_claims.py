@@ -75,3 +75,11 @@ def test_a_verdict_resting_on_a_gap_below_the_seed_sd_says_so():
     assert verdict is True and "within seed noise" in detail
     verdict, detail = C._beats(t, "n", "test_acc_100class", ["FedMT (T)"], ["Single"])
     assert verdict is True and "within seed noise" not in detail
+
+
+def test_settings_at_chance_are_left_out_and_the_verdict_is_partial():
+    low_at_5 = {k: [2.0, v[1], v[2]] for k, v in GOOD.items()}  # every method at chance at n = 5
+    verdict, detail = C.c1({C.T2: table2(low_at_5)})
+    assert verdict == C.PARTIAL and "not testable at 5" in detail
+    bad = dict(low_at_5, Single=[2.0, 14, 12])  # Single falls between the testable rows
+    assert C.c1({C.T2: table2(bad)})[0] is False
