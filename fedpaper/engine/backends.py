@@ -51,20 +51,31 @@ class SlotGradients:
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
         return objective(outputs, batch, present, params, anchor)
 
-    def __call__(self, params, batch, present, anchor, objective, buffers=None):
+    def __call__(self, params, batch, present, anchor, objective, buffers=None, active=None):
         """Gradients {name: [G, ...]} and per-slot loss sums [G] on `batch` (a dict of [G, B, ...]
         tensors: x, y, mask and the optional entries the objective reads). BatchNorm buffers (loop
-        backend only) are updated in place per slot."""
+        backend only) are updated in place per slot. active [G] bool (optional): the slots the
+        optimiser will step; the loop backend skips the others when the model has no buffers
+        (zero gradients and loss: an inactive slot's step leaves params and optimiser state as
+        they are whatever its gradient, so the result is the same, without the wasted passes)."""
         if self.backend == "grouped":
             return self._grouped(params, batch, present, anchor, objective)
         gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
         buffers = buffers or {}
         if self.backend == "vmap":
             return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
-        outs = [gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
+        G = batch["x"].shape[0]
+        skip = [False] * G if active is None or buffers else [not bool(a) for a in active.tolist()]
+        outs = [None if skip[g] else
+                gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
                     fast_layout({k: v[g] for k, v in batch.items()}), present[g],
                     {k: v[g] for k, v in anchor.items()})
-                for g in range(batch["x"].shape[0])]
+                for g in range(G)]
+        if any(skip):
+            done = next((o for o in outs if o is not None), None)
+            zero = ({k: torch.zeros_like(v[0]) for k, v in params.items()},
+                    torch.zeros((), device=batch["x"].device) if done is None else torch.zeros_like(done[1]))
+            outs = [zero if o is None else o for o in outs]
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 
