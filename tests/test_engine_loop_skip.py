@@ -41,3 +41,28 @@ def test_loop_backend_skipping_inactive_slots_changes_nothing(monkeypatch):
         assert n_skip < n_full  # fewer slot passes ...
         for k in full:  # ... and the same trained parameters, bit for bit
             assert torch.equal(full[k], skipped[k]), k
+
+
+def test_batchnorm_fednca_net_keeps_an_inactive_clients_statistics():
+    """FedNCANet (inactive_slots_keep_buffers): a slot that does not step leaves its BatchNorm
+    running statistics as they were; an active slot updates its own."""
+    from fedpaper.algorithms.base import Objective
+    from fedpaper.nets.ladm import FedNCANet
+
+    torch.manual_seed(0)
+    net = FedNCANet(3, head="fc", width=4, dim=8, norm="batch")
+    sg = backends.SlotGradients(net, None, "loop")
+    params = {k: v.detach().unsqueeze(0).repeat(2, *[1] * v.dim()) for k, v in net.named_parameters()}
+    buffers = {k: v.detach().unsqueeze(0).repeat(2, *[1] * v.dim()).clone() for k, v in net.named_buffers()}
+    before = {k: v.clone() for k, v in buffers.items()}
+    batch = {"x": torch.randn(2, 4, 3, 8, 8), "y": torch.randint(0, 3, (2, 4)),
+             "mask": torch.tensor([[1.0] * 4, [0.0] * 4])}
+    present = torch.ones(2, 3, dtype=torch.bool)
+    grads, lsum = sg(params, batch, present, params, Objective(), buffers, active=torch.tensor([True, False]))
+    mean = "backbone.body.1.running_mean"
+    assert not torch.equal(buffers[mean][0], before[mean][0])
+    assert torch.equal(buffers[mean][1], before[mean][1])
+    assert float(lsum[1]) == 0 and all(float(g[1].abs().sum()) == 0 for g in grads.values())
+    # without `active` every slot is computed, as before
+    sg(params, batch, present, params, Objective(), buffers)
+    assert not torch.equal(buffers[mean][1], before[mean][1])
