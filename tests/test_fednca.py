@@ -148,3 +148,25 @@ def test_attention_claim_and_quadrant_mass():
                                                                            "mass_other": "mass_own"})})[0] is False
     flat = pd.DataFrame({"mass_own": [0.251, 0.249], "mass_other": [0.249, 0.251]})
     assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": flat})[0] == C.NOT_TESTABLE
+
+
+def test_feature_model_is_the_best_validation_model_with_its_batchnorm_statistics(cache_tmp):
+    """features.trained loads the global model (parameters and BatchNorm statistics) of the round
+    the tables select: its test macro-AUC is the table's number for that run."""
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    from fedpaper.papers.fednca import features as F
+
+    p = settings("smoke")
+    p["profile"], p["seeds"], p["rounds"] = "smoke", [0], 3
+    p["model"] = {**p["model"], "norm": "batch"}
+    spec = F.variant_spec(p, "table5", F.ROWS["c"][0])
+    net, pl, _ = F.trained(spec)
+    best = runs.best_round_metrics(runs.sweep([spec], p)[0])
+    assert net.best_round == best["round"]
+    with torch.no_grad():
+        scores = net(pl.x_test)["logits"].sigmoid().numpy()
+    assert 100 * roc_auc_score(pl.y_test.numpy(), scores, average="macro") == pytest.approx(best["macro-AUC"][0],
+                                                                                         abs=1e-6)
+    assert not torch.equal(net.backbone.body[1].running_mean, torch.zeros_like(net.backbone.body[1].running_mean))

@@ -6,7 +6,7 @@ near chance (every compared macro-AUC at most 52%) is "not testable". Tables 3-4
 figures are not regenerated, so their claims are not checkable; claim-24 is checked on the real
 ChestX-ray14 label table (on code). Feature-figure claims (19-22) are checked on the t-SNE points
 (10-nearest-neighbour purity by class vs by label count, in 2-D) and the cosine maps (mean
-off-diagonal similarity), from the final-round models (features.FINAL_NOTE)."""
+off-diagonal similarity), from the best-validation models (features.MODEL_NOTE)."""
 from __future__ import annotations
 
 import pandas as pd
