@@ -170,3 +170,12 @@ def test_feature_model_is_the_best_validation_model_with_its_batchnorm_statistic
     assert 100 * roc_auc_score(pl.y_test.numpy(), scores, average="macro") == pytest.approx(best["macro-AUC"][0],
                                                                                          abs=1e-6)
     assert not torch.equal(net.backbone.body[1].running_mean, torch.zeros_like(net.backbone.body[1].running_mean))
+
+
+def test_fail_diagnoses_name_their_cause_and_reach_the_claims():
+    from fedpaper.papers.fednca.diagnoses import FAIL_CAUSES, WHY_FAILS
+
+    for i, why in WHY_FAILS.items():
+        assert why.startswith(tuple(c + ": " for c in FAIL_CAUSES)), (i, why)
+        assert next(c for c in C.CLAIMS if c.id == f"fednca/claim-{i}").why_fails == why
+    assert all(c.why_fails == "" for c in C.CLAIMS if int(c.id.rsplit("-", 1)[1]) not in WHY_FAILS)

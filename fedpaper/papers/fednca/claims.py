@@ -13,6 +13,7 @@ import pandas as pd
 
 from fedpaper.papers import Claim
 from fedpaper.papers._common.claims import NOT_TESTABLE, PARTIAL, on_code
+from fedpaper.papers.fednca.diagnoses import WHY_FAILS
 
 CENTRAL, FEDNCA = "Centralized (Upperbound)", "FedNCA-ML"
 MAIN = ["fednca/table1", "fednca/table2", "fednca/table3", "fednca/table4"]
@@ -352,4 +353,12 @@ _CLAIM_TEXT = [
      '(data, Sec. 5.3) 57% of ChestX-ray14 training images and 38% of test images are "No Finding".'),
 ]
 
-CLAIMS = [Claim(cid, text, artifacts=tuple(arts), check=CHECKS[cid]) for cid, arts, text in _CLAIM_TEXT]
+def _claim(cid, arts, text) -> Claim:
+    """A claim with its FAIL diagnosis (diagnoses.WHY_FAILS). why_fails is set after construction so
+    that this works with and without the catalog.Claim.why_fails field (issue 14)."""
+    c = Claim(cid, text, artifacts=tuple(arts), check=CHECKS[cid])
+    c.why_fails = WHY_FAILS.get(int(cid.rsplit("-", 1)[1]), "")
+    return c
+
+
+CLAIMS = [_claim(cid, arts, text) for cid, arts, text in _CLAIM_TEXT]
