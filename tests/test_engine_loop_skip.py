@@ -1,5 +1,6 @@
 """The loop backend skips the gradient passes of slots that will not step (clients whose epoch
-ended): the trained parameters are bitwise the same as with every slot computed."""
+ended) for models that opt in (skip_inactive_slots, FedNCANet): the trained parameters are bitwise
+the same as with every slot computed; other models compute every slot (tests/test_engine_fixture)."""
 import numpy as np
 import torch
 
@@ -44,7 +45,7 @@ def test_loop_backend_skipping_inactive_slots_changes_nothing(monkeypatch):
 
 
 def test_batchnorm_fednca_net_keeps_an_inactive_clients_statistics():
-    """FedNCANet (inactive_slots_keep_buffers): a slot that does not step leaves its BatchNorm
+    """FedNCANet (skip_inactive_slots): a slot that does not step leaves its BatchNorm
     running statistics as they were; an active slot updates its own."""
     from fedpaper.algorithms.base import Objective
     from fedpaper.nets.ladm import FedNCANet
@@ -63,6 +64,11 @@ def test_batchnorm_fednca_net_keeps_an_inactive_clients_statistics():
     assert not torch.equal(buffers[mean][0], before[mean][0])
     assert torch.equal(buffers[mean][1], before[mean][1])
     assert float(lsum[1]) == 0 and all(float(g[1].abs().sum()) == 0 for g in grads.values())
-    # without `active` every slot is computed, as before
+    # without `active`, or for a model that does not opt in, every slot is computed, as before
     sg(params, batch, present, params, Objective(), buffers)
+    assert not torch.equal(buffers[mean][1], before[mean][1])
+    buffers = {k: v.clone() for k, v in before.items()}
+    net.skip_inactive_slots = False
+    backends.SlotGradients(net, None, "loop")(params, batch, present, params, Objective(), buffers,
+                                               active=torch.tensor([True, False]))
     assert not torch.equal(buffers[mean][1], before[mean][1])

@@ -46,9 +46,8 @@ class SlotGradients:
 
     def __init__(self, template, grouped: GroupedForward | None, backend: str):
         self.template, self.grouped, self.backend = template, grouped, backend
-        # a model may declare that a slot which does not step must not touch its buffers either
-        # (BatchNorm running statistics then see only the rows the client trains on)
-        self.skip_with_buffers = bool(getattr(template, "inactive_slots_keep_buffers", False))
+        # opt-in (model attribute): the loop backend skips the slots that will not step (see __call__)
+        self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
 
     def _slot_loss(self, params, buffers, batch, present, anchor, objective):
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
@@ -58,11 +57,13 @@ class SlotGradients:
         """Gradients {name: [G, ...]} and per-slot loss sums [G] on `batch` (a dict of [G, B, ...]
         tensors: x, y, mask and the optional entries the objective reads). BatchNorm buffers (loop
         backend only) are updated in place per slot. active [G] bool (optional): the slots the
-        optimiser will step; the loop backend skips the others when the model has no buffers
-        (zero gradients and loss: an inactive slot's step leaves params and optimiser state as
-        they are whatever its gradient, so the result is the same, without the wasted passes), or
-        when the model sets `inactive_slots_keep_buffers` (its BatchNorm statistics are then not
-        updated from the padding rows of a client whose epoch has ended)."""
+        optimiser will step; for a model with `skip_inactive_slots = True` the loop backend skips
+        the others (zero gradients and loss): an inactive slot's step leaves its params and
+        optimiser state as they are whatever its gradient, so nothing changes but the wasted passes,
+        provided the forward pass draws no random numbers (dropout: skipping would shift the
+        random stream of the later slots) and a finished client's BatchNorm statistics should stay
+        as they are (rather than be updated from padding rows). Other models: every slot, as
+        before (tests/test_engine_fixture.py)."""
         if self.backend == "grouped":
             return self._grouped(params, batch, present, anchor, objective)
         gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
@@ -70,8 +71,7 @@ class SlotGradients:
         if self.backend == "vmap":
             return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
         G = batch["x"].shape[0]
-        no_skip = active is None or (buffers and not self.skip_with_buffers)
-        skip = [False] * G if no_skip else [not bool(a) for a in active.tolist()]
+        skip = [not bool(a) for a in active.tolist()] if self.skip_inactive and active is not None else [False] * G
         outs = [None if skip[g] else
                 gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
                     fast_layout({k: v[g] for k, v in batch.items()}), present[g],

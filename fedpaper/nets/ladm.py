@@ -141,9 +141,10 @@ class FedNCANet(nn.Module):
         if head == "ladm":
             self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
 
-    #: engine.backends: a client whose epoch has ended does not update the BatchNorm statistics
-    #: (norm="batch") from padding rows; it is skipped like a model without buffers
-    inactive_slots_keep_buffers = True
+    #: engine.backends (loop): skip the gradient pass of clients whose epoch has ended. Safe here:
+    #: the forward pass draws no random numbers (attention dropout 0), and a finished client's
+    #: BatchNorm statistics (norm="batch") are not updated from padding rows.
+    skip_inactive_slots = True
 
     def fixed_parameters(self) -> tuple:
         """Names of the parameters that must never train (the fixed ETF / hypersphere classifier)."""
