@@ -122,6 +122,12 @@ def test_feature_claims_can_pass_and_fail():
 
     def cos(v):
         return pd.DataFrame({"mean_off_diagonal": [v]})
+    # purity corrected for chance: 1 for pure groups, about 0 for random neighbours, whereas raw
+    # purity of the 2-valued label count is about 0.5 even at random
+    assert C.purity_lift(by_class, "class") > 0.9 and abs(C.purity_lift(by_count, "class")) < 0.2
+    shuffled = by_class.assign(x=rng.normal(0, 1, n), y=rng.normal(0, 1, n))
+    assert abs(C.purity_lift(shuffled, "label_count")) < 0.2 and C.knn_purity(shuffled, "label_count") > 0.3
+
     dec = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.5, 0.2, -0.1))}
     inc = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.1, 0.2, 0.3))}
     assert C.CHECKS["fednca/claim-22"](dec)[0] is True and C.CHECKS["fednca/claim-22"](inc)[0] is False

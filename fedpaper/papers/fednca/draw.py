@@ -85,7 +85,7 @@ def composite_examples(x: np.ndarray, y: np.ndarray, names: list, title: str, su
 def tsne_panel(tab: pd.DataFrame, title: str, sub: str, notes=()):
     """t-SNE points coloured by class, marker by the image's label count."""
     fig, ax = plt.subplots(figsize=(6.2, 5.2))
-    classes = list(dict.fromkeys(tab["class"]))
+    classes = sorted(set(tab["class"]))  # the same colour for a class in every panel
     cmap = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")
     markers = {1: "o", 2: "^"}
     for ci, c in enumerate(classes):
