@@ -136,7 +136,10 @@ def attention_panel(shown: list, classes: list, tab: pd.DataFrame, title: str, s
             ax.imshow(maps[c], cmap="jet", alpha=0.5, interpolation="bilinear",
                       extent=(-0.5, im.shape[1] - 0.5, im.shape[0] - 0.5, -0.5))
             sel = tab[(tab["image"] == tab["image"].unique()[i]) & (tab["class"] == classes[c])] if len(tab) else tab
-            share = f" (own quadrant {sel['mass_own'].iloc[0]:.2f})" if len(sel) else ""
+            share = (f"\nmass: own quadrant {sel['mass_own'].iloc[0]:.3f}, other {sel['mass_other'].iloc[0]:.3f}"
+                     if len(sel) else "")
             ax.set_title(textwrap.shorten(classes[c], 24) + share, fontsize=6)
     fig.tight_layout()
-    return _finish(fig, title, sub, notes)
+    scale = ("colour scale of each map: its own minimum (blue) to maximum (red), so a nearly uniform map (every "
+             "quadrant near 0.25 of the mass, see the titles) still looks contrasted")
+    return _finish(fig, title, sub, [*notes, scale])
