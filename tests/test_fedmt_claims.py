@@ -56,3 +56,30 @@ def test_fig3_and_ablation_checks():
     assert C.c30({C.T8: t8})[0] is True
     t8.loc[t8["lambda2"] == 1, "mean"] = 60
     assert C.c30({C.T8: t8})[0] is False
+
+
+def test_a_failing_claim_says_why_and_a_passing_one_does_not(monkeypatch):
+    monkeypatch.setitem(C.FAIL_REASONS, 1, "scale: test reason")
+    check = C.explained(1, C.c1)
+    bad = dict(GOOD, Single=[10, 30, 14])
+    verdict, detail = check({C.T2: table2(bad)})
+    assert verdict is False and detail.endswith("Why it fails: scale: test reason")
+    verdict, detail = check({C.T2: table2(GOOD)})
+    assert verdict is True and "Why it fails" not in detail
+
+
+def test_a_verdict_resting_on_a_gap_below_the_seed_sd_says_so():
+    close = dict(GOOD, **{"FedMT (E)": [35.05, 40.05, 45.05]})  # E - T = 0.05 < sd 0.1
+    t = table2(close)
+    verdict, detail = C._beats(t, "n", "test_acc_100class", ["FedMT (E)"], ["FedMT (T)"])
+    assert verdict is True and "within seed noise" in detail
+    verdict, detail = C._beats(t, "n", "test_acc_100class", ["FedMT (T)"], ["Single"])
+    assert verdict is True and "within seed noise" not in detail
+
+
+def test_settings_at_chance_are_left_out_and_the_verdict_is_partial():
+    low_at_5 = {k: [2.0, v[1], v[2]] for k, v in GOOD.items()}  # every method at chance at n = 5
+    verdict, detail = C.c1({C.T2: table2(low_at_5)})
+    assert verdict == C.PARTIAL and "not testable at 5" in detail
+    bad = dict(low_at_5, Single=[2.0, 14, 12])  # Single falls between the testable rows
+    assert C.c1({C.T2: table2(bad)})[0] is False

@@ -122,6 +122,12 @@ def test_feature_claims_can_pass_and_fail():
 
     def cos(v):
         return pd.DataFrame({"mean_off_diagonal": [v]})
+    # purity corrected for chance: 1 for pure groups, about 0 for random neighbours, whereas raw
+    # purity of the 2-valued label count is about 0.5 even at random
+    assert C.purity_lift(by_class, "class") > 0.9 and abs(C.purity_lift(by_count, "class")) < 0.2
+    shuffled = by_class.assign(x=rng.normal(0, 1, n), y=rng.normal(0, 1, n))
+    assert abs(C.purity_lift(shuffled, "label_count")) < 0.2 and C.knn_purity(shuffled, "label_count") > 0.3
+
     dec = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.5, 0.2, -0.1))}
     inc = {f"fednca/fig4{s}": cos(v) for s, v in zip("abc", (0.1, 0.2, 0.3))}
     assert C.CHECKS["fednca/claim-22"](dec)[0] is True and C.CHECKS["fednca/claim-22"](inc)[0] is False
@@ -148,3 +154,34 @@ def test_attention_claim_and_quadrant_mass():
                                                                            "mass_other": "mass_own"})})[0] is False
     flat = pd.DataFrame({"mass_own": [0.251, 0.249], "mass_other": [0.249, 0.251]})
     assert C.CHECKS["fednca/claim-23"]({"fednca/fig5": flat})[0] == C.NOT_TESTABLE
+
+
+def test_feature_model_is_the_best_validation_model_with_its_batchnorm_statistics(cache_tmp):
+    """features.trained loads the global model (parameters and BatchNorm statistics) of the round
+    the tables select: its test macro-AUC is the table's number for that run."""
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    from fedpaper.papers.fednca import features as F
+
+    p = settings("smoke")
+    p["profile"], p["seeds"], p["rounds"] = "smoke", [0], 3
+    p["model"] = {**p["model"], "norm": "batch"}
+    spec = F.variant_spec(p, "table5", F.ROWS["c"][0])
+    net, pl, _ = F.trained(spec)
+    best = runs.best_round_metrics(runs.sweep([spec], p)[0])
+    assert net.best_round == best["round"]
+    with torch.no_grad():
+        scores = net(pl.x_test)["logits"].sigmoid().numpy()
+    assert 100 * roc_auc_score(pl.y_test.numpy(), scores, average="macro") == pytest.approx(best["macro-AUC"][0],
+                                                                                         abs=1e-6)
+    assert not torch.equal(net.backbone.body[1].running_mean, torch.zeros_like(net.backbone.body[1].running_mean))
+
+
+def test_fail_diagnoses_name_their_cause_and_reach_the_claims():
+    from fedpaper.papers.fednca.diagnoses import FAIL_CAUSES, WHY_FAILS
+
+    for i, why in WHY_FAILS.items():
+        assert why.startswith(tuple(c + ": " for c in FAIL_CAUSES)), (i, why)
+        assert next(c for c in C.CLAIMS if c.id == f"fednca/claim-{i}").why_fails == why
+    assert all(c.why_fails == "" for c in C.CLAIMS if int(c.id.rsplit("-", 1)[1]) not in WHY_FAILS)

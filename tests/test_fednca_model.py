@@ -167,3 +167,14 @@ def test_adamw_betas_reach_the_step():
         torch.testing.assert_close(q["w"][0], ref.detach())
         out[betas] = q["w"]
     assert not torch.equal(out[(0.9, 0.999)], out[(0.9, 0.98)])
+
+
+def test_convnet_batchnorm_option():
+    net = FedNCANet(3, backbone="convnet", head="ladm", width=4, dim=16, norm="batch")
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules()) == 4
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in FedNCANet(3, width=4, dim=16).modules())
+    assert net(torch.randn(2, 3, 32, 32))["logits"].shape == (2, 3)
+    with pytest.raises(BadParameterError, match="norm='group'"):
+        FedNCANet(3, width=4, dim=16, norm="group")
+    with pytest.raises(BadParameterError, match="convnet option"):
+        FedNCANet(3, backbone="resnet18_cifar", norm="batch")

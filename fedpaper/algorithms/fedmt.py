@@ -171,7 +171,7 @@ class FixMixClient(Part):
         M = torch.as_tensor(ctx.pools.correspondence, dtype=torch.float32)
         J, K = M.shape
         return {"M": M, "M_hat": torch.full((ctx.R, ctx.M, J, K), 1.0 / J), "err": torch.full((ctx.R, ctx.M), np.nan),
-                "n_fix": None, "rounds": 0}
+                "n_fix": None, "rounds": 0, "fix_count": np.zeros((ctx.R, ctx.M), dtype=np.int64)}
 
     def prepare_round(self, ctx, state, params, slots, buffers):
         """Pseudo-labels, S_fix, the eq. (4) estimates and S_mix of every participating slot."""
@@ -200,6 +200,8 @@ class FixMixClient(Part):
         for g, rr in enumerate(rows):
             mix.append(rr[aug[g].integers(0, len(rr), size=n_fix[g])] if n_fix[g] else rr[:0])
         state["n_fix"] = np.array(n_fix)
+        state["fix_count"][:] = 0
+        state["fix_count"][slots[:, 0], slots[:, 1]] = state["n_fix"]
         return {"fix": fix, "mix": mix, "lookup": lookup, "M": self._round_M(state, slots).to(ctx.device)}
 
     def _round_M(self, state, slots) -> torch.Tensor:
@@ -259,7 +261,8 @@ class FixMixClient(Part):
         return w
 
     def round_metrics(self, ctx, state, glob, bufs):
-        """Per run: each client's Frobenius error ||M_hat_c - M||_F (fig3) and their mean; after the
+        """Per run: each client's Frobenius error ||M_hat_c - M||_F (fig3) and their mean; the share
+        of clients whose S_fix was non-empty in the last round and their mean |S_fix| (fix_stats); after the
         last round also the 20-class test accuracy of the global model projected with the true M
         (test_acc_coarse_true) and with the mean of the clients' last estimates (test_acc_coarse_est,
         targets vague-22)."""
@@ -275,12 +278,20 @@ class FixMixClient(Part):
             d = {f"m_err_c{c}": float(v) for c, v in enumerate(e)}
             d["m_err_mean"] = float(np.nanmean(e)) if np.isfinite(e).any() else float("nan")
             d["m_err_sd"] = float(np.nanstd(e, ddof=1)) if np.isfinite(e).sum() > 1 else float("nan")
+            d.update(fix_stats(state["fix_count"][r]))
             if final:
                 y = coarse[torch.as_tensor(np.asarray(test[r]), device=coarse.device)]
                 d["test_acc_coarse_true"] = coarse_accuracy(logits[r], y, state["M"])
                 d["test_acc_coarse_est"] = coarse_accuracy(logits[r], y, state["M_hat"][r].mean(0))
             out.append(d)
         return out
+
+
+def fix_stats(counts) -> dict:
+    """Of one run's clients in the last round: the share with a non-empty S_fix (the clients that
+    trained, Algorithm 1 line 11) and the mean |S_fix| over all clients."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return {"fix_clients_share": float((counts > 0).mean()), "fix_rows_mean": float(counts.mean())}
 
 
 def coarse_accuracy(logits: torch.Tensor, coarse: torch.Tensor, M: torch.Tensor) -> float:

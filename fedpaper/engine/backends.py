@@ -46,25 +46,42 @@ class SlotGradients:
 
     def __init__(self, template, grouped: GroupedForward | None, backend: str):
         self.template, self.grouped, self.backend = template, grouped, backend
+        # opt-in (model attribute): the loop backend skips the slots that will not step (see __call__)
+        self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
 
     def _slot_loss(self, params, buffers, batch, present, anchor, objective):
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
         return objective(outputs, batch, present, params, anchor)
 
-    def __call__(self, params, batch, present, anchor, objective, buffers=None):
+    def __call__(self, params, batch, present, anchor, objective, buffers=None, active=None):
         """Gradients {name: [G, ...]} and per-slot loss sums [G] on `batch` (a dict of [G, B, ...]
         tensors: x, y, mask and the optional entries the objective reads). BatchNorm buffers (loop
-        backend only) are updated in place per slot."""
+        backend only) are updated in place per slot. active [G] bool (optional): the slots the
+        optimiser will step; for a model with `skip_inactive_slots = True` the loop backend skips
+        the others (zero gradients and loss): an inactive slot's step leaves its params and
+        optimiser state as they are whatever its gradient, so nothing changes but the wasted passes,
+        provided the forward pass draws no random numbers (dropout: skipping would shift the
+        random stream of the later slots) and a finished client's BatchNorm statistics should stay
+        as they are (rather than be updated from padding rows). Other models: every slot, as
+        before (tests/test_engine_fixture.py)."""
         if self.backend == "grouped":
             return self._grouped(params, batch, present, anchor, objective)
         gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
         buffers = buffers or {}
         if self.backend == "vmap":
             return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
-        outs = [gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
+        G = batch["x"].shape[0]
+        skip = [not bool(a) for a in active.tolist()] if self.skip_inactive and active is not None else [False] * G
+        outs = [None if skip[g] else
+                gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
                     fast_layout({k: v[g] for k, v in batch.items()}), present[g],
                     {k: v[g] for k, v in anchor.items()})
-                for g in range(batch["x"].shape[0])]
+                for g in range(G)]
+        if any(skip):
+            done = next((o for o in outs if o is not None), None)
+            zero = ({k: torch.zeros_like(v[0]) for k, v in params.items()},
+                    torch.zeros((), device=batch["x"].device) if done is None else torch.zeros_like(done[1]))
+            outs = [zero if o is None else o for o in outs]
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 

@@ -121,13 +121,13 @@ class FederatedTrainer:
         return autocast(self.cfg.precision, self.device)
 
     # ---- gradients (kept as a method: tests and benchmarks call it)
-    def _grads(self, params, batch, present, anchor, objective, buffers=None):
+    def _grads(self, params, batch, present, anchor, objective, buffers=None, active=None):
         """Per-slot gradients of `objective` (an Objective, or a Method/Algorithm whose objective
-        is taken) on `batch`; see backends.SlotGradients."""
+        is taken) on `batch`; see backends.SlotGradients (active: the slots that will step)."""
         if hasattr(objective, "algorithm"):
             objective = objective.algorithm().objective((self.cls_w, self.cls_b))
         with self._autocast():
-            grads, lsum = self.grads_of(params, batch, present, anchor, objective, buffers)
+            grads, lsum = self.grads_of(params, batch, present, anchor, objective, buffers, active=active)
         if self.cfg.precision != "fp32":  # fp32 master weights and optimiser state
             grads, lsum = {k: g.float() for k, g in grads.items()}, lsum.float()
         return grads, lsum
@@ -174,7 +174,7 @@ class FederatedTrainer:
                 if algo.batch_rows:
                     batch["rows"] = idx
                 active = algo.augment(self.ctx, batch, bmask[:, s], aug_rngs, round_data, epoch, s, mask.any(1))
-                grads, lsum = self._grads(params, batch, present, anchor, objective, buffers)
+                grads, lsum = self._grads(params, batch, present, anchor, objective, buffers, active)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
                 new, opt = self.optim.step(params, grads, opt, self.round_lr, active)

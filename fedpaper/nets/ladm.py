@@ -54,16 +54,25 @@ def sine_cosine_2d(h: int, w: int, d: int, temperature: float = 10000.0) -> torc
     return torch.cat((enc(y), enc(x)), dim=-1).reshape(h * w, d)
 
 
+NORMS = (None, "batch")
+
+
 class ConvNet(nn.Module):
     """A small CNN feature extractor: widths (w, 2w, 4w, d), 3x3 convs with ReLU, max-pool after
-    the first three blocks (spatial size / 8)."""
+    the first three blocks (spatial size / 8). norm="batch" puts a BatchNorm2d after every conv
+    (as in ResNet-18, the paper's backbone): from scratch on the 32-px composites the plain net
+    sits on a 60%-macro-AUC plateau for several epochs, the BatchNorm one leaves it in the first
+    (benchmarks/results/fednca_sizing.md)."""
 
-    def __init__(self, in_channels=3, width=32, dim=128):
+    def __init__(self, in_channels=3, width=32, dim=128, norm=None):
         super().__init__()
+        if norm not in NORMS:
+            raise BadParameterError(f"norm={norm!r}; choose one of {NORMS}")
         w = width
         layers, c = [], in_channels
         for i, out in enumerate((w, 2 * w, 4 * w, dim)):
-            layers += [nn.Conv2d(c, out, 3, padding=1), nn.ReLU()]
+            layers += [nn.Conv2d(c, out, 3, padding=1)] + ([nn.BatchNorm2d(out)] if norm == "batch" else []) + \
+                [nn.ReLU()]
             if i < 3:
                 layers.append(nn.MaxPool2d(2))
             c = out
@@ -93,11 +102,13 @@ class ResNetTrunk(nn.Module):
         return self.body(x)
 
 
-def build_backbone(name: str, in_channels=3, width=32, dim=128, pretrained=False) -> nn.Module:
+def build_backbone(name: str, in_channels=3, width=32, dim=128, pretrained=False, norm=None) -> nn.Module:
     if name == "convnet":
         if pretrained:
             raise BadParameterError("backbone='convnet' has no pretrained weights; use pretrained=False")
-        return ConvNet(in_channels, width, dim)
+        return ConvNet(in_channels, width, dim, norm)
+    if norm is not None:
+        raise BadParameterError(f"norm={norm!r} is a convnet option ({name!r} has its own BatchNorm); drop it")
     if name in ("resnet18", "resnet18_cifar"):
         return ResNetTrunk(in_channels, cifar_stem=name == "resnet18_cifar", pretrained=pretrained)
     raise BadParameterError(f"backbone={name!r}; choose one of {BACKBONES}")
@@ -110,7 +121,7 @@ class FedNCANet(nn.Module):
 
     def __init__(self, num_classes: int, backbone="convnet", head="ladm", in_channels=3, width=32, dim=128,
                  heads=4, queries="fixed", query_init="etf", logit_scale=10.0, bias=True, etf_layout="rotated",
-                 etf_seed=0, sphere_scale=16.0, pretrained=False):
+                 etf_seed=0, sphere_scale=16.0, pretrained=False, norm=None):
         super().__init__()
         if head not in HEADS:
             raise BadParameterError(f"head={head!r}; choose one of {HEADS}")
@@ -118,7 +129,7 @@ class FedNCANet(nn.Module):
             raise BadParameterError(f"queries={queries!r}; choose 'fixed' or 'learnable'")
         if queries == "fixed" and query_init != "etf":
             raise BadParameterError("fixed queries are the ETF; query_init='random' needs queries='learnable'")
-        self.backbone = build_backbone(backbone, in_channels, width, dim, pretrained)
+        self.backbone = build_backbone(backbone, in_channels, width, dim, pretrained, norm)
         d, C = self.backbone.dim, num_classes
         self.head, self.queries, self.num_classes = head, queries, C
         if head == "fc":
@@ -129,6 +140,11 @@ class FedNCANet(nn.Module):
             self.classifier = ETFClassifier(d, C, etf_layout, etf_seed, logit_scale, bias, query_init)
         if head == "ladm":
             self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+
+    #: engine.backends (loop): skip the gradient pass of clients whose epoch has ended. Safe here:
+    #: the forward pass draws no random numbers (attention dropout 0), and a finished client's
+    #: BatchNorm statistics (norm="batch") are not updated from padding rows.
+    skip_inactive_slots = True
 
     def fixed_parameters(self) -> tuple:
         """Names of the parameters that must never train (the fixed ETF / hypersphere classifier)."""

@@ -93,7 +93,8 @@ def main(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         t = _table(q, _main_specs(q), data_root, "fedmt table2", KEYS2, backbone=q["backbone_label"], init="random")
         return t, _info(q, data_root)
 
-    t2 = _run("table2", p, lambda q: (lambda t, i: (t[t["metric"] == "test_acc_100class"].reset_index(drop=True), i))(*table(q)),
+    keep2 = ("test_acc_100class",) + R.SFIX_METRICS  # + the clients' last-round S_fix: explains FedMT vs Single
+    t2 = _run("table2", p, lambda q: (lambda t, i: (t[t["metric"].isin(keep2)].reset_index(drop=True), i))(*table(q)),
               lambda t, q: D.lines(t, "n", "test_acc_100class", "Table 2: 100-class accuracy vs server images per class n",
                                    sub, "n (server images per fine class)"), data_root, out_dir)
     f2a = _run("fig2a", p, lambda q: (lambda t, i: (t[t["metric"] == "test_acc_20class"].reset_index(drop=True), i))(*table(q)),
@@ -175,7 +176,7 @@ def ablations(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         specs = [R.spec(q, m, s, threshold=x, lambda2=1) for x in q["thresholds"] for m in ["SemiFL", "FedMT (E)"]
                  for s in q["seeds"]]
         t = _table(q, specs, data_root, "fedmt table7", ["dataset", "split", "C", "N_c", "n", "threshold"])
-        return t[t["metric"] == "test_acc_100class"].reset_index(drop=True), _info(q, data_root)
+        return t[t["metric"].isin(("test_acc_100class",) + R.SFIX_METRICS)].reset_index(drop=True), _info(q, data_root)
 
     def t8(q):
         specs = [R.spec(q, m, s, lambda2=x) for x in q["lambda2s"] for m in R.FEDMT for s in q["seeds"]]

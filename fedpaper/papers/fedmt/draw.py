@@ -37,7 +37,7 @@ def bars(table: pd.DataFrame, group: str, metric: str, title: str, sub: str):
     t[group] = t[group].astype(str)
     groups = list(dict.fromkeys(t[group]))
     methods = list(dict.fromkeys(t["method"]))
-    fig, ax = plt.subplots(figsize=(6.2, 3.6))
+    fig, ax = plt.subplots(figsize=(7.4, 3.6))
     w = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
         g = t[t["method"] == m].set_index(group).reindex(groups)
@@ -45,7 +45,7 @@ def bars(table: pd.DataFrame, group: str, metric: str, title: str, sub: str):
     ax.set_xticks(np.arange(len(groups)) + w * (len(methods) - 1) / 2, groups)
     ax.set_xlabel(group)
     ax.set_ylabel(metric.replace("_", " ") + " (%)")
-    ax.legend(fontsize=7, frameon=False)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # off the bars
     ax.grid(alpha=0.3, axis="y")
     return _finish(fig, title, sub)
 

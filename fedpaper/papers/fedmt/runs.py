@@ -107,7 +107,15 @@ def final_values(result: dict, name: str) -> dict:
         name, "test_acc_coarse_est" if name.startswith(("FedMT (E)", "Learnable")) else None)
     if src and last.get(src) is not None and np.isfinite(last[src]):
         out["test_acc_20class"] = 100 * last[src]
+    if last.get("fix_clients_share") is not None:  # FedMT/SemiFL: did the clients train (Algorithm 1 line 11)?
+        out[SFIX_METRICS[0]] = 100 * last["fix_clients_share"]
+        out[SFIX_METRICS[1]] = last["fix_rows_mean"]
     return out
+
+
+#: Last-round client participation of FedMT/SemiFL runs (fedpaper.algorithms.fedmt.fix_stats): the %
+#: of clients with a non-empty S_fix, and the mean |S_fix| per client (rows above the threshold).
+SFIX_METRICS = ("clients_with_sfix_pct", "sfix_rows_mean")
 
 
 def options(s: RunSpec) -> dict:

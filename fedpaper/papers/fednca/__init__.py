@@ -11,7 +11,7 @@ embeddings unavailable), figs 3, 4, 6, 7 (t-SNE and cosine maps of the ablation 
 (LADM attention maps), fig8 (composite examples), figs 9-12 (per-client class counts; VOC 2007
 and ChestX-ray14 from their real label tables). Not regenerated: tables 3-4 (VOC / ChestX-ray14
 images absent; their loaders and pools builders are tested on generated stand-ins). Figs 3-7 use
-the final-round model of the first seed (features.FINAL_NOTE), not the best-validation one.
+the best-validation model (peak validation macro-AUC) of the first seed (features.MODEL_NOTE).
 ImageNet weights are not available offline: quick and long profiles train from random
 initialisation with a small CNN backbone, named on every figure and in provenance.
 """

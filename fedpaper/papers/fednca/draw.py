@@ -85,7 +85,7 @@ def composite_examples(x: np.ndarray, y: np.ndarray, names: list, title: str, su
 def tsne_panel(tab: pd.DataFrame, title: str, sub: str, notes=()):
     """t-SNE points coloured by class, marker by the image's label count."""
     fig, ax = plt.subplots(figsize=(6.2, 5.2))
-    classes = list(dict.fromkeys(tab["class"]))
+    classes = sorted(set(tab["class"]))  # the same colour for a class in every panel
     cmap = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")
     markers = {1: "o", 2: "^"}
     for ci, c in enumerate(classes):
@@ -136,7 +136,10 @@ def attention_panel(shown: list, classes: list, tab: pd.DataFrame, title: str, s
             ax.imshow(maps[c], cmap="jet", alpha=0.5, interpolation="bilinear",
                       extent=(-0.5, im.shape[1] - 0.5, im.shape[0] - 0.5, -0.5))
             sel = tab[(tab["image"] == tab["image"].unique()[i]) & (tab["class"] == classes[c])] if len(tab) else tab
-            share = f" (own quadrant {sel['mass_own'].iloc[0]:.2f})" if len(sel) else ""
+            share = (f"\nmass: own quadrant {sel['mass_own'].iloc[0]:.3f}, other {sel['mass_other'].iloc[0]:.3f}"
+                     if len(sel) else "")
             ax.set_title(textwrap.shorten(classes[c], 24) + share, fontsize=6)
     fig.tight_layout()
-    return _finish(fig, title, sub, notes)
+    scale = ("colour scale of each map: its own minimum (blue) to maximum (red), so a nearly uniform map (every "
+             "quadrant near 0.25 of the mass, see the titles) still looks contrasted")
+    return _finish(fig, title, sub, [*notes, scale])

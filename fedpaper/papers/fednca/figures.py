@@ -171,10 +171,10 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
             held[panel] = F.trained(F.variant_spec(pp, table, F.ROWS[panel][0]), data_root)
         return held[panel]
 
-    def info(pp, extra=()):
+    def info(pp, net, extra=()):
         pl = runs.pools(pp, ds, data_root)
         return {"datasets": [dict(pl.description, name=ds)], "seeds": pp["seeds"][:1],
-                "notes": list(pp["notes"]) + [F.FINAL_NOTE, *extra]}
+                "notes": list(pp["notes"]) + [F.MODEL_NOTE, F.round_note(net, pp), *extra]}
 
     out = []
     for panel in "abc":
@@ -187,11 +187,11 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
             names = list(pl.classes)
             tab = pd.DataFrame({"variant": label, "x": xy[:, 0], "y": xy[:, 1], "class": [names[c] for c in cls],
                                 "label_count": count, "image": img})
-            return tab, info(pp, ["scikit-learn t-SNE, perplexity 30 (fewer points: n/4), PCA init, seed 0"])
+            return tab, info(pp, net, ["scikit-learn t-SNE, perplexity 30 (fewer points: n/4), PCA init, seed 0"])
 
         def draw_tsne(tab, pp, panel=panel, what=what):
             return draw.tsne_panel(tab, f"FedNCA-ML {tsne_fig}{panel}: t-SNE of test features, {what}",
-                                   subtitle(pp, ds), pp.get("notes", []) + [F.FINAL_NOTE])
+                                   subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
 
         out.append(run_artifact(f"{PAPER}/{tsne_fig}{panel}", profile=p["profile"], params=p, compute=compute_tsne,
                                 draw=draw_tsne, datasets=[ds], data_root=data_root, out_dir=out_dir))
@@ -203,11 +203,11 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
             tab = pd.DataFrame([{"variant": label, "class_i": names[i], "class_j": names[j], "cosine": float(S[i, j])}
                                 for i in range(len(names)) for j in range(len(names))])
             tab["mean_off_diagonal"] = F.mean_off_diagonal(S)
-            return tab, info(pp)
+            return tab, info(pp, net)
 
         def draw_cos(tab, pp, panel=panel, what=what):
             return draw.cosine_panel(tab, f"FedNCA-ML {cos_fig}{panel}: cosine of class-wise mean features, {what}",
-                                     subtitle(pp, ds), pp.get("notes", []) + [F.FINAL_NOTE])
+                                     subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
 
         out.append(run_artifact(f"{PAPER}/{cos_fig}{panel}", profile=p["profile"], params=p, compute=compute_cos,
                                 draw=draw_cos, datasets=[ds], data_root=data_root, out_dir=out_dir))
@@ -233,14 +233,14 @@ def attention_figure(p: dict, data_root, out_dir):
                                             n_images=pp.get("attention_images", 6))
         held["shown"], held["classes"] = shown, list(pl.classes)
         return pd.DataFrame(recs), {"datasets": [dict(pl.description, name="dermamnist")], "seeds": pp["seeds"][:1],
-                                    "notes": list(pp["notes"]) + [F.FINAL_NOTE, "attention: mean of the 3 largest "
+                                    "notes": list(pp["notes"]) + [F.MODEL_NOTE, F.round_note(net, pp), "attention: mean of the 3 largest "
                                               "per-head weights per token, divided by its sum over tokens (targets "
                                               "vague-16 uses a softmax, which flattens the map)"]}
 
     def draw_fn(tab, pp):
         return draw.attention_panel(held.get("shown", []), held.get("classes", []), tab,
                                     "FedNCA-ML fig5: LADM attention per ground-truth class (two-class composites)",
-                                    subtitle(pp, "dermamnist"), pp.get("notes", []) + [F.FINAL_NOTE])
+                                    subtitle(pp, "dermamnist"), pp.get("notes", []) + [F.MODEL_NOTE])
 
     return run_artifact(f"{PAPER}/fig5", profile=p["profile"], params=p, compute=compute, draw=draw_fn,
                         datasets=["dermamnist"], data_root=data_root, out_dir=out_dir)
