@@ -14,14 +14,17 @@ AUC gaps small."""
 FAIL_CAUSES = ("scale", "data copy", "real disagreement")
 
 _AUC_GAP = ("FedNCA-ML wins every macro-F1 cell (+12.6 to +17.0 points) but trails the best baseline's macro-AUC by "
-            "0.8-2.7 points, a gap that shrank from 2.8-5.9 at 4 rounds (quick) to 0.8-2.7 at 12 of the paper's 100")
+            "0.8-2.7 points, a gap that shrank from 2.8-5.9 at 4 rounds (quick) to 0.8-2.7 at 12 of the paper's 100 "
+            "(a 24-round seed-0 trial: CIFAR-10 -2.8, DermaMNIST +0.7 vs FedAvg; benchmarks/results/"
+            "fednca_sizing.md section 6)")
 
 WHY_FAILS: dict[int, str] = {
     1: f"scale: {_AUC_GAP}, so it is best in the 4 F1 cells and none of the 4 AUC cells",
     2: "scale: beta 0.5 macro-F1 margin +15.16 (paper +4.57) but macro-AUC -1.80 behind FedProx (quick, 4 rounds: "
        "-3.06); 12 of 100 rounds, small CNN from scratch",
-    3: "scale: beta 0.1 macro-F1 margin +15.94 (paper +1.26) but macro-AUC -2.68 behind FedAvg (quick, 4 rounds: "
-       "-5.85); 12 of 100 rounds, small CNN from scratch",
+    3: "scale: beta 0.1 macro-F1 margin +15.94 (paper +1.26) but macro-AUC -2.68 behind FedAvg (4 rounds: -5.85; "
+       "24 rounds, seed 0: -2.8, so more rounds alone do not close it with this backbone): a 4-block CNN on 32-px "
+       "composites instead of ResNet-18 at 224 px, 12 of 100 rounds",
     4: "scale: DermaMNIST macro-F1 margins +17.03 / +12.63 (paper +0.46 / +4.93) but macro-AUC -0.92 / -0.83, within "
        "one seed-std of FedNCA-ML (1.65 / 1.75; quick: -2.83 / -2.79); random init instead of ImageNet weights, 12 of "
        "100 rounds",
