@@ -27,7 +27,7 @@ from . import runs as runs
 from .profiles import backbone_name, settings, subtitle
 
 #: Modules that only read results (not part of the runs' cache key).
-RESULTS_READ_ONLY = ("claims", "draw", "figures")
+RESULTS_READ_ONLY = ("claims", "diagnoses", "draw", "figures")
 
 PAPER = "fednca"
 TABLE_NOTES = ["numbers compared with the paper: over the whole test set (mean, std); the official code's "

@@ -139,7 +139,7 @@ def attention_panel(shown: list, classes: list, tab: pd.DataFrame, title: str, s
             share = (f"\nmass: own quadrant {sel['mass_own'].iloc[0]:.3f}, other {sel['mass_other'].iloc[0]:.3f}"
                      if len(sel) else "")
             ax.set_title(textwrap.shorten(classes[c], 24) + share, fontsize=6)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # room for the suptitle
     scale = ("colour scale of each map: its own minimum (blue) to maximum (red), so a nearly uniform map (every "
              "quadrant near 0.25 of the mass, see the titles) still looks contrasted")
     return _finish(fig, title, sub, [*notes, scale])
