@@ -58,14 +58,11 @@ def test_fig3_and_ablation_checks():
     assert C.c30({C.T8: t8})[0] is False
 
 
-def test_a_failing_claim_says_why_and_a_passing_one_does_not(monkeypatch):
-    monkeypatch.setitem(C.FAIL_REASONS, 1, "scale: test reason")
-    check = C.explained(1, C.c1)
-    bad = dict(GOOD, Single=[10, 30, 14])
-    verdict, detail = check({C.T2: table2(bad)})
-    assert verdict is False and detail.endswith("Why it fails: scale: test reason")
-    verdict, detail = check({C.T2: table2(GOOD)})
-    assert verdict is True and "Why it fails" not in detail
+def test_every_fedmt_diagnosis_names_its_cause_and_reaches_its_claim():
+    """FAIL_REASONS feed Claim.why_fails (the report prints it after a FAIL verdict only)."""
+    by_num = {int(c.id.rsplit("-", 1)[1]): c for c in C.CLAIMS}
+    assert C.FAIL_REASONS and all(by_num[n].why_fails == r for n, r in C.FAIL_REASONS.items())
+    assert all(r.split(":")[0] in ("scale", "data copy", "real disagreement") for r in C.FAIL_REASONS.values())
 
 
 def test_a_verdict_resting_on_a_gap_below_the_seed_sd_says_so():

@@ -432,8 +432,8 @@ CHECKS[27] = not_regenerated("not checkable: comparing random with ImageNet init
 
 #: Why a claim FAILS on our numbers, one line each (s5-common-runs.md item 5): "scale: ..." (what the
 #: profile shrinks), "data copy: ..." or "real disagreement: ...". Written from the committed long-profile
-#: results (figures/long/fedmt/); appended to the detail of a failing verdict only, so a claim that
-#: passes, or is not testable, on another profile's numbers is not mislabelled.
+#: results (figures/long/fedmt/); Claim.why_fails, printed by the report after a FAIL verdict only, so a
+#: claim that passes, or is not testable, on another profile's numbers is not mislabelled.
 _FEW_ROWS = ("the clients' confident rows S_fix average 5-24 of 400 per client in the last round (table2 "
              "sfix_rows_mean per method and n) after 6 of the paper's 200 rounds with a LeNet from random init")
 FAIL_REASONS: dict[int, str] = {
@@ -477,18 +477,9 @@ FAIL_REASONS: dict[int, str] = {
 }
 
 
-def explained(num: int, check):
-    """`check` with FAIL_REASONS[num] appended to the detail of a False verdict."""
-    def run(tb):
-        verdict, detail = check(tb)
-        if verdict is False and num in FAIL_REASONS:
-            detail = f"{detail}. Why it fails: {FAIL_REASONS[num]}"
-        return verdict, detail
-    run.__name__ = getattr(check, "__name__", f"c{num}")
-    return run
+def _claim(cid: str, arts, text: str) -> Claim:
+    num = int(cid.rsplit("-", 1)[1])
+    return Claim(cid, text, artifacts=tuple(arts), check=CHECKS.get(num), why_fails=FAIL_REASONS.get(num, ""))
 
 
-CLAIMS = [Claim(cid, text, artifacts=tuple(arts),
-                check=explained(int(cid.rsplit("-", 1)[1]), CHECKS[int(cid.rsplit("-", 1)[1])])
-                if int(cid.rsplit("-", 1)[1]) in CHECKS else None)
-          for cid, arts, text in _CLAIMS]
+CLAIMS = [_claim(cid, arts, text) for cid, arts, text in _CLAIMS]

@@ -377,11 +377,9 @@ _CLAIM_TEXT = [
 ]
 
 def _claim(cid, arts, text) -> Claim:
-    """A claim with its FAIL diagnosis (diagnoses.WHY_FAILS). why_fails is set after construction so
-    that this works with and without the catalog.Claim.why_fails field (issue 14)."""
-    c = Claim(cid, text, artifacts=tuple(arts), check=CHECKS[cid])
-    c.why_fails = WHY_FAILS.get(int(cid.rsplit("-", 1)[1]), "")
-    return c
+    """A claim with its FAIL diagnosis (diagnoses.WHY_FAILS, printed after a FAIL verdict)."""
+    return Claim(cid, text, artifacts=tuple(arts), check=CHECKS[cid],
+                 why_fails=WHY_FAILS.get(int(cid.rsplit("-", 1)[1]), ""))
 
 
 CLAIMS = [_claim(cid, arts, text) for cid, arts, text in _CLAIM_TEXT]
