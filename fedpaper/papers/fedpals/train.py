@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.experiment import default_device, run_specs
-from fedpaper.papers._common.claims import chance_pct
+from fedpaper.papers._common.claims import chance_models, chance_pct, parse_seeds
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 
@@ -133,17 +133,20 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
     return fig
 
 
+def methods_at_chance(g: pd.DataFrame) -> list:
+    """The methods of one setting's rows (one label split) at chance by the claims' rule
+    (papers._common.claims.CHANCE_RULE; per-seed values from the 'per_seed' column when present)."""
+    seeds = g["per_seed"] if "per_seed" in g else [None] * len(g)
+    chance = chance_pct(g["label_split"].iloc[0]) if "label_split" in g else None
+    return chance_models(((m, float(v), parse_seeds(sd)) for m, v, sd in zip(g["method"], g["mean"], seeds)), chance)
+
+
 def table_chance_caption(tab: pd.DataFrame) -> str:
     """'At chance (...): FedProx, SCAFFOLD in CIFAR-10 C=3; ...' for the cells whose models sit at
     chance by the claims' rule (papers._common.claims.CHANCE_RULE), '' when none does."""
-    from fedpaper.papers._common.claims import chance_models, parse_seeds
-
     parts = []
     for (ds, ls), g in tab.groupby(["dataset", "label_split"], sort=False):
-        g = g[~g["method"].str.contains(r"\(", regex=True)]
-        seeds = g["per_seed"] if "per_seed" in g else [None] * len(g)
-        low = chance_models(((m, float(x), parse_seeds(sd)) for m, x, sd in zip(g["method"], g["mean"], seeds)),
-                            chance_pct(ls))
+        low = methods_at_chance(g[~g["method"].str.contains(r"\(", regex=True)])
         if low:
             parts.append(f"{', '.join(low)} in {ds} {ls}")
     return ("At chance (most seeds within 2 points of a one-class model or of 0): " + "; ".join(parts)) if parts else ""
@@ -212,16 +215,12 @@ def draw_chance(ax, xs, splits) -> None:
 def chance_note(tab: pd.DataFrame, xcol: str | None, word: str | None = None) -> str:
     """'at chance: FedAvg, SCAFFOLD at E=15' for the methods at chance at each setting, by the claims'
     rule (papers._common.claims.CHANCE_RULE: chance 100/C on a C-label target, one-class values)."""
-    from fedpaper.papers._common.claims import chance_models, parse_seeds
-
     def where(x):
         return str(x) if isinstance(x, str) else f"{word or xcol}={x:g}"
 
     parts = []
     for key, g in tab.groupby(xcol or "label_split", sort=False):
-        seeds = g["per_seed"] if "per_seed" in g else [None] * len(g)
-        low = chance_models(((m, float(v), parse_seeds(sd)) for m, v, sd in zip(g["method"], g["mean"], seeds)),
-                            chance_pct(g["label_split"].iloc[0]) if "label_split" in g else None)
+        low = methods_at_chance(g)
         if low:
             parts.append(f"{', '.join(low)}" + (f" at {where(key)}" if xcol else ""))
     return ("at chance: " + "; ".join(parts)) if parts else ""
