@@ -163,11 +163,11 @@ def compare_with_reported(reported: pd.DataFrame, ours: pd.DataFrame) -> tuple[p
 
 def _scale_note(reported: pd.DataFrame, ours: pd.DataFrame) -> str:
     """' Not joined on N_c (ours 400; paper 4000), ...' for the scale columns the two tables share."""
-    parts = []
-    for c in SCALE_COLUMNS:
-        if c in reported.columns and c in ours.columns:
-            vals = lambda t: ", ".join(map(str, dict.fromkeys(t[c].dropna())))  # noqa: E731
-            parts.append(f"{c} (ours {vals(ours)}; paper {vals(reported)})")
+    def values(t: pd.DataFrame, c: str) -> str:
+        return ", ".join(map(str, dict.fromkeys(t[c].dropna())))
+
+    parts = [f"{c} (ours {values(ours, c)}; paper {values(reported, c)})"
+             for c in SCALE_COLUMNS if c in reported.columns and c in ours.columns]
     return (" Not joined on the run's scale: " + "; ".join(parts) + ".") if parts else ""
 
 
