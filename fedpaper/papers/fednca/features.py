@@ -21,7 +21,8 @@ import torch
 
 from fedpaper.engine.trainer import FederatedTrainer
 from fedpaper.paths import cache_dir
-from fedpaper.store import atomic_write_bytes, code_version
+from fedpaper.store import (ChecksumError, atomic_write_bytes, code_version, verified_payload, warn_console,
+                            with_checksum)
 
 from . import runs
 
@@ -67,21 +68,34 @@ def trained(spec, data_root=None):
     pools = runs.get_pools(setup.pools_key)
     key = hashlib.sha256((spec.to_json() + code_version("fednca")).encode()).hexdigest()[:24]
     path = cache_dir("fednca-models") / f"{key}.pt"
-    if path.is_file():
-        state = torch.load(path, map_location="cpu")
-    else:
+    state = load_state(path) if path.is_file() else None
+    if state is None:
         tr = _BestValidation(setup.method, setup.config, pools, [setup.federation], progress=False)
         tr.run()
         state = tr.best_state
         buf = io.BytesIO()
         torch.save(state, buf)
-        atomic_write_bytes(path, buf.getvalue())
+        atomic_write_bytes(path, with_checksum(buf.getvalue()))
     state = dict(state)
     best_round = int(state.pop("_round"))
     net = build_model(setup.config.model, **setup.config.model_kwargs)
     net.load_state_dict(state, strict=True)
     net.best_round = best_round
     return net.eval(), pools, setup.federation
+
+
+def load_state(path) -> dict | None:
+    """A cached model state (written by `trained` behind store.with_checksum), or None after one
+    warning naming the file when it is truncated, altered or unreadable: the caller retrains it and
+    overwrites the file, so a corrupt cache is never used."""
+    try:
+        payload = verified_payload(path.read_bytes())
+        if payload is None:
+            raise ChecksumError("no checksum header")
+        return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable cache file is retrained, never used
+        warn_console(f"cached FedNCA-ML feature model {path} is corrupt ({type(e).__name__}: {e}); retraining it")
+        return None
 
 
 @torch.no_grad()
