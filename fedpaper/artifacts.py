@@ -49,7 +49,7 @@ from fedpaper.papers.catalog import (
     get_artifact,
     reported_path,
 )
-from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir
+from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir, unwritable_reason
 from fedpaper.store import BAR_PREFIX, atomic_path
 
 PROFILES = ("smoke", "quick", "long", "paper")
@@ -101,15 +101,28 @@ def profile_figures_dir(profile: str) -> Path:
 
 def resolve_out_dir(profile: str, out_dir=None) -> Path:
     """smoke -> cache_dir('smoke-figures'); quick -> figures/; long/paper -> figures/<profile>/; an
-    explicit out_dir wins, except that smoke output may never go to a committed figures folder."""
+    explicit out_dir wins, except that smoke output may never go to a committed figures folder.
+    The folder is checked before any run (check_output_folder): nothing is trained for nothing."""
     check_profile(profile)
     if out_dir is None:
-        return cache_dir("smoke-figures") if profile == "smoke" else profile_figures_dir(profile)
+        out = cache_dir("smoke-figures") if profile == "smoke" else profile_figures_dir(profile)
+        return check_output_folder(out, "out_dir" if profile == "smoke" else "the figures folder")
     out = Path(out_dir).expanduser()
     if profile == "smoke" and any(_same_dir(out, profile_figures_dir(p)) for p in FAITHFUL_ORDER):
         raise BadParameterError(
             f"out_dir={str(out)!r} is the committed figures folder; smoke output goes to a cache "
             "folder: leave out_dir=None or use --profile quick")
+    return check_output_folder(out, "out_dir")
+
+
+def check_output_folder(out: Path, what: str) -> Path:
+    """`out`, or one BadParameterError line naming the folder and the fix when results cannot be
+    written there (paths.unwritable_reason): raised before any training, in notebooks and the CLI
+    alike (the CLI exits 2)."""
+    why = unwritable_reason(out)
+    if why:
+        raise BadParameterError(f"cannot write results to {what} {str(out)!r}: {why}; free space or fix its "
+                                "permissions, or pass another folder (out_dir= in a notebook, --out-dir on the CLI)")
     return out
 
 
