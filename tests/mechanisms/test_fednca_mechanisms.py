@@ -97,3 +97,23 @@ def test_l_neg_and_l_pos_weights_each_in_their_own_role(lam_neg, lam_pos):
                                                            None, None, None)
     want = lam_neg * _hand_neg(pair, y, mask, 0.3) + lam_pos * _hand_pos(pair, y, mask)
     assert float(got) == pytest.approx(want, rel=1e-5)
+
+
+def test_etf_prototypes_stay_fixed_through_a_federated_run(cache_tmp):
+    """A real smoke federated run of full FedNCA-ML (engine, aggregation, best-round selection):
+    the global model's classifier (the ETF prototypes, which are also the LADM queries) equals the
+    ETF the model was built with, while the rest of the model trained."""
+    from fedpaper.models import build_model
+    from fedpaper.papers.fednca import features as F
+    from fedpaper.papers.fednca.profiles import settings
+
+    p = settings("smoke")
+    p["profile"], p["seeds"], p["rounds"] = "smoke", [0], 2
+    spec = F.variant_spec(p, "table5", F.ROWS["c"][0])
+    net, _, _ = F.trained(spec)
+    cfg = spec.build().config
+    fresh = build_model(cfg.model, **cfg.model_kwargs)
+    assert torch.equal(net.classifier.weight, fresh.classifier.weight)
+    trained_other = [k for k, v in net.state_dict().items()
+                     if k != "classifier.weight" and v.is_floating_point() and not torch.equal(v, fresh.state_dict()[k])]
+    assert any(k.startswith("attn.") for k in trained_other) and any(k.startswith("backbone.") for k in trained_other)
