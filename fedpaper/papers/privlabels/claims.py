@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedpaper.papers._common import at_chance as models_at_chance
 from fedpaper.papers._common import (
     NOT_TESTABLE,
     Cell,
@@ -18,7 +19,6 @@ from fedpaper.papers._common import (
     Missing,
     Verdict,
     all_of,
-    at_chance,
     beats,
     best,
     cell_of,
@@ -48,6 +48,12 @@ def acc(t, **key) -> dict:
     if not len(r):
         raise Missing("no accuracy row " + ", ".join(f"{k}={v}" for k, v in key.items()))
     return {row["method"]: cell_of(row).scaled(100) for _, row in sorted(r.iterrows(), key=lambda p: p[1]["method"])}
+
+
+def at_chance(rows) -> list:
+    """Methods at chance (the one rule) among `rows`, one row per method of one setting and L (the
+    figures' titles use it too, privlabels/draw.py)."""
+    return sorted(models_at_chance({r["method"]: cell_of(r).scaled(100) for _, r in rows.iterrows()}, CHANCE))
 
 
 def Ls(t) -> list:
@@ -81,18 +87,20 @@ def spread(m: dict) -> Verdict:
        "L decreases (here: each method/setting curve is higher at the largest L than at the smallest, by the noise rule).")
 def c1(t):
     def curves(tab, name):
-        parts = []
+        parts, single = [], set()
         for setting in ("private", "public"):
             for m in values(select(tab, setting=setting, metric="accuracy"), "method"):
                 c = {L: v.scaled(100) for L, v in cells(tab, "labels_per_client", method=m, setting=setting,
                                                         metric="accuracy").items()}
                 if len(c) < 2:  # a variant run at one L only has no curve
+                    single.add(m)
                     continue
                 lo, hi = min(c), max(c)
                 top = acc(tab, setting=setting, labels_per_client=hi)
                 parts.append((f"{setting} {m}", compare(top, [m], [], lambda _: beats(
                     c[hi], c[lo], (f"L={hi:g}", f"L={lo:g}")), f"at {setting} L={hi:g}")))
-        return all_of(parts, name)
+        once = f" (not a curve, run at one L only: {', '.join(sorted(single))})" if single else ""
+        return all_of(parts, name).note(once)
     return t.each(["fig2", "fig3"], curves, "curves")
 
 
@@ -147,7 +155,7 @@ def c9(t):
         for m in ADAPT:
             for L in Ls(tab):
                 pr, pu = acc(tab, setting="private", labels_per_client=L), acc(tab, setting="public", labels_per_client=L)
-                low = [s for s, r in (("private", pr), ("public", pu)) if m in at_chance(r, CHANCE)]
+                low = [s for s, r in (("private", pr), ("public", pu)) if m in models_at_chance(r, CHANCE)]
                 if len(low) == 2:  # two chance-level models are trivially close
                     cause = chance_cause([m], pr, CHANCE, f"private and public at L={L:g}")
                     parts.append((f"{m} L={L:g}", Verdict(NOT_TESTABLE, cause.evidence, (cause,))))
@@ -210,7 +218,7 @@ def c14(t):
             return Verdict(NOT_TESTABLE, f"{name}: fewer than two L where FedAvg and a tuning method learn",
                            [learning(runs[L], CHANCE, ["FedAvg"], TUNE)[1].causes[0] for L in bad])
         lo, hi = ok[0], ok[-1]
-        learn = [k for k in TUNE if k not in at_chance(runs[lo], CHANCE)]
+        learn = [k for k in TUNE if k not in models_at_chance(runs[lo], CHANCE)]
         k = max(learn, key=lambda x: runs[lo][x].mean)
         return all_of([(f"{k} > FedAvg at L={lo:g}", beats(runs[lo][k], runs[lo]["FedAvg"], (k, "FedAvg"))),
                        (f"gain L={lo:g} > L={hi:g}", beats(gain(runs[lo], k), gain(runs[hi], k),
@@ -233,7 +241,7 @@ def c15(t):
         methods = values(select(tab, metric="accuracy"), "method")
         R = max(values(tab, "round"))
         last = acc(tab, **{"round": R})
-        low = at_chance(last, CHANCE)
+        low = models_at_chance(last, CHANCE)
         if low:  # a flat chance-level curve "converges" at round one: no test of the claim
             cause = chance_cause(low, last, CHANCE, f"at the last round {R:g}")
             return Verdict(NOT_TESTABLE, cause.evidence, (cause,))
@@ -259,7 +267,7 @@ def c16(t):
         runs = {E: acc(tab, setting=s, local_epochs=E) for E in Es}
         for m in values(select(tab, setting=s, metric="accuracy"), "method"):
             for E in Es[1:]:
-                low = [e for e in (Es[0], E) if m in at_chance(runs[e], CHANCE)]
+                low = [e for e in (Es[0], E) if m in models_at_chance(runs[e], CHANCE)]
                 if low:  # chance-level models do not change with E either: no evidence
                     cause = chance_cause([m], runs[low[0]], CHANCE, f"at {s} E={low[0]:g}")
                     parts.append((f"{s} {m} E={E:g}", Verdict(NOT_TESTABLE, cause.evidence, (cause,))))
