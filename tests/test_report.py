@@ -63,7 +63,9 @@ def test_report_side_by_side_and_claims(figures_tmp, readme_tmp, empty_data_root
     assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 |" in text
     assert "Joined on dataset, clients, delta, method, metric" in text
     assert "**PASS** `fedpals/claim-22`: accuracy decreases with delta" in text
-    assert "**FAIL** `fedpals/claim-99`" in text
+    assert "**FAIL** `fedpals/claim-99`: always false — nope **Cause:** the paper's own numbers contradict the claim" in text
+    assert "**PASS** `fedpals/claim-22`: accuracy decreases with delta — accuracy by delta" in text  # no cause on a pass
+    assert "`fedpals/claim-22`: accuracy decreases with delta — accuracy by delta: [87.8, 84.2, 80.4] **Cause" not in text
     assert "**not checkable** `fedpals/claim-98`: broken check — check raised ZeroDivisionError" in text
     assert "**not checkable** `fedpals/claim-97`: needs table3 — no committed results for fedpals/table3" in text
     assert "**not checkable** `fedmt/claim-1`: not implemented — check not implemented yet" in text
