@@ -182,7 +182,7 @@ def _seed_key(t: pd.DataFrame, keys: list) -> dict:
 def _params_differ(a: Optional[dict], b: Optional[dict]) -> str:
     """'key (quick X; long Y), ...' over the run parameters two provenance records disagree on."""
     pa, pb = (a or {}).get("params") or {}, (b or {}).get("params") or {}
-    keys = [k for k in dict.fromkeys([*pa, *pb]) if k != "profile" and pa.get(k) != pb.get(k)]
+    keys = [k for k in dict.fromkeys([*pa, *pb]) if k not in ("profile", "notes") and pa.get(k) != pb.get(k)]
 
     def short(v):
         t = str(v)
@@ -213,9 +213,13 @@ def _with_quick_column(cmp: pd.DataFrame, reported: pd.DataFrame, artifact_id: s
     cmp.insert(cmp.columns.get_loc("difference") + 1, "ours (quick)",
                ["same runs" if sm else v for sm, v in zip(same, q["ours"].values)])
     n_same, n_both = sum(same), sum(both)
-    note = (f" The quick-profile results (figures/) are shown as `ours (quick)`: {n_same} of {n_both} cells "
-            f"present in both are the same runs (identical per-seed values), marked \"same runs\", so they "
-            f"say nothing about scale; only the other {n_both - n_same} compare the profiles.")
+    if n_same:
+        note = (f" The quick-profile results (figures/) are shown as `ours (quick)`: {n_same} of {n_both} cells "
+                f"present in both are the same runs (identical per-seed values), marked \"same runs\", so they "
+                f"say nothing about scale; only the other {n_both - n_same} compare the profiles.")
+    else:
+        note = (f" The quick-profile results (figures/) are shown as `ours (quick)`: none of the {n_both} cells "
+                "present in both has the same per-seed values, so they compare the profiles.")
     differ = _params_differ(qrec, rec)
     if differ:
         note += f" The two provenance records differ in: {differ}."

@@ -151,7 +151,7 @@ def test_report_prefers_long_results_and_shows_quick_beside_them(figures_tmp, re
     assert "Ours: profile long (difference = ours - paper)." in text and "`ours (quick)`" in text
     assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 | 77.80 ± 0.50 |" in text
     assert "long-profile results (in figures/long/" in text
-    assert "0 of 3 cells present in both are the same runs" in text
+    assert "none of the 3 cells present in both has the same per-seed values" in text
 
 
 def test_quick_cells_identical_to_long_are_marked_as_the_same_runs(figures_tmp, readme_tmp, empty_data_root):
