@@ -16,7 +16,7 @@ import pandas as pd
 
 from fedpaper import provenance as prov
 from fedpaper.artifacts import committed_paths, load_committed
-from fedpaper.papers._common.claims import CHANCE_RULE
+from fedpaper.papers._common import CHANCE_RULE, as_verdict
 from fedpaper.papers import (
     PAPER_TITLES,
     PAPERS,
@@ -206,8 +206,8 @@ def _frame_to_md(df: pd.DataFrame, drop_constant: bool = True) -> tuple[str, str
 
 
 # ------------------------------------------------------------------------------------ claims
-VERDICTS = ("pass", "fail", "partial", "not testable", "not checkable")
-VERDICT_MARKS = {"pass": "PASS", "fail": "FAIL", "partial": "partial", "not testable": "not testable at this scale",
+VERDICTS = ("pass", "within noise", "fail", "partial", "not testable", "not checkable")
+VERDICT_MARKS = {"pass": "PASS", "within noise": "within noise", "fail": "FAIL", "partial": "partial", "not testable": "not testable at this scale",
                  "not checkable": "not checkable"}
 
 
@@ -224,6 +224,7 @@ def check_claims(claims, tables: dict) -> list[dict]:
     VERDICTS; on_code: the check tests a formula or a data split, no trained model."""
     out = []
     for c in claims:
+        causes = ()
         avail = {a: tables[a] for a in c.artifacts if a in tables and tables[a] is not None}
         if c.check is None:
             verdict, detail = "not checkable", "check not implemented yet"
@@ -231,11 +232,11 @@ def check_claims(claims, tables: dict) -> list[dict]:
             verdict, detail = "not checkable", "no committed results for " + ", ".join(c.artifacts)
         else:
             try:
-                passed, detail = c.check(avail)
-                verdict = _verdict(passed)
+                v = as_verdict(c.check(avail))
+                verdict, detail, causes = v.verdict, v.detail, v.causes
             except Exception as e:  # a broken check must not break the report
                 verdict, detail = "not checkable", f"check raised {type(e).__name__}: {e}"
-        out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": verdict,
+        out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": verdict, "causes": causes,
                     "detail": str(detail).replace("\n", " "), "why_fails": getattr(c, "why_fails", ""),
                     "on_code": bool(getattr(c.check, "on_code", False))})
     return out

@@ -1,4 +1,7 @@
-"""Claim registration and the verdict rules shared by the paper packages.
+"""LEGACY: the pre-toolkit claim helpers, kept only until FedMT and FedNCA-ML use the toolkit
+(registry, rows, chance, noise, causes); new code must not import this module.
+
+Claim registration and the verdict rules shared by the paper packages.
 
 A check returns (verdict, detail). verdict is True (pass), False (fail), None (not checkable: data
 missing) or one of the strings below:
@@ -18,16 +21,10 @@ from typing import Callable, Iterable, Optional
 
 from fedpaper.papers import Claim, add_claims, artifact_ids, not_implemented
 
-NOT_TESTABLE = "not testable"
-PARTIAL = "partial"
-
-CHANCE_MARGIN_PCT = 2.0
-CHANCE_RULE = (f"a model is at chance when most of its seeds score at most chance + {CHANCE_MARGIN_PCT:g} "
-               "points, or at most that margin above 0 (it predicts classes the target does not have), "
-               "or exactly the value that 3 or more methods share on that seed (a one-class model scores "
-               "the target's majority share); chance is 100/C % on a target uniform over its C labels "
-               "(sparsity sampling), 100/K % on a balanced K-class test set, unknown on Dirichlet targets "
-               "(their per-seed majority share is not in the committed CSVs)")
+from .chance import CHANCE_MARGIN as CHANCE_MARGIN_PCT, CHANCE_RULE  # noqa: F401  (the one rule)
+from .chance import at_chance as _at_chance, chance_level
+from .rows import Cell
+from .verdicts import NOT_TESTABLE, PARTIAL  # noqa: F401
 
 
 def register_unchecked(paper: str, rows) -> None:
@@ -44,15 +41,11 @@ def on_code(fn: Callable) -> Callable:
 
 
 # ------------------------------------------------------------------------------- at chance
+# Shims onto the one rule of chance.py (the fedpals captions and the FedMT / FedNCA-ML checks still
+# call these names until they move onto the toolkit).
 def chance_pct(label_split: Optional[str] = None, num_classes: Optional[int] = None) -> Optional[float]:
-    """Accuracy (%) of a one-class model: 100/C for a sparsity target "C=k" (uniform over its k
-    labels, partition.sparsity_partition + resample_to_marginal), 100/K for a balanced K-class test
-    set, None when unknown (Dirichlet targets "beta=...")."""
-    if label_split is not None and str(label_split).startswith("C="):
-        return 100.0 / float(str(label_split)[2:])
-    if num_classes:
-        return 100.0 / num_classes
-    return None
+    """chance.chance_level (kept name)."""
+    return chance_level(label_split, num_classes)
 
 
 def parse_seeds(cell) -> list:
@@ -62,40 +55,14 @@ def parse_seeds(cell) -> list:
     return [float(v) for v in str(cell).split(";") if v not in ("", "-")]
 
 
-def shared_values(per_seed: dict, min_methods: int = 3) -> list:
-    """Per seed, the accuracies that `min_methods` or more methods score exactly (one-class models)."""
-    n = max((len(v) for v in per_seed.values()), default=0)
-    out = []
-    for s in range(n):
-        vals = [round(v[s], 2) for v in per_seed.values() if len(v) > s]
-        out.append({x for x in vals if vals.count(x) >= min_methods})
-    return out
-
-
-def seed_at_chance(acc: float, chance: Optional[float], shared: set = frozenset(),
-                   margin: float = CHANCE_MARGIN_PCT) -> bool:
-    """One seed's accuracy (%) is at chance (see CHANCE_RULE)."""
-    return (acc <= margin or (chance is not None and acc <= chance + margin)
-            or round(acc, 2) in shared)
-
-
-def at_chance(mean: float, seeds: list, chance: Optional[float], shared: Optional[list] = None,
-              margin: float = CHANCE_MARGIN_PCT) -> bool:
-    """A method is at chance (CHANCE_RULE): most seeds at chance, or, without per-seed values,
-    its mean at most chance + margin (or at most margin)."""
-    if not seeds:
-        return mean <= margin or (chance is not None and mean <= chance + margin)
-    shared = shared or [set()] * len(seeds)
-    hits = sum(seed_at_chance(a, chance, shared[i] if i < len(shared) else set(), margin)
-               for i, a in enumerate(seeds))
-    return hits * 2 > len(seeds)
+def at_chance(mean: float, seeds: list, chance: Optional[float], shared=None, margin=None) -> bool:
+    """One model alone by the one rule (chance.at_chance; no shared-score test without peers)."""
+    return bool(_at_chance({"m": Cell(mean, float("nan"), len(seeds), tuple(seeds))}, chance))
 
 
 def chance_models(rows: Iterable[tuple], chance: Optional[float]) -> list:
-    """Names of the models at chance among rows (name, mean, per-seed list)."""
-    rows = list(rows)
-    shared = shared_values({n: s for n, _, s in rows if s})
-    return [n for n, m, s in rows if at_chance(m, s, chance, shared)]
+    """Names of the models at chance among rows (name, mean, per-seed list): chance.at_chance."""
+    return _at_chance({n: Cell(m, float("nan"), len(s or ()), tuple(s or ())) for n, m, s in rows}, chance)
 
 
 def chance_note(names: list, chance: Optional[float], where: str = "") -> str:

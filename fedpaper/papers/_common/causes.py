@@ -1,0 +1,116 @@
+"""The causes of a non-pass verdict, chosen by code at report time (issue 26, item 5).
+
+A check attaches the causes it can see itself (models at chance, within seed noise, data
+absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this order:
+
+1. "the paper's own numbers contradict the claim": the same check run on the paper's reported
+   table(s) (fedpaper/papers/reported/, :func:`reported_tables`) fails or is within noise too;
+2. "a setting differs from the paper's": the artifact's provenance json records how the run
+   differs from the paper (its notes that name a shrinkage or a replacement, a lossy data copy,
+   data sets it was made without), quoted from the provenance;
+3. "untested at this scale": the run is of a shrunk profile but its provenance names no
+   difference (there is no compute ladder yet to say compute-limited or not);
+4. "ours disagree at the paper's setting": nothing above applies.
+
+No string here holds a digit: every number comes from the data (tests/test_claims_toolkit.py).
+"""
+from __future__ import annotations
+
+import re
+
+from .registry import as_verdict
+from .verdicts import (
+    ABSENT,
+    AT_PAPER_SETTING,
+    FAIL,
+    NOT_CHECKABLE,
+    PAPER_CONTRADICTS,
+    PASS,
+    SETTING_DIFFERS,
+    UNTESTED_AT_SCALE,
+    WITHIN_NOISE,
+    Cause,
+    Verdict,
+)
+
+# A provenance note that names a difference from the paper's setting.
+DIFFERS = re.compile(r"instead of|\(paper|paper:|not the paper|of the paper's|shrunk|capped|keeps|"
+                     r"not available offline|absent offline|not in the offline copy|not regenerated|only at",
+                     re.IGNORECASE)
+# A provenance note that restates a claim (written by the sweep), not a setting.
+CLAIM_NOTE = re.compile(r"^paper claim not reproduced", re.IGNORECASE)
+
+
+def setting_notes(rec: dict) -> list:
+    """The differences from the paper's setting that a provenance record names."""
+    rec = rec or {}
+    notes = [n for n in rec.get("notes") or [] if not CLAIM_NOTE.match(n) and DIFFERS.search(n)]
+    if rec.get("lossy_datasets"):
+        notes.append("lossy copy of " + ", ".join(rec["lossy_datasets"]))
+    if rec.get("missing_datasets"):
+        notes.append("made without " + ", ".join(rec["missing_datasets"]))
+    return notes
+
+
+def reported_tables(artifact_ids) -> dict:
+    """{artifact id: the paper's reported numbers as a DataFrame} for the artifacts that have them
+    (the hook for "the paper's own numbers contradict the claim"; tests may pass richer
+    conversions, e.g. with per-seed values synthesised from mean and std)."""
+    from fedpaper.papers import load_reported, reported_path
+
+    out = {}
+    for a in artifact_ids:
+        p = reported_path(a)
+        if p is not None and p.is_file():
+            out[a] = load_reported(a)
+    return out
+
+
+def on_reported(claim, reported: dict):
+    """The claim's check run on the paper's own tables: a Verdict, or None when the paper has no
+    numbers for it (or the check cannot read them)."""
+    tabs = {a: reported[a] for a in claim.artifacts if a in reported}
+    if claim.check is None or not tabs:
+        return None
+    try:
+        v = as_verdict(claim.check(tabs))
+    except Exception:  # the reported table lacks what the check reads: no verdict on it
+        return None
+    return None if v.verdict == NOT_CHECKABLE else v
+
+
+def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_datasets: dict) -> tuple:
+    """Causes for `result` of `claim`: those the check found, plus the report-time ones above.
+    provenance: {artifact id: provenance record}; reported: {artifact id: paper's table};
+    missing_datasets: {artifact id: [data sets missing here]}."""
+    if result.verdict == PASS:
+        return ()
+    causes = list(result.causes)
+    if result.verdict == NOT_CHECKABLE:
+        absent = [a for a in claim.artifacts if a not in provenance]
+        if not causes and absent:
+            causes.append(Cause(ABSENT, "no committed results for " + ", ".join(absent)))
+        miss = sorted({d for a in claim.artifacts for d in missing_datasets.get(a, [])})
+        if miss:
+            causes.append(Cause(ABSENT, "data sets missing here: " + ", ".join(miss)))
+        return tuple(dict.fromkeys(causes))
+    if result.verdict not in (FAIL, WITHIN_NOISE):
+        return tuple(causes)
+    theirs = on_reported(claim, reported)
+    if theirs is not None and theirs.verdict in (FAIL, WITHIN_NOISE):
+        causes.insert(0, Cause(PAPER_CONTRADICTS, f"on the paper's numbers the check gives "
+                                                  f"{theirs.verdict}: {theirs.detail}"))
+    if result.verdict == FAIL and not causes:
+        recs = {a: provenance[a] for a in claim.artifacts if a in provenance}
+        named = [f"{a}: " + "; ".join(setting_notes(r)) for a, r in recs.items() if setting_notes(r)]
+        shrunk = [f"{a} ran at the {r.get('profile')} profile" for a, r in recs.items()
+                  if r.get("profile") not in (None, "paper")]
+        if named:
+            causes.append(Cause(SETTING_DIFFERS, " | ".join(named)))
+        elif shrunk:
+            causes.append(Cause(UNTESTED_AT_SCALE, "; ".join(shrunk) + ", whose provenance names no "
+                                "difference from the paper's setting; no compute ladder yet"))
+        else:
+            causes.append(Cause(AT_PAPER_SETTING, "the provenance of " + ", ".join(recs)
+                                + " names no difference from the paper's setting"))
+    return tuple(dict.fromkeys(causes))

@@ -1,0 +1,151 @@
+"""The one noise-aware comparison rule of every paper's checks (NOISE_RULE, printed in REPORT.md).
+
+Per seed, d_s = a_s - b_s (paired: the same seed gives both runs the same partition and
+initialisation); d = mean(d_s), SE = std(d_s, ddof=1) / sqrt(n). Without per-seed values on both
+sides, d = mean_a - mean_b and SE = sqrt(std_a^2/n_a + std_b^2/n_b) (unpaired). A claim "a exceeds b
+by more than m" (m = 0 for "a beats b"):
+
+- PASS when d - SE > m and a majority of seeds have d_s > m (when per-seed values exist);
+- FAIL when d + SE < m and a majority of seeds have d_s < m: the reverse is shown;
+- WITHIN_NOISE otherwise: the data do not separate the two (cause "within seed noise").
+
+A near-equality "|a - b| <= tol" passes when |d| + SE <= tol and a majority of seeds have
+|d_s| <= tol, fails when |d| - SE > tol and a majority have |d_s| > tol, and is within noise
+otherwise: seed noise is evidence neither of a difference nor of equality.
+
+Why one standard error and a seed majority: with the 3 to 5 seeds the profiles afford, a 95%
+t-interval needs |d| > 2.8-4.3 SE and would call almost every real gap "within noise"; one SE
+(the error bar every figure draws) with the majority condition keeps one outlier seed from
+deciding, and the same rule applies to pass and fail, so neither side is favoured.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rows import Cell
+from .verdicts import FAIL, NOISE, PASS, WITHIN_NOISE, Cause, Verdict, all_of
+
+NOISE_RULE = (
+    "a difference d = a - b counts only when the seeds show it: with d_s the per-seed (paired) "
+    "differences, d their mean and SE = std(d_s)/sqrt(n) (unpaired without per-seed values: "
+    "SE = sqrt(std_a^2/n_a + std_b^2/n_b)), \"a exceeds b by more than m\" (m = 0: \"a beats b\") "
+    "passes when d - SE > m and a majority of seeds have d_s > m, fails when d + SE < m and a "
+    "majority have d_s < m, and is \"within noise\" otherwise (counted apart from pass and fail); "
+    "a near-equality |a - b| <= tol passes when |d| + SE <= tol (and a majority of seeds within tol), "
+    "fails when |d| - SE > tol (and a majority beyond tol), and is within noise otherwise. One "
+    "standard error, not a 95% interval: with 3-5 seeds a t-interval needs 2.8-4.3 SE and would hide "
+    "most real gaps; the seed majority keeps one outlier seed from deciding")
+
+
+def const(x: float) -> Cell:
+    """A fixed number (a threshold, a paper's value) as a Cell without noise."""
+    return Cell(float(x), 0.0, 0, ())
+
+
+@dataclass(frozen=True)
+class Diff:
+    """a - b over seeds: mean d, its standard error se (nan: no noise estimate), the per-seed
+    differences (empty when not paired) and whether they are paired."""
+
+    d: float
+    se: float
+    per_seed: tuple
+    paired: bool
+
+    @property
+    def n(self) -> int:
+        return len(self.per_seed)
+
+    def majority(self, pred) -> bool:
+        """A majority of seeds satisfy pred(d_s) (True when there are no per-seed values)."""
+        if not self.per_seed:
+            return True
+        return 2 * sum(bool(pred(x)) for x in self.per_seed) > len(self.per_seed)
+
+    def text(self, unit: str = "") -> str:
+        se = "no noise estimate" if math.isnan(self.se) else f"SE {self.se:.2f}"
+        seeds = (f", per seed {'/'.join(f'{x:+.2f}' for x in self.per_seed)}" if self.per_seed else "")
+        kind = "paired" if self.paired else "unpaired"
+        return f"{self.d:+.2f}{unit} ({se}, {kind}{seeds})"
+
+
+def _is_const(c: Cell) -> bool:
+    return not c.seeds and c.n == 0 and c.std == 0
+
+
+def diff(a: Cell, b: Cell) -> Diff:
+    """a - b by the rule above (paired when both have per-seed values of one length, or one side
+    is a constant)."""
+    if _is_const(b) and a.seeds:
+        ds = tuple(x - b.mean for x in a.seeds if not math.isnan(x))
+    elif _is_const(a) and b.seeds:
+        ds = tuple(a.mean - x for x in b.seeds if not math.isnan(x))
+    elif a.seeds and b.seeds and len(a.seeds) == len(b.seeds):
+        ds = tuple(x - y for x, y in zip(a.seeds, b.seeds) if not (math.isnan(x) or math.isnan(y)))
+    else:
+        ds = ()
+    if len(ds) >= 2:
+        arr = np.asarray(ds)
+        return Diff(float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(len(arr))), ds, True)
+    terms = []
+    for c in (a, b):
+        if _is_const(c):
+            continue
+        terms.append(c.std ** 2 / c.n if c.n >= 2 and not math.isnan(c.std) else float("nan"))
+    se = math.sqrt(sum(terms)) if terms else 0.0
+    return Diff(a.mean - b.mean, se, ds if len(ds) == 1 else (), bool(ds))
+
+
+def _se(dd: Diff) -> float:
+    return 0.0 if math.isnan(dd.se) else dd.se
+
+
+def exceeds(a: Cell, b: Cell, margin: float = 0.0, what: str = "a - b", unit: str = "") -> Verdict:
+    """"a exceeds b by more than `margin`" by NOISE_RULE (margin 0: "a beats b")."""
+    dd = diff(a, b)
+    se = _se(dd)
+    bar = f" vs margin {margin:g}{unit}" if margin else ""
+    text = f"{what} {dd.text(unit)}{bar}"
+    if dd.d - se > margin and dd.majority(lambda x: x > margin):
+        return Verdict(PASS, text)
+    if dd.d + se < margin and dd.majority(lambda x: x < margin):
+        return Verdict(FAIL, text)
+    return Verdict(WITHIN_NOISE, text, (Cause(NOISE, text),))
+
+
+def beats(a: Cell, b: Cell, names=("a", "b"), unit: str = "") -> Verdict:
+    """"names[0] beats names[1]": exceeds with margin 0."""
+    return exceeds(a, b, 0.0, f"{names[0]} - {names[1]}", unit)
+
+
+def near(a: Cell, b: Cell, tol: float, what: str = "a - b", unit: str = "") -> Verdict:
+    """"|a - b| <= tol" by NOISE_RULE."""
+    dd = diff(a, b)
+    se = _se(dd)
+    text = f"{what} {dd.text(unit)} vs tolerance {tol:g}{unit}"
+    if abs(dd.d) + se <= tol and dd.majority(lambda x: abs(x) <= tol):
+        return Verdict(PASS, text)
+    if abs(dd.d) - se > tol and dd.majority(lambda x: abs(x) > tol):
+        return Verdict(FAIL, text)
+    return Verdict(WITHIN_NOISE, text, (Cause(NOISE, text),))
+
+
+def best(cells: dict, winner: str, unit: str = "") -> Verdict:
+    """`winner` beats every other model in `cells` {name: Cell} (all_of the pairwise beats)."""
+    parts = [(f"vs {m}", beats(cells[winner], c, (winner, m), unit)) for m, c in cells.items() if m != winner]
+    return all_of(parts, f"{winner} best of {len(cells)}")
+
+
+def monotone(series: dict, direction: int, name: str = "", unit: str = "") -> Verdict:
+    """Values of `series` {x: Cell} (ordered by x) rise (direction +1) or fall (-1) at every step,
+    each step by the beats rule."""
+    xs = list(series)
+    parts = []
+    for x0, x1 in zip(xs, xs[1:]):
+        hi, lo = (x1, x0) if direction > 0 else (x0, x1)
+        parts.append((f"{x0:g}->{x1:g}" if isinstance(x0, float) else f"{x0}->{x1}",
+                      beats(series[hi], series[lo], (f"{name}@{hi}", f"{name}@{lo}"), unit)))
+    return all_of(parts, f"{name} {'rises' if direction > 0 else 'falls'} at every step")

@@ -1,0 +1,112 @@
+"""Verdicts, causes, and how row verdicts combine (see the package docstring for the API).
+
+A check returns a :class:`Verdict`: one of VERDICTS, a one-line detail with the numbers behind it,
+and, for any verdict other than pass, the causes found by code (:class:`Cause`, a kind from the
+fixed vocabulary CAUSES and its evidence, formatted from the data at report time)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+PASS = "pass"
+WITHIN_NOISE = "within noise"
+FAIL = "fail"
+PARTIAL = "partial"
+NOT_TESTABLE = "not testable"
+NOT_CHECKABLE = "not checkable"
+VERDICTS = (PASS, WITHIN_NOISE, FAIL, PARTIAL, NOT_TESTABLE, NOT_CHECKABLE)
+
+# The one vocabulary of causes. A cause's evidence is built from the data; its source text may hold
+# no digit (tests/test_claims_toolkit.py scans every Cause(...) call and the diagnoses modules).
+AT_CHANCE = "models at chance"
+NOISE = "within seed noise"
+COMPUTE_LIMITED = "compute-limited"
+NOT_COMPUTE_LIMITED = "not compute-limited"
+UNTESTED_AT_SCALE = "untested at this scale"
+SETTING_DIFFERS = "a setting differs from the paper's"
+PAPER_CONTRADICTS = "the paper's own numbers contradict the claim"
+ABSENT = "data or weights absent"
+AT_PAPER_SETTING = "ours disagree at the paper's setting"
+CAUSES = (AT_CHANCE, NOISE, COMPUTE_LIMITED, NOT_COMPUTE_LIMITED, UNTESTED_AT_SCALE, SETTING_DIFFERS,
+          PAPER_CONTRADICTS, ABSENT, AT_PAPER_SETTING)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a verdict is not a pass: `kind` from CAUSES, `evidence` the numbers read from the data."""
+
+    kind: str
+    evidence: str = ""
+
+    def __post_init__(self):
+        if self.kind not in CAUSES:
+            raise ValueError(f"unknown cause {self.kind!r}; use one of {', '.join(CAUSES)}")
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.evidence}" if self.evidence else self.kind
+
+
+@dataclass
+class Verdict:
+    """A check's answer. `verdict` in VERDICTS; `causes` explain a non-pass (found by code)."""
+
+    verdict: str
+    detail: str = ""
+    causes: tuple = field(default_factory=tuple)
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict {self.verdict!r}; use one of {', '.join(VERDICTS)}")
+        self.causes = tuple(self.causes)
+
+    @classmethod
+    def of(cls, ok: bool, detail: str, causes: Iterable[Cause] = ()) -> "Verdict":
+        """PASS if `ok` else FAIL (for exact properties: a formula, a count, an ordering of non-noisy
+        values)."""
+        return cls(PASS if ok else FAIL, detail, tuple(causes) if not ok else ())
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASS
+
+    def note(self, text: str) -> "Verdict":
+        """The same verdict with `text` appended to the detail."""
+        return Verdict(self.verdict, f"{self.detail}{text}", self.causes)
+
+
+def _unique(causes: Iterable[Cause]) -> tuple:
+    return tuple(dict.fromkeys(causes))
+
+
+def all_of(parts: list, what: str = "") -> Verdict:
+    """Combine labelled parts [(label, Verdict)] of a claim that must hold in every part:
+    FAIL if a part fails; else WITHIN_NOISE if a part is within noise; else PARTIAL if some parts
+    pass and others are not testable or not checkable ("k of n parts hold"); PASS if all pass;
+    NOT_TESTABLE / NOT_CHECKABLE if no part could be tested. The causes of the parts are kept."""
+    vs = [v.verdict for _, v in parts]
+    n = len(parts)
+    held = vs.count(PASS)
+    counts = f"{held} of {n} hold"
+    for v, label in ((WITHIN_NOISE, "within noise"), (FAIL, "fail"), (PARTIAL, "partial"),
+                     (NOT_TESTABLE, "not testable (models at chance)"), (NOT_CHECKABLE, "not checkable")):
+        if v in vs:
+            counts += f", {vs.count(v)} {label}"
+    marks = {v: f" ({v.upper() if v == FAIL else v})" for v in VERDICTS if v != PASS}
+    body = "; ".join(f"{lab}{marks.get(v.verdict, '')}: {v.detail}" for lab, v in parts)
+    if FAIL in vs:
+        verdict = FAIL
+    elif WITHIN_NOISE in vs:
+        verdict = WITHIN_NOISE
+    elif held == n and n:
+        verdict = PASS
+    elif held or PARTIAL in vs:
+        verdict = PARTIAL
+    elif NOT_TESTABLE in vs:
+        verdict = NOT_TESTABLE
+    else:
+        verdict = NOT_CHECKABLE
+    # the causes of the parts that decide the verdict (a FAIL is explained by its failing parts)
+    deciding = {FAIL: (FAIL,), WITHIN_NOISE: (WITHIN_NOISE,)}.get(verdict, tuple(x for x in VERDICTS if x != PASS))
+    causes = _unique(c for _, v in parts if v.verdict in deciding for c in v.causes)
+    head = f"{what}: {counts}." if what else f"{counts}."
+    return Verdict(verdict, f"{head} {body}", () if verdict == PASS else causes)
