@@ -214,7 +214,7 @@ def _digits(files):
             if any(ch.isdigit() for ch in s)]
 
 
-NOT_YET_CONVERTED = {"fednca", "fedpals", "privlabels"}  # verdicts-b moves them onto the toolkit; strict: drop when done
+NOT_YET_CONVERTED = {"fedpals", "privlabels"}  # verdicts-b moves them onto the toolkit; strict: drop when done
 
 
 @pytest.mark.parametrize("where", [

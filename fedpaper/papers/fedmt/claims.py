@@ -39,9 +39,11 @@ T, E = "FedMT (T)", "FedMT (E)"
 BASE = ["Single", "FedTrans", "FedRep", "SemiFL"]
 FL = ["FedTrans", "FedRep", "SemiFL", T, E]
 COMPETITORS = BASE  # Table 3's other methods
-#: a difference the text states (e.g. "52.00 vs 46.00") holds within this many points, or a quarter
-#: of the stated value when that is larger: about the seed std of the paper's tables (0.1-1.4)
-STATED_TOL, STATED_REL = 1.0, 0.25
+#: a difference the paper states (a margin, a gain) holds when the measured one is within 2 points of
+#: it, or a quarter of it when that is larger, by the noise rule's equivalence test (near): about
+#: the seed stds of the papers' own tables (0.1-2.4 points), so a margin the paper's spread cannot
+#: pin down is "within noise" on its own numbers too
+STATED_TOL, STATED_REL = 2.0, 0.25
 
 _CLASSES = {ACC: 100, SUPER: 20, ACC9: 9, ACC3: 3}
 _STAND_IN = {ACC: 20, SUPER: 5}
