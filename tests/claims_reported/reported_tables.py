@@ -89,7 +89,8 @@ def convert(artifact_id: str, reported: pd.DataFrame) -> pd.DataFrame:
         seeds = synth_seeds(r["mean"], r.get("std"), n)
         out["per_seed"] = ";".join(f"{v:.6f}" for v in seeds)
         out["n_seeds"] = n
-        out["std"] = float(np.std(seeds, ddof=1)) if n > 1 else 0.0
+        std = r.get("std")
+        out["std"] = 0.0 if std is None or pd.isna(std) else float(std)  # the seeds' sample std, exactly
         if "ci_low" in cols:
             out["ci_low"], out["ci_high"] = float(seeds.min()), float(seeds.max())
         rows.append(out)
