@@ -16,7 +16,8 @@ import pandas as pd
 
 from fedpaper import provenance as prov
 from fedpaper.artifacts import committed_paths, load_committed
-from fedpaper.papers._common import CHANCE_RULE, as_verdict
+from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, as_verdict
+from fedpaper.papers._common.causes import diagnose, reported_tables
 from fedpaper.papers import (
     PAPER_TITLES,
     PAPERS,
@@ -40,7 +41,7 @@ VALUE_COLUMNS = ("mean", "std", "n_seeds", "ci_low", "ci_high", "source", "sem")
 SCALE_COLUMNS = ("N_c", "backbone")
 
 __all__ = ["Claim", "write_report", "render_report", "status_rows", "compare_with_reported",
-           "check_claims", "update_readme", "readme_path"]
+           "check_claims", "diagnose_claims", "update_readme", "readme_path"]
 
 
 def readme_path() -> Path:
@@ -171,20 +172,58 @@ def _scale_note(reported: pd.DataFrame, ours: pd.DataFrame) -> str:
     return (" Not joined on the run's scale: " + "; ".join(parts) + ".") if parts else ""
 
 
-def _with_quick_column(cmp: pd.DataFrame, reported: pd.DataFrame, artifact_id: str, shown: str):
+def _seed_key(t: pd.DataFrame, keys: list) -> dict:
+    """{normalised key tuple: the cell's per-seed values (or mean and std without them)} of `t`."""
+    vals = t["per_seed"].astype(str) if "per_seed" in t.columns else (
+        t["mean"].astype(str) + "|" + (t["std"].astype(str) if "std" in t.columns else ""))
+    return {tuple(_norm(v) for v in k): s for k, s in zip(t[keys].itertuples(index=False), vals)}
+
+
+def _params_differ(a: Optional[dict], b: Optional[dict]) -> str:
+    """'key (quick X; long Y), ...' over the run parameters two provenance records disagree on."""
+    pa, pb = (a or {}).get("params") or {}, (b or {}).get("params") or {}
+    keys = [k for k in dict.fromkeys([*pa, *pb]) if k not in ("profile", "notes") and pa.get(k) != pb.get(k)]
+
+    def short(v):
+        t = str(v)
+        return t if len(t) <= 40 else t[:37] + "..."
+    return ", ".join(f"{k} (quick {short(pa.get(k))}; {(b or {}).get('profile', '?')} {short(pb.get(k))})" for k in keys)
+
+
+def _with_quick_column(cmp: pd.DataFrame, reported: pd.DataFrame, artifact_id: str, shown: str, ours: pd.DataFrame,
+                       keys: list):
     """Where the compared results are of a more faithful profile than quick and quick results are
-    committed too, add them as a column `ours (quick)`, so the effect of scale is visible."""
+    committed too, add them as a column `ours (quick)`. A cell whose per-seed values are the same
+    in both profiles is the same runs, not a smaller run: the column says "same runs" there and
+    the note counts them (issue 26, item 7), so only the other cells compare scales."""
     if shown == "quick":
         return cmp, ""
-    quick, _ = load_committed(artifact_id, "quick")
+    quick, qrec = load_committed(artifact_id, "quick")
     if quick is None:
         return cmp, ""
     q, _ = compare_with_reported(reported, quick)
-    if q.empty or len(q) != len(cmp):
+    if q.empty or len(q) != len(cmp) or not set(keys) <= set(quick.columns):
         return cmp, ""
+    _, rec = load_committed(artifact_id)
+    ql, ll = _seed_key(quick, keys), _seed_key(ours, keys)
+    row_keys = [tuple(_norm(v) for v in k) for k in cmp[keys].itertuples(index=False)]
+    both = [k in ql and k in ll for k in row_keys]
+    same = [b and ql[k] == ll[k] for k, b in zip(row_keys, both)]
     cmp = cmp.copy()
-    cmp.insert(cmp.columns.get_loc("difference") + 1, "ours (quick)", q["ours"].values)
-    return cmp, " The quick-profile results (figures/) are shown as `ours (quick)`."
+    cmp.insert(cmp.columns.get_loc("difference") + 1, "ours (quick)",
+               ["same runs" if sm else v for sm, v in zip(same, q["ours"].values)])
+    n_same, n_both = sum(same), sum(both)
+    if n_same:
+        note = (f" The quick-profile results (figures/) are shown as `ours (quick)`: {n_same} of {n_both} cells "
+                f"present in both are the same runs (identical per-seed values), marked \"same runs\", so they "
+                f"say nothing about scale; only the other {n_both - n_same} compare the profiles.")
+    else:
+        note = (f" The quick-profile results (figures/) are shown as `ours (quick)`: none of the {n_both} cells "
+                "present in both has the same per-seed values, so they compare the profiles.")
+    differ = _params_differ(qrec, rec)
+    if differ:
+        note += f" The two provenance records differ in: {differ}."
+    return cmp, note
 
 
 def _frame_to_md(df: pd.DataFrame, drop_constant: bool = True) -> tuple[str, str]:
@@ -207,60 +246,80 @@ def _frame_to_md(df: pd.DataFrame, drop_constant: bool = True) -> tuple[str, str
 
 # ------------------------------------------------------------------------------------ claims
 VERDICTS = ("pass", "within noise", "fail", "partial", "not testable", "not checkable")
-VERDICT_MARKS = {"pass": "PASS", "within noise": "within noise", "fail": "FAIL", "partial": "partial", "not testable": "not testable at this scale",
+VERDICT_MARKS = {"pass": "PASS", "within noise": "within noise", "fail": "FAIL", "partial": "partial",
+                 "not testable": "not testable at this scale",
                  "not checkable": "not checkable"}
 
 
-def _verdict(passed) -> str:
-    """A check's first value as a verdict: True/False, the strings 'partial'/'not testable', or
-    None (not checkable)."""
-    if isinstance(passed, str) and passed in VERDICTS:
-        return passed
-    return {True: "pass", False: "fail"}.get(passed, "not checkable")
-
-
 def check_claims(claims, tables: dict) -> list[dict]:
-    """Run every claim's check on our tables: [{id, text, verdict, detail, on_code}], verdict in
-    VERDICTS; on_code: the check tests a formula or a data split, no trained model."""
+    """Run every claim's check on our tables: [{id, text, artifacts, verdict, detail, causes,
+    on_code}], verdict in VERDICTS; causes: those the check found (see diagnose_claims for the
+    report-time ones); on_code: the check tests a formula or a data split, no trained model."""
     out = []
     for c in claims:
-        causes = ()
         avail = {a: tables[a] for a in c.artifacts if a in tables and tables[a] is not None}
         if c.check is None:
-            verdict, detail = "not checkable", "check not implemented yet"
+            v = Verdict("not checkable", "check not implemented yet")
         elif c.artifacts and not avail:
-            verdict, detail = "not checkable", "no committed results for " + ", ".join(c.artifacts)
+            v = Verdict("not checkable", "no committed results for " + ", ".join(c.artifacts))
         else:
             try:
                 v = as_verdict(c.check(avail))
-                verdict, detail, causes = v.verdict, v.detail, v.causes
             except Exception as e:  # a broken check must not break the report
-                verdict, detail = "not checkable", f"check raised {type(e).__name__}: {e}"
-        out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": verdict, "causes": causes,
-                    "detail": str(detail).replace("\n", " "), "why_fails": getattr(c, "why_fails", ""),
-                    "on_code": bool(getattr(c.check, "on_code", False))})
+                v = Verdict("not checkable", f"check raised {type(e).__name__}: {e}")
+        out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": v.verdict,
+                    "detail": str(v.detail).replace("\n", " "), "causes": list(v.causes),
+                    "on_code": bool(getattr(c.check, "on_code", False)), "claim": c})
     return out
 
 
-def _why_fails(result: dict) -> str:
-    """' Why it fails here: <cause>: <evidence>' for a FAIL (the claim's diagnosis, or 'not
-    diagnosed yet'), '' for every other verdict."""
-    if result["verdict"] != "fail":
+def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
+    """Fill each result's causes (papers._common.causes.diagnose) from the status rows: the
+    provenance of every committed artifact, the data sets missing here, the papers' own tables."""
+    prov_ = {r["id"]: r["provenance"] or {} for r in rows if r["committed"]}
+    missing = {r["id"]: r["missing"] for r in rows}
+    reported = reported_tables([r["id"] for r in rows if r["reported"]])
+    for res in results:
+        v = Verdict(res["verdict"], res["detail"], tuple(res["causes"]))
+        res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing))
+    return results
+
+
+def _causes(result: dict) -> str:
+    """' Cause: <kind>: <evidence>; ...' for a verdict other than pass ('' for a pass)."""
+    if result["verdict"] == "pass":
         return ""
-    return f" **Why it fails here:** {_md_escape(result.get('why_fails') or 'not diagnosed yet')}."
+    text = "; ".join(str(c) for c in result.get("causes") or []) or "no cause found by code"
+    return f" **Cause:** {_md_escape(text)}."
 
 
 def claim_counts(results: list[dict]) -> str:
-    """'a pass, b fail, ... on results; checked on code (no trained model): c pass, d fail'."""
+    """'On results: a pass, b within noise, c fail, ...; checked on code (no trained model): ...'."""
     def count(rs):
-        return ", ".join(f"{sum(r['verdict'] == v for r in rs)} {v}" for v in VERDICTS
-                         if v in ("pass", "fail", "not checkable") or any(r["verdict"] == v for r in rs))
+        return ", ".join(f"{sum(r['verdict'] == v for r in rs)} {v}" for v in VERDICTS)
     res = [r for r in results if not r["on_code"]]
     code = [r for r in results if r["on_code"]]
     text = f"On results: {count(res)}."
     if code:
         text += f" Checked on code (a formula or a data split, no trained model): {count(code)}."
     return text
+
+
+RULES = [
+    "How a verdict is decided (one rule for every paper, in `fedpaper/papers/_common`):",
+    "",
+    f"- **Noise.** {NOISE_RULE}.",
+    f"- **At chance.** {CHANCE_RULE}. A comparison whose models sit at chance is \"not testable at this "
+    "scale\": neither pass nor fail would test the claim.",
+    "- **partial**: an every-row claim holds in the rows we can test, other rows being not testable or not "
+    "checkable. **not checkable**: its data are not here.",
+    "- **Cause** of every verdict other than pass, chosen by code from one vocabulary (" + "; ".join(CAUSES)
+    + "), its numbers read from the CSVs and provenance when this report is made: the check names models at "
+    "chance, seed noise and absent data; a FAIL is explained, in this order, by the same check failing on the "
+    "paper's own numbers, by the differences from the paper's setting its provenance records, or, with none, "
+    "as untested at this scale or as a disagreement at the paper's setting.",
+    "",
+]
 
 
 def _profiles_note(rows, paper: str) -> str:
@@ -319,7 +378,7 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
                     f"file `{r['reported']}`; no side-by-side comparison.", ""]
             continue
         prof = (r["provenance"] or {}).get("profile", "?")
-        cmp, also = _with_quick_column(cmp, reported, r["id"], prof)
+        cmp, also = _with_quick_column(cmp, reported, r["id"], prof, ours, keys)
         md, note = _frame_to_md(cmp)
         out += [f"Joined on {', '.join(keys)}. Ours: profile {prof} (difference = ours - paper)."
                 + _scale_note(reported, ours) + also + (f" Fixed: {note}." if note else ""), "", md, ""]
@@ -334,22 +393,20 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
 
     # 2. claims
     out += ["## 2. Claims", ""]
-    results = check_claims(claims, tables)
+    results = diagnose_claims(check_claims(claims, tables), rows)
     if not results:
         out += ["No claims registered yet.", ""]
+    else:
+        out += RULES
     for paper in PAPERS:
         pr = [c for c in results if c["id"].startswith(paper + "/")]
         if not pr:
             continue
         out += [f"### {paper}: {PAPER_TITLES[paper]}", "", claim_counts(pr) + _profiles_note(rows, paper), ""]
-        if any(c["verdict"] == "not testable" for c in pr):
-            out += [f"\"Not testable at this scale\": the models the claim compares sit at chance, so neither "
-                    f"PASS nor FAIL would test it; {CHANCE_RULE}. \"partial\": an every-row claim holds in "
-                    "the rows we can test, with other rows not testable or not checkable.", ""]
         for c in pr:
             mark = VERDICT_MARKS[c["verdict"]] + (" (code)" if c["on_code"] else "")
             out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}"
-                       + _why_fails(c))
+                       + _causes(c))
         out.append("")
 
     # 3. not regenerated

@@ -214,7 +214,7 @@ def _digits(files):
             if any(ch.isdigit() for ch in s)]
 
 
-NOT_YET_CONVERTED = {"fedpals", "privlabels"}  # verdicts-b moves them onto the toolkit; strict: drop when done
+NOT_YET_CONVERTED: set = set()  # every paper is on the toolkit
 
 
 @pytest.mark.parametrize("where", [
@@ -255,4 +255,4 @@ def test_diagnose_names_the_setting_from_provenance_and_the_papers_contradiction
     assert causes[0].kind == K.PAPER_CONTRADICTS
     # absent data
     causes = KC.diagnose(c, K.Verdict(K.NOT_CHECKABLE, "x"), {}, {}, {"fedpals/table4": ["pacs"]})
-    assert [x.kind for x in causes] == [K.ABSENT, K.ABSENT] and "pacs" in causes[1].evidence
+    assert [x.kind for x in causes] == [K.ABSENT] and "(data sets missing here: pacs)" in causes[0].evidence

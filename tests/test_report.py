@@ -6,6 +6,7 @@ import pytest
 
 from fedpaper import report as R
 from fedpaper.papers import Claim, catalog
+from fedpaper.papers._common import NOISE_RULE
 
 
 def _commit(figures, aid, table, **prov):
@@ -62,7 +63,9 @@ def test_report_side_by_side_and_claims(figures_tmp, readme_tmp, empty_data_root
     assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 |" in text
     assert "Joined on dataset, clients, delta, method, metric" in text
     assert "**PASS** `fedpals/claim-22`: accuracy decreases with delta" in text
-    assert "**FAIL** `fedpals/claim-99`" in text
+    assert "**FAIL** `fedpals/claim-99`: always false — nope **Cause:** the paper's own numbers contradict the claim" in text
+    assert "**PASS** `fedpals/claim-22`: accuracy decreases with delta — accuracy by delta" in text  # no cause on a pass
+    assert "`fedpals/claim-22`: accuracy decreases with delta — accuracy by delta: [87.8, 84.2, 80.4] **Cause" not in text
     assert "**not checkable** `fedpals/claim-98`: broken check — check raised ZeroDivisionError" in text
     assert "**not checkable** `fedpals/claim-97`: needs table3 — no committed results for fedpals/table3" in text
     assert "**not checkable** `fedmt/claim-1`: not implemented — check not implemented yet" in text
@@ -134,8 +137,9 @@ def test_report_renders_not_testable_partial_and_code_marks(figures_tmp, readme_
     assert "- **not testable at this scale** `fedpals/claim-22`: at chance — FedAvg at chance" in text
     assert "- **partial** `fedpals/claim-1`: every row — 5 of 6 rows hold" in text
     assert "- **PASS (code)** `fedpals/claim-30`" in text
-    assert "On results: 0 pass, 0 fail, 1 partial, 1 not testable, 0 not checkable. Checked on code" in text
-    assert K.CHANCE_RULE in text  # the rule is stated where a claim is not testable
+    assert ("On results: 0 pass, 0 within noise, 0 fail, 1 partial, 1 not testable, 0 not checkable. "
+            "Checked on code") in text
+    assert text.count(K.CHANCE_RULE) == 1 and text.count(NOISE_RULE) == 1  # each rule stated once
 
 
 def test_report_prefers_long_results_and_shows_quick_beside_them(figures_tmp, readme_tmp, empty_data_root):
@@ -147,28 +151,75 @@ def test_report_prefers_long_results_and_shows_quick_beside_them(figures_tmp, re
     assert "Ours: profile long (difference = ours - paper)." in text and "`ours (quick)`" in text
     assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 | 77.80 ± 0.50 |" in text
     assert "long-profile results (in figures/long/" in text
+    assert "none of the 3 cells present in both has the same per-seed values" in text
 
 
-def test_a_failing_claim_prints_its_diagnosis_and_an_undiagnosed_one_says_so():
-    failing = Claim("fedpals/claim-x", "x", check=lambda t: (False, "d"), why_fails="scale: 3 of 8 seeds")
-    bare = Claim("fedpals/claim-y", "y", check=lambda t: (False, "d"))
-    passing = Claim("fedpals/claim-z", "z", check=lambda t: (True, "d"), why_fails="scale: unused")
-    res = R.check_claims([failing, bare, passing], {})
-    assert R._why_fails(res[0]) == " **Why it fails here:** scale: 3 of 8 seeds."
-    assert "not diagnosed yet" in R._why_fails(res[1])
-    assert R._why_fails(res[2]) == ""
+def test_quick_cells_identical_to_long_are_marked_as_the_same_runs(figures_tmp, readme_tmp, empty_data_root):
+    """Issue 26 item 7: a cell with the same per-seed values in both profiles is one set of runs."""
+    long_t = ours_table2().assign(per_seed=["87.3;87.8;88.3", "83.7;84.2;84.7", "79.9;80.4;80.9"])
+    quick_t = long_t.copy()
+    quick_t.loc[2, ["mean", "per_seed"]] = [70.0, "69.5;70.0;70.5"]
+    _commit(figures_tmp / "long", "fedpals/table2", long_t, profile="long", params={"rounds": 20, "grid": [1, 2]})
+    _commit(figures_tmp, "fedpals/table2", quick_t.sample(frac=1, random_state=0), params={"rounds": 20, "grid": [1]})
+    text = R.render_report(claims=[])
+    assert "2 of 3 cells present in both are the same runs (identical per-seed values)" in text
+    assert "only the other 1 compare the profiles" in text
+    assert "| 0.001 | 88.80 | 87.80 ± 0.50 | -1.00 | same runs |" in text
+    assert "| 0.5 | 81.40 | 80.40 ± 0.50 | -1.00 | 70.00 ± 0.50 |" in text
+    assert "differ in: grid (quick [1]; long [1, 2])" in text
 
 
-def test_a_diagnosis_must_name_its_cause():
-    with pytest.raises(ValueError, match="why_fails must start with one of 'scale: '"):
-        Claim("fedpals/claim-x", "x", why_fails="the models are small")
+def test_every_non_pass_verdict_gets_a_computed_cause(figures_tmp, readme_tmp, empty_data_root):
+    from fedpaper.papers._common import NOISE, PAPER_CONTRADICTS, SETTING_DIFFERS, WITHIN_NOISE, Cause, Verdict
+
+    _commit(figures_tmp, "fedpals/table2", ours_table2())
+    ours_only = lambda t: (not (t["fedpals/table2"]["std"] == 0.5).all(), "d")  # noqa: E731  fails on ours only
+    claims = [Claim("fedpals/claim-x", "fails", ["fedpals/table2"], ours_only),
+              Claim("fedpals/claim-y", "noisy", ["fedpals/table2"],
+                    lambda t: Verdict(WITHIN_NOISE, "d", (Cause(NOISE, "gap within the seeds' spread"),))
+                    if (t["fedpals/table2"]["std"] == 0.5).all() else (True, "d")),
+              Claim("fedpals/claim-z", "passes", ["fedpals/table2"], lambda t: (True, "d")),
+              Claim("fedpals/claim-w", "absent", ["fedpals/table3"], lambda t: (True, "d")),
+              Claim("fedpals/claim-v", "the paper's table says otherwise", ["fedpals/table2"], lambda t: (False, "d"))]
+    res = R.diagnose_claims(R.check_claims(claims, R.committed_tables()), R.status_rows())
+    assert [c.kind for c in res[0]["causes"]] == [SETTING_DIFFERS]
+    assert "fedpals/table2: 50 rounds instead of 100" in res[0]["causes"][0].evidence  # quoted from provenance
+    assert R._causes(res[1]) == " **Cause:** within seed noise: gap within the seeds' spread."
+    assert R._causes(res[2]) == ""
+    assert R._causes(res[3]).startswith(" **Cause:** data or weights absent: no committed results for fedpals/table3")
+    assert "(data sets missing here: iwildcam)" in R._causes(res[3])
+    assert [c.kind for c in res[4]["causes"]] == [PAPER_CONTRADICTS]
 
 
-def test_every_claim_failing_on_the_committed_results_is_diagnosed():
-    """Issue 14: every FAIL in REPORT.md says why in one line (scale, data copy, real disagreement)."""
-    res = R.check_claims(R.registered_claims(), R.committed_tables())
-    undiagnosed = [r["id"] for r in res if r["verdict"] == "fail" and not r["why_fails"]]
-    assert not undiagnosed, f"FAIL without a diagnosis (add why_fails): {undiagnosed}"
+def test_causes_of_the_committed_verdicts(monkeypatch):
+    """On the committed results every FedPALS / privlabels verdict other than pass has a computed cause
+    from the vocabulary; the numbers of an at-chance cause are the committed per-seed values."""
+    import re
+
+    from fedpaper.papers._common import AT_CHANCE, CAUSES
+    from fedpaper.paths import REPO_ROOT
+
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
+    rows = R.status_rows()
+    tables = R.committed_tables(rows)
+    res = R.diagnose_claims(R.check_claims(R.registered_claims(), tables), rows)
+    for r in res:
+        if r["id"].split("/")[0] not in ("fedpals", "privlabels") or r["verdict"] == "pass":
+            continue
+        assert r["causes"] and all(c.kind in CAUSES for c in r["causes"]), r["id"]
+        for c in r["causes"]:
+            if c.kind != AT_CHANCE:
+                continue
+            seeds = set()
+            for a in r["artifacts"]:
+                t = tables.get(a)
+                if t is not None and "per_seed" in t:
+                    scale = 100 if r["id"].startswith("privlabels") else 1
+                    seeds |= {f"{scale * float(v):.1f}" for cell in t["per_seed"].dropna()
+                              for v in str(cell).split(";") if v not in ("", "-")}
+            shown = re.findall(r"(?:^|[ ,])((?:\d+\.\d/)+\d+\.\d)", c.evidence)
+            assert shown, c.evidence
+            assert all(v in seeds for group in shown for v in group.split("/")), (r["id"], c.evidence)
 
 
 def test_a_shrunk_run_is_compared_on_its_setting_not_on_its_size():

@@ -2,11 +2,16 @@
 
 A paper package (`fedpaper/papers/<paper>/`) registers, at import time::
 
-    from fedpaper.papers import implement, add_claims, Claim
+    from fedpaper.papers import implement
+    from fedpaper.papers._common import ClaimSet
 
     implement("fedpals/table1", notebook="notebooks/fedpals/table1.ipynb")
-    add_claims([Claim("fedpals/claim-1", "FedPALS best non-oracle in every row",
-                      artifacts=["fedpals/table1"], check=my_check)])
+    CLAIMS = ClaimSet("fedpals")
+
+    @CLAIMS.claim(1, ["table1"], "FedPALS best non-oracle in every row")
+    def c1(t): ...                   # -> a Verdict (fedpaper/papers/_common docstring)
+
+    CLAIMS.register()                # or add_claims(CLAIMS)
 
 or, for work not done yet, `not_implemented(["fedmt/table2", ...], reason=...)`.
 The per-paper modules are imported lazily (`load_papers()`), so importing `fedpaper.papers` is

@@ -70,13 +70,14 @@ class Claim:
     """A checkable statement of a paper.
 
     `check(tables)` receives {artifact_id: DataFrame} with OUR committed csv of every artifact in
-    `artifacts` that exists, and returns (passed, detail): passed is True, False or None (not
-    checkable, e.g. a table is missing); detail is one line with the numbers behind the verdict.
-    `check=None` means the check is not implemented yet.
+    `artifacts` that exists, and returns a `fedpaper.papers._common.Verdict` (pass / within noise /
+    fail / partial / not testable / not checkable, a one-line detail with the numbers behind it, and
+    the causes it found); paper modules register checks with `_common.ClaimSet` (see its package
+    docstring). A legacy check may still return (passed, detail), passed True/False/None or a
+    verdict string. `check=None` means the check is not implemented yet.
 
-    `why_fails` is the one-line diagnosis the report prints when the check FAILs on our results:
-    "<cause>: <evidence>", cause one of FAIL_CAUSES (the run is shrunk from the paper's setting, the
-    data copy differs, or our numbers contradict the paper where the scale should not matter).
+    `why_fails` is LEGACY (typed diagnoses of FedMT / FedNCA-ML until they move onto the toolkit):
+    the report no longer prints it; causes are computed (`_common.causes.diagnose`).
     """
 
     id: str

@@ -34,7 +34,8 @@ Verdicts (``verdicts``): PASS "pass", WITHIN_NOISE "within noise", FAIL "fail", 
   ``v.note(text)`` appends to the detail. ``all_of([(label, Verdict), ...], what)`` combines the
   parts of an "in every row" claim: FAIL > WITHIN_NOISE > PASS if all pass > PARTIAL if some
   pass and the others are not testable/checkable > NOT_TESTABLE > NOT_CHECKABLE; it keeps the
-  causes of the parts that decide the verdict.
+  causes of the parts that decide the verdict. ``negate(v)`` is the verdict of the opposite
+  claim ("a does not beat b"): PASS and FAIL swap, within noise stays within noise.
 
 Rows by key (``rows``), never by position: ``select(t, **key)`` (a key value may be a list of
   accepted values), ``one(t, **key)`` (exactly one row), ``cell(t, value="mean", **key)`` -> Cell,
@@ -101,4 +102,5 @@ from .verdicts import (  # noqa: F401
     Cause,
     Verdict,
     all_of,
+    negate,
 )

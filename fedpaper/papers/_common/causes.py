@@ -4,7 +4,8 @@ A check attaches the causes it can see itself (models at chance, within seed noi
 absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this order:
 
 1. "the paper's own numbers contradict the claim": the same check run on the paper's reported
-   table(s) (fedpaper/papers/reported/, :func:`reported_tables`) fails or is within noise too;
+   table(s) (fedpaper/papers/reported/, :func:`reported_tables`) fails too ("within seed noise:
+   the paper's own numbers are within noise too" where it is within noise there);
 2. "a setting differs from the paper's": the artifact's provenance json records how the run
    differs from the paper (its notes that name a shrinkage or a replacement, a lossy data copy,
    data sets it was made without), quoted from the provenance;
@@ -23,6 +24,7 @@ from .verdicts import (
     ABSENT,
     AT_PAPER_SETTING,
     FAIL,
+    NOISE,
     NOT_CHECKABLE,
     PAPER_CONTRADICTS,
     PASS,
@@ -88,25 +90,32 @@ def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_d
     causes = list(result.causes)
     if result.verdict == NOT_CHECKABLE:
         absent = [a for a in claim.artifacts if a not in provenance]
-        if not causes and absent:
-            causes.append(Cause(ABSENT, "no committed results for " + ", ".join(absent)))
         miss = sorted({d for a in claim.artifacts for d in missing_datasets.get(a, [])})
-        if miss:
-            causes.append(Cause(ABSENT, "data sets missing here: " + ", ".join(miss)))
+        where = f" (data sets missing here: {', '.join(miss)})" if miss else ""
+        if not causes and absent:
+            causes.append(Cause(ABSENT, "no committed results for " + ", ".join(absent) + where))
+        elif where:
+            causes = [Cause(c.kind, c.evidence + where) if c.kind == ABSENT else c for c in causes]
         return tuple(dict.fromkeys(causes))
     if result.verdict not in (FAIL, WITHIN_NOISE):
         return tuple(causes)
     theirs = on_reported(claim, reported)
-    if theirs is not None and theirs.verdict in (FAIL, WITHIN_NOISE):
-        causes.insert(0, Cause(PAPER_CONTRADICTS, f"on the paper's numbers the check gives "
-                                                  f"{theirs.verdict}: {theirs.detail}"))
+    if theirs is not None and theirs.verdict == FAIL:
+        causes.insert(0, Cause(PAPER_CONTRADICTS, f"on the paper's numbers the check fails too: {theirs.detail}"))
+    elif theirs is not None and theirs.verdict == WITHIN_NOISE:
+        causes.insert(0, Cause(NOISE, f"the paper's own numbers are within noise too: {theirs.detail}"))
     if result.verdict == FAIL and not causes:
         recs = {a: provenance[a] for a in claim.artifacts if a in provenance}
-        named = [f"{a}: " + "; ".join(setting_notes(r)) for a, r in recs.items() if setting_notes(r)]
+        by_notes: dict = {}
+        for a, r in recs.items():
+            notes = tuple(setting_notes(r))
+            if notes:
+                by_notes.setdefault(notes, []).append(a)
         shrunk = [f"{a} ran at the {r.get('profile')} profile" for a, r in recs.items()
                   if r.get("profile") not in (None, "paper")]
-        if named:
-            causes.append(Cause(SETTING_DIFFERS, " | ".join(named)))
+        if by_notes:
+            causes.append(Cause(SETTING_DIFFERS, " | ".join(", ".join(ids) + ": " + "; ".join(notes)
+                                                           for notes, ids in by_notes.items())))
         elif shrunk:
             causes.append(Cause(UNTESTED_AT_SCALE, "; ".join(shrunk) + ", whose provenance names no "
                                 "difference from the paper's setting; no compute ladder yet"))

@@ -16,13 +16,12 @@ CHANCE_MARGIN = 2.0  # points (percent) above the one-class score still counted 
 CHANCE_RULE = (
     f"a model is at chance when a majority of its seeds are; a seed is at chance when its score is at "
     f"most {CHANCE_MARGIN:g} points above the one-class score (100/C % on a target uniform over its C "
-    f"labels, 100/K % on a balanced K-class test set, 50 for an AUC), or at most {CHANCE_MARGIN:g} "
-    "points above zero (it predicts classes the target lacks); where the one-class score is unknown "
-    "(Dirichlet targets), a seed is at chance when its score equals, to two decimals, that of two or "
-    "more other methods on the same seed and lies below the best score of that seed (several "
-    "one-class models score the target's majority share; models that agree on the best score, a "
-    "100% score included, are never at chance); without per-seed values the mean is tested the same "
-    "way (no shared-score test)")
+    f"labels, 100/K % on a balanced K-class test set, 50 for an AUC; unknown on Dirichlet targets), or "
+    f"at most {CHANCE_MARGIN:g} points above zero (it predicts classes the target lacks), or when it "
+    "equals, to two decimals, the score of two or more other methods on the same seed and lies below "
+    "the best score of that seed (degenerate models that predict the same few classes score the same "
+    "share; models that agree on the best score, a 100% score included, are never at chance); "
+    "without per-seed values the mean is tested the same way (no shared-score test)")
 
 
 def chance_level(label_split: Optional[str] = None, num_classes: Optional[int] = None) -> Optional[float]:
@@ -47,7 +46,7 @@ def at_chance(cells: dict, chance: Optional[float]) -> list:
     for s in range(n):
         vals = [round(c.seeds[s], 2) for c in cells.values() if len(c.seeds) > s and not math.isnan(c.seeds[s])]
         best = max(vals, default=math.inf)
-        shared.append({x for x in vals if vals.count(x) >= 3 and x < best} if chance is None else set())
+        shared.append({x for x in vals if vals.count(x) >= 3 and x < best})
     out = []
     for name, c in cells.items():
         seeds = [v for v in c.seeds if not math.isnan(v)]

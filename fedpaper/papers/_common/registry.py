@@ -110,6 +110,10 @@ class ClaimSet:
             out.append(Claim(f"{self.paper}/claim-{n}", text, artifacts=ids, check=self.check_of(fn, on_code)))
         return out
 
+    def __iter__(self):
+        """The Claims, so that add_claims(CLAIM_SET) registers them too."""
+        return iter(self.claims())
+
     def register(self) -> list:
         from fedpaper.papers import add_claims
 

@@ -110,3 +110,11 @@ def all_of(parts: list, what: str = "") -> Verdict:
     causes = _unique(c for _, v in parts if v.verdict in deciding for c in v.causes)
     head = f"{what}: {counts}." if what else f"{counts}."
     return Verdict(verdict, f"{head} {body}", () if verdict == PASS else causes)
+
+
+def negate(v: Verdict, detail: str = "") -> Verdict:
+    """The verdict of the opposite claim ("a does not beat b" from "a beats b"): PASS and FAIL swap,
+    every other verdict (within noise, not testable, ...) stays with its causes."""
+    flipped = {PASS: FAIL, FAIL: PASS}.get(v.verdict, v.verdict)
+    causes = v.causes if flipped != PASS else ()
+    return Verdict(flipped, detail or v.detail, causes)
