@@ -37,14 +37,17 @@ NAN = math.nan
 EXPECTED = {
     # FedPALS: Table 1 (8 or 3 seeds with std), Tables 2-4, the lambda <-> ESS text of Fig 3.
     "fedpals/claim-1": PASS, "fedpals/claim-2": PASS,
-    "fedpals/claim-3": PASS,   # Oracle - FedAvg 17.1 .. 43.6 >= 10 in every row
-    "fedpals/claim-4": PASS,   # FedPALS - FedAvg 12.6 .. 26.7 >= 10 in every row
+    "fedpals/claim-3": PARTIAL,  # the paper's own FedAvg is at chance on CIFAR-10 C=2 (46.7 %, one-class 50 %)
+    "fedpals/claim-4": PARTIAL,  # the same row; the other five hold (FedPALS - FedAvg 12.6 .. 26.7)
     "fedpals/claim-5": NC, "fedpals/claim-6": NC, "fedpals/claim-7": NC, "fedpals/claim-8": NC,  # figures, no numbers
     "fedpals/claim-9": PASS,
     "fedpals/claim-10": NC, "fedpals/claim-11": NC,  # fig3a: the paper gives only lambda <-> ESS, no weights or curve
     "fedpals/claim-12": PASS, "fedpals/claim-13": PASS, "fedpals/claim-14": PASS,
     "fedpals/claim-15": NC,    # fig3b: no curve numbers
-    "fedpals/claim-16": PASS, "fedpals/claim-17": PASS, "fedpals/claim-18": PASS, "fedpals/claim-19": PASS,
+    "fedpals/claim-16": PASS,
+    "fedpals/claim-17": NOISE,  # FedPALS 0.21 vs FedAvg 0.20 (std 0.01): "within 0.02" not shown by two decimals
+    "fedpals/claim-18": NOISE,  # FedProx 0.21 vs FedAvg 0.20 and FedPALS 0.21: not separated
+    "fedpals/claim-19": PASS,
     "fedpals/claim-20": PASS,
     "fedpals/claim-21": NC,    # fig4: no numbers
     "fedpals/claim-22": PASS,
@@ -54,7 +57,8 @@ EXPECTED = {
     "fedpals/claim-30": PASS, "fedpals/claim-31": PASS,  # on code
     "fedpals/claim-32": NC,
     # FedMT: Tables 2, 6 (3 seeds with std), Tables 3, 7, 8, 9 and the Fig 2c text (no std).
-    "fedmt/claim-1": PASS, "fedmt/claim-2": PASS, "fedmt/claim-3": PASS, "fedmt/claim-4": PASS,
+    "fedmt/claim-1": NOISE,    # Single 29.12 -> 29.57 from n = 20 to 25 (stds 0.80, 0.29)
+    "fedmt/claim-2": PASS, "fedmt/claim-3": PASS, "fedmt/claim-4": PASS,
     "fedmt/claim-5": PASS, "fedmt/claim-6": PASS,
     "fedmt/claim-7": NC, "fedmt/claim-8": NC, "fedmt/claim-9": NC,    # fig2a: no numbers
     "fedmt/claim-10": NC, "fedmt/claim-11": NC,                       # fig2b: no numbers
@@ -85,10 +89,18 @@ EXPECTED = {
 
 # Where the unpaired reading (no per-seed values: SE = sqrt(std_a^2/n + std_b^2/n)) differs.
 UNPAIRED = {
-    "fedmt/claim-1": NOISE,    # Single 29.12 -> 29.57 from n = 20 to 25 (stds 0.80, 0.29)
-    "fedmt/claim-6": NOISE,    # n = 20: SemiFL 53.42 vs FedRep 53.14 (stds 0.44, 0.34)
-    "fednca/claim-4": NOISE,   # beta = 0.5 macro-AUC: FedNCA-ML 90.12 vs FedAvg (margin 0.40, stds 0.51, 0.57)
-    "fednca/claim-5": PASS,    # no seed majority to demand without per-seed values
+    "fedpals/claim-1": NOISE,   # Fashion-MNIST: FedPALS vs FedRS / AFL with stds 13-24 over 8 seeds
+    "fedpals/claim-4": NOISE,   # Fashion-MNIST C=2 (+26.7, stds 23.7 / 36.2) and PACS (+12.6 vs the 10 asked)
+    "fedpals/claim-9": NOISE,   # 86.0 -> 84.3 -> 81.7 (stds 2.9, 2.5, 1.2; 3 seeds)
+    "fedpals/claim-12": NOISE,  # lambda = 0 vs the baselines: 86.0 vs 76.1 asked to be >= 5 apart, stds 2.9, 1.6
+    "fedpals/claim-13": NOISE,  # FedProx+FedPALS 87.2 vs FedPALS 86.0 "within one std" (stds 4.1, 2.9)
+    "fedmt/claim-6": NOISE,     # n = 20: SemiFL 53.42 vs FedRep 53.14 (stds 0.44, 0.34)
+    "fednca/claim-1": NOISE,    # 7 of 14 cells beyond noise, 6 within (margins 0.27-1.26 over stds up to 2.4)
+    "fednca/claim-2": NOISE,    # beta = 0.5 macro-F1 margin 4.57 over FedLGT: SE 1.36
+    "fednca/claim-3": NOISE,    # beta = 0.1 macro-F1 margin 1.26 over SphereFed: SE 0.88
+    "fednca/claim-4": NOISE,    # beta = 0.5 macro-AUC margin 0.40: SE 0.34
+    "fednca/claim-6": NOISE,    # beta = 0.5 margin 0.69 over FedLGT: SE 0.45
+    "fednca/claim-8": NOISE,    # micro - macro gaps: FedNCA-ML's 0.73 (stds 1.34, 0.15) vs FedLGT's 2.41
 }
 MODES = ("paired", "unpaired")
 
@@ -107,12 +119,12 @@ _N = {i: f"fednca/table{i}" for i in range(1, 9)}
 ACC, A9, A3 = "test_acc_100class", "test_acc_9class", "test_acc_3class"
 FULL = "ETF-Clf+LADM+L_Neg+L_Pos"
 ALTERED = {
-    "fedpals/claim-1": [(_T1, {"dataset": "Fashion-MNIST", "label_split": "C=3", "method": "FedRS"}, 95.0)],
-    "fedpals/claim-2": [(_T1, {"dataset": "CIFAR-10", "label_split": "C=3", "method": "FedPALS"}, 90.0)],
-    "fedpals/claim-3": [(_T1, {"dataset": "Fashion-MNIST", "label_split": "C=3", "method": "FedAvg"}, 95.0)],
-    "fedpals/claim-4": [(_T1, {"dataset": "Fashion-MNIST", "label_split": "C=3", "method": "FedAvg"}, 90.0)],
-    "fedpals/claim-9": [(_T4, {"method": "FedPALS", "lambda": 42}, 85.5)],
-    "fedpals/claim-12": [(_T4, {"method": "FedPALS", "lambda": 0}, 78.0)],
+    "fedpals/claim-1": [(_T1, {"dataset": "CIFAR-10", "label_split": "C=3", "method": "AFL"}, 90.0)],
+    "fedpals/claim-2": [(_T1, {"dataset": "PACS", "method": "FedRS"}, 95.0)],
+    "fedpals/claim-3": [(_T1, {"dataset": "PACS", "method": "FedAvg"}, 89.0)],
+    "fedpals/claim-4": [(_T1, {"dataset": "PACS", "method": "FedAvg"}, 85.0)],
+    "fedpals/claim-9": [(_T4, {"method": "FedPALS", "lambda": 42}, 90.0)],
+    "fedpals/claim-12": [(_T4, {"method": "FedPALS", "lambda": 0}, 70.0)],
     "fedpals/claim-13": [(_T4, {"method": "FedProx+FedPALS"}, 95.0)],
     "fedpals/claim-14": [(_T1, {"dataset": "PACS", "method": "FedRS"}, 90.0)],
     "fedpals/claim-16": [(_T3, {"method": "FedPALS", "lambda": 2500}, 0.25)],
@@ -127,7 +139,7 @@ ALTERED = {
     "fedmt/claim-2": [(_M2, {"method": "FedTrans", "n": 10}, 15.0)],
     "fedmt/claim-3": [(_M2, {"method": "FedMT (E)", "n": 15}, 45.0)],
     "fedmt/claim-4": [(_M2, {"method": "FedMT (T)", "n": 15}, 60.0)],
-    "fedmt/claim-5": [(_M2, {"method": "FedMT (E)", "n": 25}, 55.0)],
+    "fedmt/claim-5": [(_M2, {"method": "FedMT (E)", "n": 25}, 50.0)],
     "fedmt/claim-6": [(_M2, {"method": "SemiFL", "n": 20}, 50.0)],
     "fedmt/claim-12": [(_M2C, {"method": "SemiFL", "metric": ACC, "C": 80}, 60.0)],
     "fedmt/claim-13": [(_M2C, {"method": "FedMT (E)", "metric": "relative_drop_percent"}, 60.0)],
@@ -144,10 +156,10 @@ ALTERED = {
     "fedmt/claim-31": [(_M9, {"method": "Learnable", "gamma": 0.9}, 60.0)],
     "fedmt/claim-33": [(_M9, {"method": "Learnable", "gamma": 0.9}, 56.0)],
     "fednca/claim-1": [(_N[i], {"method": "FedNCA-ML"}, 10.0) for i in (1, 2, 3)],
-    "fednca/claim-2": [(_N[1], {"method": "FedNCA-ML", "beta": 0.5, "metric": "macro-AUC"}, 84.0)],
+    "fednca/claim-2": [(_N[1], {"method": "FedNCA-ML", "beta": 0.5, "metric": "macro-AUC"}, 82.0)],
     "fednca/claim-3": [(_N[1], {"method": "FedNCA-ML", "beta": 0.1, "metric": "macro-F1"}, 33.0)],
     "fednca/claim-4": [(_N[2], {"method": "FedNCA-ML", "beta": 0.1, "metric": "macro-F1"}, 45.0)],
-    "fednca/claim-5": [(_N[3], {"method": "FedNCA-ML", "beta": 0.05, "metric": "macro-F1"}, 62.0)],
+    "fednca/claim-5": [(_N[3], {"method": "FedNCA-ML", "beta": 0.05, "metric": "macro-F1"}, 58.0)],
     "fednca/claim-6": [(_N[4], {"method": "FedNCA-ML", "beta": 0.1, "metric": "macro-AUC"}, 69.0)],
     "fednca/claim-7": [(_N[4], {"method": "FedNCA-ML", "metric": "micro-AUC"}, 90.0)],
     "fednca/claim-8": [(_N[4], {"method": "FedAvg", "metric": "micro-AUC"}, 69.04)],
@@ -172,31 +184,12 @@ REPAIRED = {
 ON_CODE = {"fedpals/claim-30", "fedpals/claim-31"}
 
 
-# FedPALS checks not yet on the toolkit (another helper converts them): each failing case is a strict
-# xfail, so an XPASS fails the run and the set can only shrink. REMOVE when empty.
+# Known bugs outside this suite (strict xfail: an XPASS fails the run, so the set can only shrink).
+# fedpals claim 10 on a fig3a without weight rows: rows.values() reads a column the table lacks
+# ('seed') with a KeyError instead of raising Missing, so the report says "check raised KeyError".
 KNOWN_FAILING = {
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "paired", "fedpals/claim-12"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "paired", "fedpals/claim-13"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "paired", "fedpals/claim-16"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "paired", "fedpals/claim-28"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "paired", "fedpals/claim-29"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "paired", "fedpals/claim-9"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "unpaired", "fedpals/claim-12"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "unpaired", "fedpals/claim-13"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "unpaired", "fedpals/claim-16"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "unpaired", "fedpals/claim-28"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "unpaired", "fedpals/claim-29"),
-    ("test_shuffled_rows_change_no_verdict_on_the_papers_numbers", "unpaired", "fedpals/claim-9"),
     ("test_verdict_on_the_papers_own_numbers", "paired", "fedpals/claim-10"),
-    ("test_verdict_on_the_papers_own_numbers", "paired", "fedpals/claim-11"),
-    ("test_verdict_on_the_papers_own_numbers", "paired", "fedpals/claim-15"),
-    ("test_verdict_on_the_papers_own_numbers", "paired", "fedpals/claim-3"),
-    ("test_verdict_on_the_papers_own_numbers", "paired", "fedpals/claim-4"),
     ("test_verdict_on_the_papers_own_numbers", "unpaired", "fedpals/claim-10"),
-    ("test_verdict_on_the_papers_own_numbers", "unpaired", "fedpals/claim-11"),
-    ("test_verdict_on_the_papers_own_numbers", "unpaired", "fedpals/claim-15"),
-    ("test_verdict_on_the_papers_own_numbers", "unpaired", "fedpals/claim-3"),
-    ("test_verdict_on_the_papers_own_numbers", "unpaired", "fedpals/claim-4"),
 }
 
 
@@ -206,7 +199,7 @@ def _known_failing(request):
     params = params.params if params else {}
     key = (request.function.__name__, params.get("paper"), params.get("claim_id"))
     if key in KNOWN_FAILING:
-        request.applymarker(pytest.mark.xfail(strict=True, reason='issue 26: check not yet on the toolkit'))
+        request.applymarker(pytest.mark.xfail(strict=True, reason="fedpals claim 10 raises KeyError (see above)"))
 
 
 def _claim_ids(papers):
