@@ -18,6 +18,7 @@ from fedpaper.papers._common import (
     ClaimSet,
     Missing,
     Verdict,
+    absent,
     all_of,
     at_chance,
     beats,
@@ -105,18 +106,26 @@ def _beat_all(t, x, metric, winners, losers, **key) -> Verdict:
                          f"{' and '.join(winners)} beat {', '.join(losers)} at every {x}", **key)
 
 
+def _series(t, x, metric, m, **key):
+    """(m's {x: Cell} where it is above chance, a NOT_TESTABLE Verdict naming the settings where it
+    is at chance, or None)."""
+    series = cells(t, x, metric=metric, method=m, **key)
+    lvl = chance(t, metric)
+    low = [v for v, c in series.items() if at_chance({m: c}, lvl)]
+    if not low:
+        return series, None
+    cause = chance_cause([m], {m: series[low[0]]}, lvl, "at " + ", ".join(_label(x, v) for v in low))
+    return {v: c for v, c in series.items() if v not in low}, Verdict(NOT_TESTABLE, cause.evidence, (cause,))
+
+
 def _trend(t, x, metric, methods, direction: int, **key) -> Verdict:
     """Each method's accuracy rises (+1) or falls (-1) with x at every step, over the settings where
     it is above chance (the others a NOT_TESTABLE part)."""
-    lvl = chance(t, metric)
     parts = []
     for m in methods:
-        series = cells(t, x, metric=metric, method=m, **key)
-        low = [v for v, c in series.items() if at_chance({m: c}, lvl)]
-        kept = {v: c for v, c in series.items() if v not in low}
-        if low:
-            parts.append((f"{m} left out", Verdict(NOT_TESTABLE, "", (chance_cause(
-                [m], {m: series[low[0]]}, lvl, "at " + ", ".join(_label(x, v) for v in low)),))))
+        kept, nt = _series(t, x, metric, m, **key)
+        if nt:
+            parts.append((f"{m} left out", nt))
         if len(kept) >= 2:
             parts.append((m, monotone(kept, direction, m)))
     return all_of(parts, f"{'rises' if direction > 0 else 'falls'} with {x}")
@@ -179,13 +188,9 @@ FLAT_TOL = 2.0
 
 @C.claim(8, ["fig2a"], "(Fig. 2a) FedTrans super-class accuracy does not depend on n.")
 def c8(t):
-    f = t["fig2a"]
-    series = cells(f, "n", metric=SUPER, method="FedTrans")
-    lvl = chance(f, SUPER)
-    low = [n for n, c in series.items() if at_chance({"FedTrans": c}, lvl)]
-    if low:
-        return Verdict(NOT_TESTABLE, "", (chance_cause(["FedTrans"], {"FedTrans": series[low[0]]}, lvl,
-                                                       "at " + ", ".join(_label("n", n) for n in low)),))
+    series, nt = _series(t["fig2a"], "n", SUPER, "FedTrans")
+    if nt:
+        return nt
     hi, lo = max(series, key=lambda n: series[n].mean), min(series, key=lambda n: series[n].mean)
     return near(series[hi], series[lo], FLAT_TOL, f"FedTrans at n={hi:g} - at n={lo:g}")
 
@@ -219,12 +224,10 @@ def _drop(f, m) -> Cell:
             s = 100 * (np.asarray(a.seeds) - np.asarray(b.seeds)) / np.asarray(a.seeds)
             return Cell(float(s.mean()), float(s.std(ddof=1)) if len(s) > 1 else math.nan, len(s), tuple(s))
         return Cell(100 * (a.mean - b.mean) / a.mean)
-    return cells(f, "method", metric="relative_drop_percent")[m] if m in values(
-        f, "method", metric="relative_drop_percent") else _absent(f"{m}: no accuracy per C and no relative drop")
-
-
-def _absent(what: str):
-    raise Missing(what)
+    drops = cells(f, "method", metric="relative_drop_percent")
+    if m not in drops:
+        raise Missing(f"{m}: no accuracy per C and no relative drop")
+    return drops[m]
 
 
 @C.claim(12, ["fig2c"], "(Fig. 2c) accuracy of both methods falls as C grows with N_c x C fixed at 40,000.")
@@ -244,13 +247,9 @@ def c12(t):
 def c13(t):
     f = t["fig2c"]
     for m in ("SemiFL", E):
-        acc = select(f, metric=ACC, method=m)
-        if len(acc):
-            row = cells(f, "C", metric=ACC, method=m)
-            lvl = chance(f, ACC)
-            low = [c for c in row.values() if at_chance({m: c}, lvl)]
-            if low:
-                return Verdict(NOT_TESTABLE, "", (chance_cause([m], {m: low[0]}, lvl),))
+        nt = len(select(f, metric=ACC, method=m)) and _series(f, "C", ACC, m)[1]
+        if nt:
+            return nt
     return beats(_drop(f, "SemiFL"), _drop(f, E), ("SemiFL relative drop (%)", "FedMT (E)'s"))
 
 
@@ -421,15 +420,11 @@ LAMBDA2_BEST = 1 / 16
                          "and falls below 1/16; 1/16 is best for both.")
 def c30(t):
     t8 = t["table8"]
-    lvl = chance(t8, ACC)
     parts = []
     for m in (T, E):
-        s = cells(t8, "lambda2", metric=ACC, method=m)
-        if LAMBDA2_BEST not in s:
-            raise Missing(f"{m} at lambda2 = 1/16")
-        low = [v for v, c in s.items() if at_chance({m: c}, lvl)]
-        if low:
-            parts.append((m, Verdict(NOT_TESTABLE, "", (chance_cause([m], {m: s[low[0]]}, lvl),))))
+        s, nt = _series(t8, "lambda2", ACC, m)
+        if nt or LAMBDA2_BEST not in s:
+            parts.append((m, nt or absent(f"{m} at lambda2 = 1/16")))
             continue
         upper = {v: c for v, c in s.items() if v >= LAMBDA2_BEST}
         parts.append((f"{m} rises to 1/16", monotone(upper, -1, m)))

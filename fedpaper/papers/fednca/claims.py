@@ -29,14 +29,15 @@ from fedpaper.papers._common import (
     Verdict,
     all_of,
     beats,
+    cell_of,
     cells,
     const,
     diff,
     guarded,
     learning,
     near,
+    negate,
     one,
-    cell_of,
     values,
 )
 
@@ -79,8 +80,7 @@ def _not_below(a: Cell, b: Cell, names) -> Verdict:
     dd = diff(a, b)
     if dd.d == 0 and (math.isnan(dd.se) or dd.se == 0):
         return Verdict(PASS, f"{names[0]} = {names[1]} ({a.mean:.2f}, no seed noise)")
-    v = beats(b, a, names[::-1])
-    return Verdict({PASS: FAIL, FAIL: PASS}.get(v.verdict, v.verdict), v.detail, () if v.verdict == FAIL else v.causes)
+    return negate(beats(b, a, names[::-1]))
 
 
 def _most(parts, what: str) -> Verdict:
