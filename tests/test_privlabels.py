@@ -88,7 +88,8 @@ def test_share_l10_maps_private_and_fedrs_to_public_runs():
     s_pub = runs.run_spec(p, "cifar10", "FedAvg", "public", 10, 0)
     s_prox = runs.run_spec(p, "cifar10", "FedProx", "private", 10, 0)
     assert runs.canonical(s_priv, p) == runs.canonical(s_rs, p) == s_pub
-    assert runs.canonical(s_prox, p) == s_prox  # no prox term on the classifier: not the same run
+    # at L = 10 the private setting trains the public method (runs.method_setting): the same run
+    assert runs.canonical(s_prox, p) == runs.run_spec(p, "cifar10", "FedProx", "public", 10, 0)
     assert runs.canonical(runs.run_spec(p, "cifar10", "FedAvg", "private", 5, 0), p).tags["setting"] == "private"
 
 
@@ -318,13 +319,13 @@ def test_figure_title_says_which_methods_sit_at_chance():
 
 
 def test_probe_counts_the_runs_the_quick_sweep_trains():
-    """The timing probe's run counts: per data set 54 plain + 48 tuning runs after the L = 10 sharing
+    """The timing probe's run counts: per data set 51 plain + 48 tuning runs after the L = 10 sharing (private FedProx too)
     (+ 6 all-pairs at L = 2); the CIFAR-10 epoch ablation without the main sweep's E = 1 FedAvg runs."""
     from fedpaper.papers.privlabels import probe
 
     p = _params("quick")
     main, ep_E, ep_n = probe.sweep_counts(p, "cifar10")
-    assert dict(main) == {"plain": 54, "mse": 21, "pairwise": 27}
+    assert dict(main) == {"plain": 51, "mse": 21, "pairwise": 27}
     assert dict(ep_n) == {"plain": 12, "mse": 18, "pairwise": 18}  # 18 FedAvg minus the 6 shared E = 1 runs
     assert ep_E["plain"] == 6 * (3 + 5) and ep_E["mse"] == 6 * (1 + 3 + 5)
     assert probe.sweep_counts(p, "fashion-mnist")[1] == {}

@@ -161,8 +161,9 @@ def _shrinkage(p: dict) -> list[str]:
     if p["seeds"] != q["seeds"]:
         notes.append(f"{p['seeds']} seeds instead of 10")
     if p.get("share_L10"):
-        notes.append("at L = 10 private FedAvg/tuning and FedRS reuse the public FedAvg/tuning run of the seed "
-                     "(identical by definition: every client holds every label)")
+        notes.append("at L = 10 private FedAvg/FedProx/tuning and FedRS reuse the public run of the seed "
+                     "(identical by definition: every client holds every label, so private runs train the public "
+                     "method)")
     if p["labels"] != q["labels"]:
         notes.append(f"L in {{{', '.join(map(str, p['labels']))}}} instead of 2..10")
     if p["pairwise_all_labels"] != q["pairwise_all_labels"]:

@@ -32,6 +32,7 @@ PAIRWISE_ALL = "Tuning-Pairwise (all pairs)"  # vague-7
 ROUNDS_METHODS = ["FedAvg", "Tuning-MSE", "Tuning-Pairwise"]  # Figs 5-8 (App C.1)
 EPOCH_METHODS = ["FedAvg", "Tuning-MSE", "Tuning-Pairwise"]  # Figs 11-13 (App C.3, vague-13)
 SETTINGS_ORDER = ["private", "public"]
+NUM_CLASSES = 10  # both data sets (CIFAR-10, Fashion-MNIST)
 SPLIT_SEED, PARTITION_SEED, EVAL_SEED = 0, 10_000, 20_000  # offsets: independent streams per seed
 
 
@@ -57,6 +58,16 @@ def data_spec(dataset: str, p: dict) -> dict:
     return {"name": dataset, "options": {}, "stands_for": None}
 
 
+def method_setting(setting: str, L: int) -> str:
+    """The setting whose method a run trains. At L = NUM_CLASSES every client holds every label: no
+    label set is private, so the private setting is the public one and its runs train the public
+    methods. (Sec 4.1 adapts FedAvg and FedProx because the clients' label sets, and so their
+    classifier sizes, differ; with full label sets Algorithm 1 is FedAvg exactly, bit for bit in our
+    engine, but adapted FedProx would still drop the proximal term on the classifier, which made
+    private and public FedProx differ at L = 10 by up to 2.65 points per seed.)"""
+    return "public" if int(L) >= NUM_CLASSES else setting
+
+
 def run_spec(p: dict, dataset: str, name: str, setting: str, L: int, seed: int, *, epochs: int | None = None) -> RunSpec:
     """Every parameter of one run (the cache key)."""
     sgd = epochs is not None
@@ -65,9 +76,9 @@ def run_spec(p: dict, dataset: str, name: str, setting: str, L: int, seed: int, 
         partition={"layout": "privlabels", "seed": int(seed), "L": int(L), "num_clients": p["num_clients"],
                    "samples_per_client": p["samples_per_client"], "val_fraction": p["val_fraction"],
                    "server_size": p["server_size"][dataset]},
-        method=method_for(name, setting, p, sgd_tuning=sgd).spec(),
+        method=method_for(name, method_setting(setting, L), p, sgd_tuning=sgd).spec(),
         training={"model": "privlabels_cnn",
-                  "model_kwargs": {"num_classes": 10, "widths": list(p["widths"]), "hidden": p["hidden"],
+                  "model_kwargs": {"num_classes": NUM_CLASSES, "widths": list(p["widths"]), "hidden": p["hidden"],
                                    "dropout": p["dropout"]},
                   "optimizer": p["optimizer"], "lr": p["lr"], "batch_size": p["batch_size"],
                   "local_epochs": int(epochs if sgd else p["local_epochs"]),
@@ -143,21 +154,17 @@ def epoch_specs(p: dict, dataset: str, pairs, seeds) -> list[dict]:
 
 
 def canonical(spec: RunSpec, p: dict) -> RunSpec:
-    """The run that actually trains for `spec`. With p["share_L10"], at L = 10 (every client holds
-    every label) Algorithm 1 is exactly FedAvg and FedRS restricts nothing (targets section 2,
-    implementation checks), so private FedAvg / tuning runs and FedRS reuse the public FedAvg /
-    tuning run of the same seed. Adapted FedProx has no proximal term on the classifier, so it is
-    not the same run and is trained itself."""
-    m = spec.method
-    if not p.get("share_L10") or spec.partition["L"] != 10 or m["client"] == "fedprox":
+    """The run that actually trains for `spec`. At L = 10 a private run trains the public method
+    (method_setting), so with p["share_L10"] it is the public run of the same seed and method; FedRS
+    restricts nothing when every client holds every label (targets section 2, implementation checks),
+    so it is the public FedAvg run. Without share_L10 (the paper profile) they are trained as runs of
+    their own, the same computation under another key."""
+    if not p.get("share_L10") or spec.partition["L"] != NUM_CLASSES:
         return spec
-    display, setting = spec.tags["display"], spec.tags["setting"]
-    if display == "FedRS" or setting == "private":
-        name = "FedAvg" if display == "FedRS" else display
-        sgd = m["tuning"] is not None and m["tuning_optimizer"] == "sgd"
-        return spec.with_(replace_method=method_for(name, "public", p, sgd_tuning=sgd).spec(),
-                          tags={"display": name, "setting": "public"})
-    return spec
+    if spec.tags["display"] == "FedRS":
+        return spec.with_(replace_method=method_for("FedAvg", "public", p).spec(),
+                          tags={"display": "FedAvg", "setting": "public"})
+    return spec.with_(tags={"setting": "public"})
 
 
 def sweep(specs: list[RunSpec], p: dict, data_root=None, desc="privlabels") -> list[dict]:
