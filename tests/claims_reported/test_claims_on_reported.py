@@ -185,12 +185,7 @@ ON_CODE = {"fedpals/claim-30", "fedpals/claim-31"}
 
 
 # Known bugs outside this suite (strict xfail: an XPASS fails the run, so the set can only shrink).
-# fedpals claim 10 on a fig3a without weight rows: rows.values() reads a column the table lacks
-# ('seed') with a KeyError instead of raising Missing, so the report says "check raised KeyError".
-KNOWN_FAILING = {
-    ("test_verdict_on_the_papers_own_numbers", "paired", "fedpals/claim-10"),
-    ("test_verdict_on_the_papers_own_numbers", "unpaired", "fedpals/claim-10"),
-}
+KNOWN_FAILING: set = set()
 
 
 @pytest.fixture(autouse=True)
@@ -199,7 +194,7 @@ def _known_failing(request):
     params = params.params if params else {}
     key = (request.function.__name__, params.get("paper"), params.get("claim_id"))
     if key in KNOWN_FAILING:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="fedpals claim 10 raises KeyError (see above)"))
+        request.applymarker(pytest.mark.xfail(strict=True, reason="known bug (see KNOWN_FAILING)"))
 
 
 def _claim_ids(papers):

@@ -147,6 +147,8 @@ def _plain(v):
 
 def values(t: pd.DataFrame, col: str, **key) -> list:
     """The distinct values of column `col` over the rows matching `key`, sorted (numerically when
-    numeric)."""
+    numeric). A column the table lacks raises Missing, like a key column."""
     r = select(t, **key)
+    if col not in t.columns:
+        raise Missing(f"column {col!r} (table has {', '.join(map(str, t.columns))})")
     return sorted({_plain(v) for v in r[col] if norm(v) != ""}, key=_sort_key)
