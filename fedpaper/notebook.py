@@ -115,3 +115,30 @@ def show(result) -> None:
                              + (", exploration" if r.exploration else "") + ") next to the paper's**"
                              + (f" ({left_out} of the paper's {len(cmp)} rows not run here)" if left_out else "")))
             display(ran if len(ran) else cmp)
+
+
+# ----------------------------------------------------------------------------- the call of a notebook
+def notebook_call(notebook) -> tuple[str, str]:
+    """(module, function) a generated notebook calls: its `from MODULE import FUNC` call cell
+    (scripts/new_notebook.py writes it), so tests and re-rendering call what the notebook calls."""
+    import re
+
+    import nbformat
+
+    from fedpaper.paths import REPO_ROOT
+
+    path = Path(notebook)
+    nb = nbformat.read(str(path if path.is_absolute() else REPO_ROOT / path), as_version=4)
+    for c in nb.cells:
+        m = re.search(r"^from (\S+) import (\w+)$", c.source, re.M) if c.cell_type == "code" else None
+        if m and m.group(1) != "fedpaper.notebook":
+            return m.group(1), m.group(2)
+    raise ValueError(f"{notebook}: no 'from MODULE import FUNC' call cell")
+
+
+def artifact_function_of(notebook):
+    """The artifact function a notebook calls (see notebook_call)."""
+    import importlib
+
+    module, func = notebook_call(notebook)
+    return getattr(importlib.import_module(module), func)
