@@ -104,11 +104,21 @@ def status_rows(data_root=None, paper: Optional[str] = None) -> list[dict]:
 
 
 def missing_here_lines(rows: list[dict]) -> list[str]:
-    """For the terminal only: what this machine lacks and what that means for each artifact, then
-    how to get each missing data set (empty when nothing is missing)."""
-    lines = [f"here: {r['id']}: {r['here']}" for r in rows if r["here"]]
-    for d in sorted({d for r in rows for d in r["missing"]}):
-        lines.append(f"here: missing {how_to_get(d)}")
+    """For the terminal only (never REPORT.md or README.md): which data sets this machine lacks,
+    which artifacts can therefore only be re-rendered from their committed results or not be made
+    at all, and how to get each data set; empty when nothing is missing."""
+    missing = sorted({d for r in rows for d in r["missing"]})
+    if not missing:
+        return []
+    rerendered = [r["id"] for r in rows if r["here"] and r["committed"]]
+    blocked = [r["id"] for r in rows if r["here"] and not r["committed"]]
+    lines = [f"here: data sets missing on this machine: {_shown(missing)}"]
+    if rerendered:
+        lines.append(f"here: {len(rerendered)} committed artifacts can only be re-rendered here, not regenerated: "
+                     + ", ".join(rerendered))
+    if blocked:
+        lines.append(f"here: {len(blocked)} artifacts without committed results cannot be made here: " + ", ".join(blocked))
+    lines += [f"here: to get {how_to_get(d)}" for d in missing]
     return lines
 
 
