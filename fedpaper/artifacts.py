@@ -218,16 +218,25 @@ def failed_claims(artifact_id: str, table: pd.DataFrame, profile: Optional[str] 
     """Texts of the paper claims about this artifact that fail on `table` (other artifacts a claim
     needs are read from their committed csv of the same profile where present), as fedpaper.report
     checks them."""
-    from fedpaper.papers import claims
     from fedpaper.report import check_claims
 
+    mine, tables = claim_tables(artifact_id, table, profile)
+    return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
+
+
+def claim_tables(artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> tuple[list, dict]:
+    """(the registered claims about this artifact, {artifact id: table} they are checked on):
+    `table` for this artifact, the committed csv of the same profile (else the most faithful
+    present) for the other artifacts a claim needs."""
+    from fedpaper.papers import claims
+
     mine = [c for c in claims(get_artifact(artifact_id).paper) if artifact_id in c.artifacts]
+
     def other(a):
         same = load_committed(a, profile)[0] if profile in FAITHFUL_ORDER else None
         return same if same is not None else load_committed(a)[0]
 
-    tables = {a: (table if a == artifact_id else other(a)) for c in mine for a in c.artifacts}
-    return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
+    return mine, {a: (table if a == artifact_id else other(a)) for c in mine for a in c.artifacts}
 
 
 def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> list[str]:

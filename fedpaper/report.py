@@ -43,7 +43,8 @@ VALUE_COLUMNS = ("mean", "std", "n_seeds", "ci_low", "ci_high", "source", "sem")
 SCALE_COLUMNS = ("N_c", "backbone")
 
 __all__ = ["Claim", "write_report", "render_report", "status_rows", "compare_with_reported",
-           "check_claims", "diagnose_claims", "update_readme", "readme_path"]
+           "check_claims", "diagnose_claims", "update_readme", "readme_path", "artifact_claims",
+           "verdict_line", "missing_here_lines"]
 
 
 def readme_path() -> Path:
@@ -313,6 +314,33 @@ def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
     return results
 
 
+def artifact_claims(artifact_id: str, table: pd.DataFrame, provenance: Optional[dict] = None,
+                    profile: Optional[str] = None) -> list[dict]:
+    """The registered claims about one artifact checked on `table` (other artifacts a claim needs:
+    their committed csv, artifacts.claim_tables) with their computed causes, as in REPORT.md:
+    what a notebook shows after its run (fedpaper.notebook.show_claims)."""
+    from fedpaper.artifacts import claim_tables, committed_paths as _paths
+
+    claims_, tables = claim_tables(artifact_id, table, profile)
+    results = check_claims(claims_, tables)
+    ids = {a for c in claims_ for a in c.artifacts}
+    prov_ = {a: load_committed(a)[1] or {} for a in ids if a != artifact_id and _paths(a)["csv"].is_file()}
+    prov_[artifact_id] = provenance or {}
+    missing = {a: list(artifact(a).needed) for a in ids if a not in prov_}
+    reported = reported_tables([a for a in ids if artifact(a).reported])
+    for res in results:
+        v = Verdict(res["verdict"], res["detail"], tuple(res["causes"]))
+        res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing))
+    return results
+
+
+def verdict_line(result: dict) -> str:
+    """'**FAIL** `id`: text — detail **Cause:** ...', one claim as REPORT.md writes it."""
+    mark = VERDICT_MARKS[result["verdict"]] + (" (code)" if result["on_code"] else "")
+    return (f"**{mark}** `{result['id']}`: {_md_escape(result['text'])} — {_md_escape(result['detail'])}"
+            + _causes(result))
+
+
 def _causes(result: dict) -> str:
     """' Cause: <kind>: <evidence>; ...' for a verdict other than pass ('' for a pass)."""
     if result["verdict"] == "pass":
@@ -432,9 +460,7 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
             continue
         out += [f"### {paper}: {PAPER_TITLES[paper]}", "", claim_counts(pr) + _profiles_note(rows, paper), ""]
         for c in pr:
-            mark = VERDICT_MARKS[c["verdict"]] + (" (code)" if c["on_code"] else "")
-            out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}"
-                       + _causes(c))
+            out.append("- " + verdict_line(c))
         out.append("")
 
     # 3. not regenerated
