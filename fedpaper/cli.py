@@ -2,7 +2,7 @@
 
     fedpaper reproduce --profile {smoke,quick,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
                        [--out-dir PATH] [--force] [--timeout S] [--executor local|ray[:ADDRESS]] [--debug]
-                       [--no-download | --download NAME ... | --download all]
+                       [--no-download | --download NAME ... | --download all] [--rerender]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
 
@@ -134,7 +134,7 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
 
     `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
     (True means all of `selected`.)"""
-    from fedpaper.artifacts import RERENDER_ENV, committed_paths
+    from fedpaper.artifacts import committed_paths, rerender_requested
     from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
     from fedpaper.papers.catalog import OPTIONAL_DATASETS
 
@@ -150,7 +150,7 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
                 reason += "; " + missing_message(missing[0], root)
             plan.skipped[aid] = reason
             continue
-        if os.environ.get(RERENDER_ENV) and not has_committed:  # --rerender: nothing to redraw
+        if rerender_requested() and not has_committed:  # --rerender: nothing to redraw
             plan.skipped[aid] = f"not re-rendered: no committed {profile} results"
             continue
         if profile != "smoke" and missing and not has_committed:
