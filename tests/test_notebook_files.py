@@ -59,3 +59,30 @@ def test_notebook_explains_its_run_in_read_only_cells(path):
         assert c.metadata.get("editable") is False and c.metadata.get("deletable") is False, (path.name, c.source)
     headers = [c.source for c in tail if c.cell_type == "markdown"]
     assert len(headers) == 4 and all(h.startswith("### ") and "\n" not in h for h in headers), path.name
+
+
+def test_explaining_calls_work_on_every_committed_result(monkeypatch, capsys):
+    """show_specs / show_seeds / show_vs_paper / show_claims on every committed result (figures/ and
+    figures/long/, the table shapes the notebooks meet at quick and long): no error, something shown."""
+    import IPython.display
+
+    from fedpaper import notebook as N
+    from fedpaper.artifacts import ArtifactResult, load_committed
+
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO / "figures"))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    ids = sorted({f"{p.parent.name}/{p.stem}" for p in (REPO / "figures").rglob("*.json")})
+    assert len(ids) > 50
+    for aid in ids:
+        for profile in ("quick", "long"):
+            table, rec = load_committed(aid, profile)
+            if table is None:
+                continue
+            r = ArtifactResult(aid, table, None, rec)
+            for show in (N.show_specs, N.show_seeds, N.show_vs_paper, N.show_claims):
+                before = len(shown)
+                show(r)
+                assert len(shown) > before or capsys.readouterr().out.startswith(aid + ": "), \
+                    (aid, profile, show.__name__)
+    assert shown
