@@ -61,6 +61,8 @@ SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
 #: `fedpaper reproduce` names a file here; every run_artifact call (in the notebook kernels, which
 #: inherit the environment) appends one JSON line: artifact, kind ("regenerated" | "rerendered"), status.
 STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
+#: Set (to 1) by `fedpaper reproduce --rerender`: see rerender_requested.
+RERENDER_ENV = "FEDPAPER_RERENDER"
 
 __all__ = ["PROFILES", "ArtifactResult", "Claim", "run_artifact", "check_profile", "output_paths",
            "committed_paths", "committed_profile", "load_committed", "profile_figures_dir", "FAITHFUL_ORDER", "stamp_figure", "resolve_out_dir", "exploration_dir"]
@@ -216,16 +218,25 @@ def failed_claims(artifact_id: str, table: pd.DataFrame, profile: Optional[str] 
     """Texts of the paper claims about this artifact that fail on `table` (other artifacts a claim
     needs are read from their committed csv of the same profile where present), as fedpaper.report
     checks them."""
-    from fedpaper.papers import claims
     from fedpaper.report import check_claims
 
+    mine, tables = claim_tables(artifact_id, table, profile)
+    return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
+
+
+def claim_tables(artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> tuple[list, dict]:
+    """(the registered claims about this artifact, {artifact id: table} they are checked on):
+    `table` for this artifact, the committed csv of the same profile (else the most faithful
+    present) for the other artifacts a claim needs."""
+    from fedpaper.papers import claims
+
     mine = [c for c in claims(get_artifact(artifact_id).paper) if artifact_id in c.artifacts]
+
     def other(a):
         same = load_committed(a, profile)[0] if profile in FAITHFUL_ORDER else None
         return same if same is not None else load_committed(a)[0]
 
-    tables = {a: (table if a == artifact_id else other(a)) for c in mine for a in c.artifacts}
-    return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
+    return mine, {a: (table if a == artifact_id else other(a)) for c in mine for a in c.artifacts}
 
 
 def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> list[str]:
@@ -383,6 +394,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     needed = [d for d in datasets if d != "none"]
     missing = [d for d in needed if not dataset_available(d, root)]
     missing_required = [d for d in missing if d not in optional_datasets]
+    if rerender_requested() and profile != "smoke" and not explore.exploration:
+        return _rerender_or_fail(art, profile, params, draw, missing_required, root, paths, asked=True)
     if profile != "smoke" and missing_required and explore.exploration:
         raise DataMissingError(f"{artifact_id}: {missing_message(missing_required[0], root)}; an exploration "
                                f"({explore.describe()}) needs the data (committed results are not re-rendered)")
@@ -455,23 +468,38 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     return ArtifactResult(artifact_id, table, fig, record, paths, status)
 
 
-def _rerender_or_fail(art, profile, params, draw, missing, root, paths) -> ArtifactResult:
-    """A needed data set is missing: re-render from the committed csv, or raise DataMissingError."""
+def rerender_requested() -> bool:
+    """`fedpaper reproduce --rerender` (FEDPAPER_RERENDER=1, inherited by the notebook kernels):
+    every artifact is redrawn from its committed csv and json, nothing is trained, no data is read."""
+    return os.environ.get(RERENDER_ENV, "") not in ("", "0")
+
+
+def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=False) -> ArtifactResult:
+    """A needed data set is missing (or `asked`: --rerender): re-render from the committed csv,
+    or raise DataMissingError.
+
+    The figure is drawn from the committed csv with the params the committed run was drawn with
+    (its provenance's missing_datasets, never this machine's), so re-rendering on a machine without
+    the data gives the figure that was committed (issue 32, items 4 and 5)."""
     own = profile in FAITHFUL_ORDER and committed_paths(art.id, profile)["csv"].is_file()
     source = profile if own else None  # this profile's results, else the most faithful present
     committed = committed_paths(art.id, source)
     table, committed_record = load_committed(art.id, source)
     if table is None:
+        if asked and not missing:
+            raise DataMissingError(f"{art.id}: no committed {profile} results at {committed['csv']} to re-render "
+                                   "from; run it without --rerender to regenerate it")
         msg = missing_message(missing[0], root)
         more = f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""
         raise DataMissingError(f"{art.id}: {msg}{more}; no committed results at {committed['csv']} "
                                "to re-render from")
-    status = f"re-rendered from committed results; {', '.join(missing)} missing"
+    status = ("re-rendered from committed results" + (" (--rerender)" if asked else "")
+              + (f"; {', '.join(missing)} missing" if missing else ""))
     record = dict(committed_record or {"note": "committed csv had no provenance json"})
     record["rerendered"] = {"status": status, "profile": profile, "timestamp": prov.now_iso(),
                             "git": prov.git_info(), "command": prov.command_line(),
                             "missing_datasets": missing, "data_root": str(root)}
-    params = dict(params, missing_datasets=list(missing))
+    params = dict(params, missing_datasets=list((committed_record or {}).get("missing_datasets") or []))
     fig = draw(table, params)
     try:
         if (committed_record or {}).get("synthetic"):

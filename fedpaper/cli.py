@@ -2,7 +2,7 @@
 
     fedpaper reproduce --profile {smoke,quick,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
                        [--out-dir PATH] [--force] [--timeout S] [--executor local|ray[:ADDRESS]] [--debug]
-                       [--no-download | --download NAME ... | --download all]
+                       [--no-download | --download NAME ... | --download all] [--rerender]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
 
@@ -60,6 +60,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="recompute every run instead of reusing the results cache")
     r.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds for notebooks")
     r.add_argument("--no-report", action="store_true", help="do not regenerate figures/REPORT.md afterwards")
+    r.add_argument("--rerender", action="store_true",
+                   help="redraw the committed figures of the profile from their committed csv and json: nothing "
+                        "is trained, no data is read or downloaded (after a change to drawing code or claims)")
     r.add_argument("--executor", default=None, metavar="local|ray[:ADDRESS]",
                    help="where runs train: local (default, this process) or a Ray cluster: ray (a local "
                         "one per notebook), ray:auto (the one `ray start` runs here), ray:HOST:PORT; "
@@ -131,7 +134,7 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
 
     `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
     (True means all of `selected`.)"""
-    from fedpaper.artifacts import committed_paths
+    from fedpaper.artifacts import committed_paths, rerender_requested
     from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
     from fedpaper.papers.catalog import OPTIONAL_DATASETS
 
@@ -146,6 +149,9 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
             if missing:
                 reason += "; " + missing_message(missing[0], root)
             plan.skipped[aid] = reason
+            continue
+        if rerender_requested() and not has_committed:  # --rerender: nothing to redraw
+            plan.skipped[aid] = f"not re-rendered: no committed {profile} results"
             continue
         if profile != "smoke" and missing and not has_committed:
             plan.skipped[aid] = f"not regenerated: {missing_message(missing[0], root)}"
@@ -290,6 +296,10 @@ def cmd_reproduce(args) -> int:
     from fedpaper.paths import cache_dir
 
     check_profile(args.profile)
+    if args.rerender:  # the notebook kernels inherit it: every run_artifact redraws from committed files
+        from fedpaper.artifacts import RERENDER_ENV
+
+        os.environ[RERENDER_ENV], args.no_download = "1", True
     root = _resolve_data_root(args.data_root)
     out = resolve_out_dir(args.profile, args.out_dir)  # bad input (e.g. smoke into figures/): exit 2 before any run
     from fedpaper.store import clean_stale_temps
@@ -390,7 +400,7 @@ def cmd_list(args) -> int:
     rows = status_rows(data_root=root, paper=args.paper)
     w = max(len(r["id"]) for r in rows) if rows else 10
     for r in rows:
-        print(f"{r['id']:<{w}}  {r['kind']:<6}  {r['data']:<28}  {r['status']}")
+        print(f"{r['id']:<{w}}  {r['kind']:<6}  {r['data']:<28}  {r['status']}" + (f"; {r['here']}" if r["here"] else ""))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""What a notebook calls: `run` an artifact function, then `show` its results.
+"""What a notebook calls: `run` an artifact function, then `show` its results and explain them.
 
     from fedpaper.notebook import run, show
     from fedpaper.papers.fedpals import table1
@@ -6,13 +6,19 @@
     result = run(table1, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds,
                  overrides=overrides)
     show(result)
+    show_specs(result)     # what ran: methods, seeds, rounds, clients, and what was shrunk from the paper
+    show_seeds(result)     # the per-seed numbers behind the figure
+    show_vs_paper(result)  # ours next to the paper's reported numbers
+    show_claims(result)    # the paper's claims about this artifact, checked, with their computed causes
 
 `run` makes fedpaper's errors (bad parameters, missing data: `fedpaper.errors.FedpaperError`)
 show as one line `ERROR: ...` in the notebook instead of a traceback (the cell still fails, so
 papermill and nbval see the error, and `fedpaper reproduce` exits 2 for bad input). `show`
 prints each artifact's status and where its files were written, displays its figure (the png
-written, so what is shown is the artifact), its table and, for a table with reported numbers,
-ours next to the paper's (`fedpaper.report.compare_with_reported`).
+written, so what is shown is the artifact) and its table. The four `show_*` calls read only the
+result (its table and provenance), the papers' reported numbers and the registered claims, so
+the notebook explains its run without any logic of its own (scripts/new_notebook.py writes them
+into read-only cells after the run).
 """
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ from pathlib import Path
 
 from fedpaper.errors import FedpaperError
 
-__all__ = ["run", "show", "one_line_errors", "side_by_side"]
+__all__ = ["run", "show", "show_specs", "show_seeds", "show_vs_paper", "show_claims", "one_line_errors",
+           "side_by_side", "run_specs", "seed_table", "notebook_call", "artifact_function_of"]
 
 
 def _one_line(shell, etype, value, tb, tb_offset=None):
@@ -107,11 +114,156 @@ def show(result) -> None:
         elif r.figure is not None:
             display(r.figure)
         display(r.table)
+
+
+def _title(r, what: str) -> str:
+    prof = (r.provenance or {}).get("profile", "?")
+    return f"**{r.artifact_id}: {what}** ({prof} profile" + (", exploration" if r.exploration else "") + ")"
+
+
+def show_vs_paper(result) -> None:
+    """Ours next to the paper's reported numbers (side_by_side), for each result that has them."""
+    from IPython.display import Markdown, display
+
+    for r in _results(result):
         cmp = side_by_side(r)
-        if cmp is not None:
-            ran = cmp[cmp["ours"] != "–"]
-            left_out = len(cmp) - len(ran)
-            display(Markdown(f"**{r.artifact_id}: ours ({r.provenance.get('profile')} profile"
-                             + (", exploration" if r.exploration else "") + ") next to the paper's**"
-                             + (f" ({left_out} of the paper's {len(cmp)} rows not run here)" if left_out else "")))
-            display(ran if len(ran) else cmp)
+        if cmp is None:
+            print(f"{r.artifact_id}: the paper reports no table of numbers for it (see the figure)")
+            continue
+        ran = cmp[cmp["ours"] != "–"]
+        left_out = len(cmp) - len(ran)
+        display(Markdown(_title(r, "ours next to the paper's")
+                         + (f"; {left_out} of the paper's {len(cmp)} rows not run here" if left_out else "")))
+        display(ran if len(ran) else cmp)
+
+
+# Run parameters shown first in the specs (the rest follow in their own order).
+_FIRST = ("rounds", "num_clients", "clients", "local_epochs", "epochs", "lr", "batch_size", "data_fraction")
+
+
+def _short(v, width: int = 90) -> str:
+    t = v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)
+    return t if len(t) <= width else t[: width - 3] + "..."
+
+
+def run_specs(result) -> tuple[list[str], "object"]:
+    """(summary lines, parameter table) of one result, from its provenance: methods, seeds, data
+    sets, device and time, what differs from the paper (the run's notes), then every parameter."""
+    import pandas as pd
+
+    rec = result.provenance or {}
+    params = dict(rec.get("params") or {})
+    notes = [n for n in rec.get("notes") or [] if not str(n).startswith("paper claim not reproduced")]
+    data = []
+    for d in rec.get("datasets") or []:
+        flags = [f for f, on in (("lossy copy", d.get("lossy")), ("SYNTHETIC", d.get("synthetic")),
+                                 ("labels only", d.get("labels_only"))) if on]
+        data.append(d.get("name", "?") + (f" ({', '.join(flags)})" if flags else ""))
+    seeds = rec.get("seeds") or params.get("seeds")
+    lines = [f"methods: {', '.join(rec.get('methods') or []) or 'none named in the table'}",
+             (f"seeds: {len(seeds)} ({_short(seeds)})" if isinstance(seeds, list) and seeds
+              else "seeds: none (no random draw in this artifact)" if not seeds else f"seeds: {seeds}"),
+             f"data: {', '.join(data) or 'none'}"
+             + (f"; made without {', '.join(rec['missing_datasets'])}" if rec.get("missing_datasets") else ""),
+             f"device: {rec.get('device', '?')}; wall time {float(rec.get('wall_time_s') or 0):.0f} s"
+             + (f"; code {str((rec.get('git') or {}).get('commit', ''))[:10]}" if rec.get("git") else "")]
+    lines += [f"differs from the paper: {n}" for n in notes]
+    keys = [k for k in _FIRST if k in params] + [k for k in params if k not in _FIRST and k not in ("notes", "seeds")]
+    table = pd.DataFrame({"parameter": keys, "value": [_short(params[k]) for k in keys]})
+    return lines, table
+
+
+def show_specs(result) -> None:
+    """What ran (run_specs): the profile's methods, seeds, data, rounds, clients, and what was
+    shrunk or chosen differently from the paper, from the provenance json written with the figure."""
+    from IPython.display import Markdown, display
+
+    for r in _results(result):
+        lines, table = run_specs(r)
+        display(Markdown(_title(r, "run specs") + "\n\n" + "\n".join(f"- {x}" for x in lines)))
+        with __import__("pandas").option_context("display.max_colwidth", 100, "display.max_rows", 200):
+            display(table)
+
+
+def seed_table(result):
+    """The per-seed values behind a result: its table with the `per_seed` column (';'-joined, one
+    value per seed, '-' for none) spread into one column per seed; a table with a `seed` column is
+    already per seed; None when the table has neither."""
+    import pandas as pd
+
+    t = result.table
+    if t is None:
+        return None
+    if "seed" in t.columns:
+        return t
+    if "per_seed" not in t.columns:
+        return None
+    seeds = (result.provenance or {}).get("seeds") or []
+    split = [[] if pd.isna(v) or str(v) in ("", "nan") else str(v).split(";") for v in t["per_seed"]]
+    n = max((len(x) for x in split), default=0)
+    names = [f"seed {seeds[i]}" if i < len(seeds) else f"seed #{i}" for i in range(n)]
+    values = pd.DataFrame([[pd.to_numeric(v, errors="coerce") for v in x] + [float("nan")] * (n - len(x))
+                           for x in split], index=t.index, columns=names, dtype=float)
+    keep = [c for c in t.columns if c not in ("per_seed", "ci_low", "ci_high", "sem", "source", "val_mean")
+            and not c.endswith("_per_seed")]
+    return pd.concat([t[keep], values], axis=1)
+
+
+def show_seeds(result) -> None:
+    """The per-seed numbers behind each result (seed_table)."""
+    from IPython.display import Markdown, display
+
+    for r in _results(result):
+        t = seed_table(r)
+        if t is None:
+            print(f"{r.artifact_id}: its table holds no per-seed values (not a per-seed result); the table above is all")
+            continue
+        display(Markdown(_title(r, "per seed") + f"; {len(t)} rows"))
+        with __import__("pandas").option_context("display.max_rows", 500):
+            display(t)
+
+
+def show_claims(result) -> None:
+    """The paper's claims about each artifact, checked on this run's table as REPORT.md checks the
+    committed ones (fedpaper.report.artifact_claims), each with its computed cause."""
+    from IPython.display import Markdown, display
+
+    from fedpaper.report import artifact_claims, verdict_line
+
+    for r in _results(result):
+        rec = r.provenance or {}
+        res = artifact_claims(r.artifact_id, r.table, rec, rec.get("profile"))
+        if not res:
+            print(f"{r.artifact_id}: no claim of the paper is registered on this artifact")
+            continue
+        warn = (" Synthetic stand-in data: these verdicts test the code path, not the paper."
+                if rec.get("synthetic") else "")
+        display(Markdown(_title(r, f"the paper's claims on it, checked on this run ({len(res)})") + "." + warn
+                         + "\n\n" + "\n".join(f"- {verdict_line(x)}" for x in res)))
+
+
+# ----------------------------------------------------------------------------- the call of a notebook
+def notebook_call(notebook) -> tuple[str, str]:
+    """(module, function) a generated notebook calls: its `from MODULE import FUNC` call cell
+    (scripts/new_notebook.py writes it), so tests and re-rendering call what the notebook calls."""
+    import re
+
+    import nbformat
+
+    from fedpaper.paths import REPO_ROOT
+
+    path = Path(notebook)
+    nb = nbformat.read(str(path if path.is_absolute() else REPO_ROOT / path), as_version=4)
+    for c in nb.cells:
+        m = re.search(r"^from (\S+) import (\w+)$", c.source, re.M) if c.cell_type == "code" else None
+        if m and m.group(1) != "fedpaper.notebook":
+            return m.group(1), m.group(2)
+    raise ValueError(f"{notebook}: no 'from MODULE import FUNC' call cell")
+
+
+def artifact_function_of(notebook):
+    """The artifact function a notebook calls (see notebook_call)."""
+    import importlib
+
+    module, func = notebook_call(notebook)
+    return getattr(importlib.import_module(module), func)

@@ -7,6 +7,7 @@ It works with zero artifacts generated (a fresh clone without data). The output 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from pathlib import Path
@@ -23,6 +24,7 @@ from fedpaper.papers import (
     PAPERS,
     Claim,  # noqa: F401  (exported here too)
     all_artifacts,
+    artifact,
     claims as registered_claims,
     dataset_available,
     how_to_get,
@@ -30,7 +32,7 @@ from fedpaper.papers import (
     missing_message,
     not_implemented_reason,
 )
-from fedpaper.paths import REPO_ROOT, data_root as _data_root, figures_dir
+from fedpaper.paths import REPO_ROOT, cache_dir, data_root as _data_root, figures_dir
 from fedpaper.store import atomic_write_text
 
 STATUS_START = "<!-- artifact-status:start -->"
@@ -41,7 +43,8 @@ VALUE_COLUMNS = ("mean", "std", "n_seeds", "ci_low", "ci_high", "source", "sem")
 SCALE_COLUMNS = ("N_c", "backbone")
 
 __all__ = ["Claim", "write_report", "render_report", "status_rows", "compare_with_reported",
-           "check_claims", "diagnose_claims", "update_readme", "readme_path"]
+           "check_claims", "diagnose_claims", "update_readme", "readme_path", "artifact_claims",
+           "verdict_line", "missing_here_lines"]
 
 
 def readme_path() -> Path:
@@ -50,18 +53,27 @@ def readme_path() -> Path:
 
 
 # ------------------------------------------------------------------------------------ status
+def _shown(needs) -> str:
+    return ", ".join(d.replace(":labels", " (labels)") for d in needs)
+
+
 def status_rows(data_root=None, paper: Optional[str] = None) -> list[dict]:
-    """One dict per artifact: id, kind, title, data, implemented, committed, status, reason."""
+    """One dict per artifact: id, kind, title, data, implemented, committed, status, reason, missing, here.
+
+    `status`, `data` and `reason` come from the committed results, their provenance and the
+    catalog only, never from this machine: the README table and REPORT.md are the same wherever
+    they are made (issue 32, item 4). What this machine lacks is in `missing` (the data sets absent
+    under `data_root`) and `here` (one clause on what that means for the artifact here, '' if
+    nothing), for the terminal (`fedpaper list`, `missing_here_lines`)."""
     root = _data_root(data_root)
     rows = []
     for art in all_artifacts(paper):
         missing = [d for d in art.needed if not dataset_available(d, root)]
-        shown = ", ".join(d.replace(":labels", " (labels)") for d in missing)
         _, rec = load_committed(art.id) if committed_paths(art.id)["json"].is_file() else (None, None)
         has_csv = committed_paths(art.id)["csv"].is_file()
-        data = "none" if not art.needed else ", ".join(
-            d.replace(":labels", " (labels)") + (" (missing)" if d in missing else "") for d in art.needed)
+        data = "none" if not art.needed else _shown(art.needed)
         reason = ""
+        here = ""
         explored = (rec or {}).get("exploration")
         if has_csv and explored:  # never scored: its parameters are not the profile's
             has_csv = False
@@ -74,26 +86,41 @@ def status_rows(data_root=None, paper: Optional[str] = None) -> list[dict]:
             status = f"regenerated ({profile})"
             if (rec or {}).get("synthetic"):
                 status += ", SYNTHETIC data"
-            left_out = set((rec or {}).get("missing_datasets") or [])
-            if missing and set(missing) <= left_out:  # regenerated without them: nothing of theirs committed
-                status += f"; {shown} missing: regenerated without it, no results for it"
-            elif missing:
-                status += f"; {shown} missing here: re-rendered from committed results"
-        elif art.notebook is None:
-            status = "not regenerated: " + not_implemented_reason(art.id)
+            left_out = list((rec or {}).get("missing_datasets") or [])
+            if left_out:  # regenerated without them: nothing of theirs committed
+                status += f"; made without {_shown(left_out)}: no results for it"
+            if [d for d in missing if d not in left_out]:
+                here = f"{_shown(missing)} missing here: re-rendered from committed results"
+        else:
+            status = ("not regenerated: " + not_implemented_reason(art.id) if art.notebook is None
+                      else "not regenerated: no committed results")
             if missing:
                 reason = missing_message(missing[0], root)
-                status += f"; data missing: {shown}"
-        elif missing:
-            reason = missing_message(missing[0], root)
-            status = f"not regenerated: data missing: {shown}"
-        else:
-            status = "implemented, not yet run at quick/paper profile"
+                here = f"data missing here: {_shown(missing)}"
         rows.append({"id": art.id, "paper": art.paper, "kind": art.kind, "title": art.title,
-                     "data": data, "missing": missing, "implemented": art.notebook is not None,
+                     "data": data, "missing": missing, "here": here, "implemented": art.notebook is not None,
                      "notebook": art.notebook, "committed": has_csv, "provenance": rec,
                      "status": status, "reason": reason, "reported": art.reported})
     return rows
+
+
+def missing_here_lines(rows: list[dict]) -> list[str]:
+    """For the terminal only (never REPORT.md or README.md): which data sets this machine lacks,
+    which artifacts can therefore only be re-rendered from their committed results or not be made
+    at all, and how to get each data set; empty when nothing is missing."""
+    missing = sorted({d for r in rows for d in r["missing"]})
+    if not missing:
+        return []
+    rerendered = [r["id"] for r in rows if r["here"] and r["committed"]]
+    blocked = [r["id"] for r in rows if r["here"] and not r["committed"]]
+    lines = [f"here: data sets missing on this machine: {_shown(missing)}"]
+    if rerendered:
+        lines.append(f"here: {len(rerendered)} committed artifacts can only be re-rendered here, not regenerated: "
+                     + ", ".join(rerendered))
+    if blocked:
+        lines.append(f"here: {len(blocked)} artifacts without committed results cannot be made here: " + ", ".join(blocked))
+    lines += [f"here: to get {how_to_get(d)}" for d in missing]
+    return lines
 
 
 def _md_escape(s) -> str:
@@ -275,14 +302,43 @@ def check_claims(claims, tables: dict) -> list[dict]:
 
 def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
     """Fill each result's causes (papers._common.causes.diagnose) from the status rows: the
-    provenance of every committed artifact, the data sets missing here, the papers' own tables."""
+    provenance of every committed artifact, the data sets an artifact without committed results
+    needs (never what this machine lacks: the report is the same wherever it is made), the papers'
+    own tables."""
     prov_ = {r["id"]: r["provenance"] or {} for r in rows if r["committed"]}
-    missing = {r["id"]: r["missing"] for r in rows}
+    missing = {r["id"]: list(artifact(r["id"]).needed) for r in rows if not r["committed"]}
     reported = reported_tables([r["id"] for r in rows if r["reported"]])
     for res in results:
         v = Verdict(res["verdict"], res["detail"], tuple(res["causes"]))
         res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing))
     return results
+
+
+def artifact_claims(artifact_id: str, table: pd.DataFrame, provenance: Optional[dict] = None,
+                    profile: Optional[str] = None) -> list[dict]:
+    """The registered claims about one artifact checked on `table` (other artifacts a claim needs:
+    their committed csv, artifacts.claim_tables) with their computed causes, as in REPORT.md:
+    what a notebook shows after its run (fedpaper.notebook.show_claims)."""
+    from fedpaper.artifacts import claim_tables, committed_paths as _paths
+
+    claims_, tables = claim_tables(artifact_id, table, profile)
+    results = check_claims(claims_, tables)
+    ids = {a for c in claims_ for a in c.artifacts}
+    prov_ = {a: load_committed(a)[1] or {} for a in ids if a != artifact_id and _paths(a)["csv"].is_file()}
+    prov_[artifact_id] = provenance or {}
+    missing = {a: list(artifact(a).needed) for a in ids if a not in prov_}
+    reported = reported_tables([a for a in ids if artifact(a).reported])
+    for res in results:
+        v = Verdict(res["verdict"], res["detail"], tuple(res["causes"]))
+        res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing))
+    return results
+
+
+def verdict_line(result: dict) -> str:
+    """'**FAIL** `id`: text — detail **Cause:** ...', one claim as REPORT.md writes it."""
+    mark = VERDICT_MARKS[result["verdict"]] + (" (code)" if result["on_code"] else "")
+    return (f"**{mark}** `{result['id']}`: {_md_escape(result['text'])} — {_md_escape(result['detail'])}"
+            + _causes(result))
 
 
 def _causes(result: dict) -> str:
@@ -404,9 +460,7 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
             continue
         out += [f"### {paper}: {PAPER_TITLES[paper]}", "", claim_counts(pr) + _profiles_note(rows, paper), ""]
         for c in pr:
-            mark = VERDICT_MARKS[c["verdict"]] + (" (code)" if c["on_code"] else "")
-            out.append(f"- **{mark}** `{c['id']}`: {_md_escape(c['text'])} — {_md_escape(c['detail'])}"
-                       + _causes(c))
+            out.append("- " + verdict_line(c))
         out.append("")
 
     # 3. not regenerated
@@ -417,9 +471,9 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
     for r in nr:
         out.append(_md_escape(f"- `{r['id']}` ({r['title']}): {r['status'].removeprefix('not regenerated: ')}"))
     out.append("")
-    missing_sets = sorted({d for r in rows for d in r["missing"]})
+    missing_sets = sorted({d for r in nr for d in artifact(r["id"]).needed})
     if missing_sets:
-        out += ["Data sets missing where this report was made, and how to get them (then point "
+        out += ["Data sets the artifacts above need, and how to get them (then point "
                 "`FEDPAPER_DATA` or `--data-root` at the data folder):", ""]
         for d in missing_sets:
             out.append(f"- {_md_escape(how_to_get(d))}")
@@ -440,8 +494,6 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
             flags.append("lossy data copy: " + ", ".join(rec["lossy_datasets"]))
         if rec.get("missing_datasets"):
             flags.append("made without: " + ", ".join(rec["missing_datasets"]))
-        if r["missing"]:
-            flags.append("re-rendered here from committed results (" + ", ".join(r["missing"]) + " missing)")
         if flags:
             line += ". " + "; ".join(flags)
         out.append(_md_escape(line))
@@ -488,7 +540,9 @@ def update_readme(rows: list[dict], path: Optional[Path] = None) -> bool:
 
 def write_report(data_root=None, path: Optional[Path] = None, readme: Optional[Path] = None,
                  claims=None) -> Path:
-    """Write figures/REPORT.md (atomically) and refresh the README status table."""
+    """Write figures/REPORT.md (atomically) and refresh the README status table, both from the
+    committed results only; print what this machine lacks (missing_here_lines) and keep it, untracked,
+    in the cache (cache/report/missing-here.txt)."""
     rows = status_rows(data_root)
     text = render_report(data_root, claims=claims, rows=rows)
     path = Path(path) if path is not None else figures_dir() / "REPORT.md"
@@ -496,4 +550,9 @@ def write_report(data_root=None, path: Optional[Path] = None, readme: Optional[P
     if text != old:
         atomic_write_text(path, text)
     update_readme(rows, readme)
+    here = missing_here_lines(rows)
+    for line in here:
+        print(line)
+    with contextlib.suppress(OSError):
+        atomic_write_text(cache_dir("report") / "missing-here.txt", "".join(f"{x}\n" for x in here))
     return path

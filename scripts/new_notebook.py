@@ -13,7 +13,10 @@ data_root=..., out_dir=..., seeds=..., overrides=...) and returns an ArtifactRes
 them, one per artifact); fedpaper.notebook.show displays them.
 
 Cells: a markdown title naming the artifacts and the paper section; the `parameters` cell
-(smoke defaults, read by papermill); the call; a cell showing the table and the figure.
+(smoke defaults, read by papermill); the call; a cell showing the figure and the table; then,
+read-only (cell metadata editable/deletable false), four header + call pairs that explain the run:
+show_specs (run specs, what was shrunk from the paper), show_seeds (per-seed table),
+show_vs_paper (ours next to the paper's), show_claims (this artifact's claim verdicts and causes).
 Kernel spec: python3. The artifact ids are stored in the notebook metadata (fedpaper.artifacts),
 which is how `fedpaper reproduce` finds the notebook of an artifact.
 """
@@ -36,30 +39,67 @@ seeds = None  # None: the profile's default; an int n means seeds 0..n-1
 overrides = {}  # profile settings to change, e.g. {"rounds": 4, "mu": 0.1}: an exploration (fedpaper.parameters)'''
 
 
-SHOW = "show(result)  # status, where the files are, figure, table (and ours next to the paper's)"
+SHOW = "show(result)  # status, where the files are, the figure and its table"
+
+#: The read-only cells after the run (issue 32, item 6): a one-line markdown header and one call
+#: each; fedpaper.notebook owns what they show. Their metadata (editable/deletable false) makes
+#: JupyterLab refuse edits, so a reader changes parameters, not explanations.
+EXPLAIN = [
+    ("### What ran: the profile's run specs, and what was shrunk from the paper",
+     "show_specs(result)  # methods, seeds, data, rounds, clients; every parameter (from the provenance json)"),
+    ("### The per-seed numbers behind the figure",
+     "show_seeds(result)  # one column per seed"),
+    ("### Ours next to the paper's reported numbers",
+     "show_vs_paper(result)  # difference = ours - paper"),
+    ("### The paper's claims on this artifact, checked on this run, with their computed causes",
+     "show_claims(result)  # verdicts as figures/REPORT.md states them for the committed results"),
+]
+READ_ONLY = {"editable": False, "deletable": False}
 
 
 def call_source(module: str, func: str) -> str:
     """The call cell: fedpaper.notebook.run gives one-line errors for bad parameters."""
     setup = f"from {module} import {func}\n" if module else ""
-    return ("from fedpaper.notebook import run, show\n" + setup + "\n"
+    return ("from fedpaper.notebook import run, show, show_claims, show_seeds, show_specs, show_vs_paper\n" + setup + "\n"
             f"result = run({func}, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds,\n"
             f"             overrides=overrides)")
 
 
+def explain_cells() -> list:
+    """The read-only header + call pairs that follow `show(result)` (EXPLAIN)."""
+    cells = []
+    for header, call in EXPLAIN:
+        for c in (new_markdown_cell(header), new_code_cell(call)):
+            c.metadata.update(READ_ONLY)
+            cells.append(c)
+    return cells
+
+
+def _renumber(nb) -> None:
+    """Cell ids 0, 1, 2, ... (what the committed notebooks use: stable, diff-friendly)."""
+    for i, c in enumerate(nb.cells):
+        c["id"] = str(i)
+
+
 def refresh(path: Path) -> None:
-    """Rewrite the parameters, call and show cells of an existing notebook (markdown kept)."""
+    """Rewrite the parameters, call, show and explaining cells of an existing notebook (its title
+    markdown kept; anything after the show cell is replaced by the standard explaining cells)."""
     nb = nbformat.read(str(path), as_version=4)
     params = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    m = re.search(r"^from (\S+) import (\w+)$", nb.cells[params + 1].source, re.M)
+    m = None
+    for src in re.findall(r"^from (\S+) import (\w+)", nb.cells[params + 1].source, re.M):
+        if src[0] != "fedpaper.notebook":
+            m = src
     if m is None:
         raise SystemExit(f"new_notebook: {path}: no 'from MODULE import FUNC' in the call cell")
     nb.cells[params].source = PARAMETERS
-    nb.cells[params + 1].source = call_source(m.group(1), m.group(2))
+    nb.cells[params + 1].source = call_source(m[0], m[1])
     nb.cells[params + 2].source = SHOW
+    nb.cells = nb.cells[: params + 3] + explain_cells()
     for c in nb.cells:
         if c.cell_type == "code":
             c.outputs, c.execution_count = [], None
+    _renumber(nb)
     nbformat.validate(nb)
     nbformat.write(nb, str(path))
 
@@ -102,7 +142,9 @@ def make_notebook(paper: str, name: str, artifact_ids, call: str, section: str |
     show = SHOW
     params = new_code_cell(PARAMETERS)
     params.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[new_markdown_cell(md), params, new_code_cell(call_cell), new_code_cell(show)])
+    nb = new_notebook(cells=[new_markdown_cell(md), params, new_code_cell(call_cell), new_code_cell(show),
+                             *explain_cells()])
+    _renumber(nb)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     nb.metadata["fedpaper"] = {"paper": paper, "artifacts": ids}
     nbformat.validate(nb)

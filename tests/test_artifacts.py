@@ -124,6 +124,54 @@ def test_missing_data_rerenders_from_committed(figures_tmp, empty_data_root, tmp
     assert len(pd.read_csv(r2.paths["csv"])) == 2
 
 
+def test_rerender_draws_with_the_committed_runs_params_not_this_machines(figures_tmp, empty_data_root):
+    """Issue 32, item 4: a figure re-rendered where data is missing is drawn with the committed
+    run's missing_datasets (here none), so it is the figure that was committed."""
+    committed = figures_tmp / "fedpals"
+    committed.mkdir(parents=True)
+    _table().to_csv(committed / "table2.csv", index=False)
+    (committed / "table2.json").write_text(json.dumps({"profile": "quick", "missing_datasets": []}))
+    seen = []
+
+    def drawing(table, params):
+        seen.append(params["missing_datasets"])
+        return draw(table, params)
+
+    A.run_artifact(ART, profile="quick", params={}, compute=compute, draw=drawing, datasets=["pacs"])
+    assert seen == [[]]
+
+
+def test_rerender_flag_redraws_committed_results_with_the_data_present(figures_tmp, fake_root, tmp_path,
+                                                                      monkeypatch):
+    """`fedpaper reproduce --rerender` (FEDPAPER_RERENDER=1): nothing trained although the data is
+    here; an artifact without committed results is one clear error naming the fix."""
+    committed = figures_tmp / "fedpals"
+    committed.mkdir(parents=True)
+    t, _ = _real_compute({})
+    t.to_csv(committed / "table1.csv", index=False)
+    (committed / "table1.json").write_text(json.dumps({"profile": "quick", "missing_datasets": ["pacs"]}))
+    before = {s: (committed / f"table1.{s}").read_bytes() for s in ("csv", "json")}
+    monkeypatch.setenv(A.RERENDER_ENV, "1")
+    calls = []
+
+    def comp(p):
+        calls.append(p)
+        return _real_compute(p)
+
+    r = A.run_artifact("fedpals/table1", profile="quick", params={}, compute=comp, draw=draw,
+                       datasets=["fashion-mnist"], data_root=fake_root)
+    assert calls == [] and r.status == "re-rendered from committed results (--rerender)"
+    assert (committed / "table1.png").is_file()
+    assert {s: (committed / f"table1.{s}").read_bytes() for s in ("csv", "json")} == before
+    with pytest.raises(DataMissingError, match="without --rerender"):
+        A.run_artifact("fedpals/fig6a", profile="quick", params={}, compute=comp, draw=draw,
+                       datasets=["fashion-mnist"], data_root=fake_root)
+    monkeypatch.setenv(A.RERENDER_ENV, "0")
+    A.run_artifact("fedpals/table1", profile="quick", params={}, compute=comp, draw=draw,
+                   datasets=["fashion-mnist"], data_root=fake_root, out_dir=tmp_path / "o")
+    assert len(calls) == 1  # without the flag it computes
+
+
 def test_smoke_ignores_missing_data(figures_tmp, empty_data_root):
     r = A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"])
     assert "smoke" in r.status
@@ -218,3 +266,18 @@ def test_long_results_kept_apart_from_quick_and_preferred(figures_tmp, fake_root
     assert A.load_committed("fedpals/table1")[1]["profile"] == "long"
     with pytest.raises(BadParameterError, match="committed figures folder"):
         A.resolve_out_dir("smoke", figures_tmp / "long")
+
+
+def test_reproduce_rerender_plans_only_committed_artifacts(figures_tmp, fake_root, monkeypatch):
+    """`fedpaper reproduce --rerender` runs the notebooks of artifacts with committed results only;
+    the others are listed as not re-rendered (no notebook fails for want of a csv)."""
+    from fedpaper import cli
+
+    (figures_tmp / "fedpals").mkdir(parents=True)
+    _real_compute({})[0].to_csv(figures_tmp / "fedpals" / "table1.csv", index=False)
+    monkeypatch.setenv(A.RERENDER_ENV, "1")
+    plan = cli.plan_run(["fedpals/table1", "fedpals/fig9"], "quick", fake_root)
+    assert list(plan.notebooks.values()) == [["fedpals/table1"]]
+    assert plan.skipped == {"fedpals/fig9": "not re-rendered: no committed quick results"}
+    monkeypatch.delenv(A.RERENDER_ENV)
+    assert len(cli.plan_run(["fedpals/table1", "fedpals/fig9"], "quick", fake_root).notebooks) == 2

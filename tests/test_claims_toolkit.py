@@ -255,4 +255,4 @@ def test_diagnose_names_the_setting_from_provenance_and_the_papers_contradiction
     assert causes[0].kind == K.PAPER_CONTRADICTS
     # absent data
     causes = KC.diagnose(c, K.Verdict(K.NOT_CHECKABLE, "x"), {}, {}, {"fedpals/table4": ["pacs"]})
-    assert [x.kind for x in causes] == [K.ABSENT] and "(data sets missing here: pacs)" in causes[0].evidence
+    assert [x.kind for x in causes] == [K.ABSENT] and "(it needs the data sets pacs)" in causes[0].evidence

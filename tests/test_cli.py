@@ -186,7 +186,10 @@ def test_generated_notebook_shape():
                           section="Sec 5.1, Table 1")
     assert nb.metadata.kernelspec["name"] == "python3"
     assert nb.metadata.fedpaper["artifacts"] == ["fedpals/table1"]
-    md, params, call, show = nb.cells
+    md, params, call, show, *explain = nb.cells
+    assert [c.source.split("(")[0] for c in explain[1::2]] == ["show_specs", "show_seeds", "show_vs_paper", "show_claims"]
+    assert all(c.metadata["editable"] is False and c.metadata["deletable"] is False for c in explain)
+    assert all(c.cell_type == "markdown" and "\n" not in c.source for c in explain[::2])  # one-line headers
     assert "fedpals/table1" in md.source and "Sec 5.1, Table 1" in md.source
     assert params.metadata["tags"] == ["parameters"]
     for line in ('profile = "smoke"', "data_root = None", "out_dir = None", "seeds = None", "overrides = {}"):

@@ -118,6 +118,38 @@ def test_progress_is_one_clean_bar_per_sweep(executed, nb_id):
     assert not twice, f"bar labels used twice: {twice}"
 
 
+EXPLAINING = ["show_specs", "show_seeds", "show_vs_paper", "show_claims"]
+
+
+def _text(outputs) -> str:
+    """Everything a reader sees in these outputs (markdown, plain text, printed lines)."""
+    out = []
+    for o in outputs:
+        d = o.get("data", {})
+        out.append("".join(d.get("text/markdown", "")) + "".join(d.get("text/plain", "")) + "".join(o.get("text", "")))
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("nb_id", IDS)
+def test_executed_notebook_explains_its_run_in_read_only_cells(executed, nb_id):
+    """Issue 32, item 6: after the run, read-only cells show the run specs, the per-seed table,
+    ours next to the paper's and this artifact's claim verdicts with their causes."""
+    nb, err = executed[nb_id]
+    assert err is None, err
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code" and c["metadata"].get("editable") is False]
+    assert ["".join(c["source"]).split("(")[0] for c in cells] == EXPLAINING
+    assert all(c["metadata"].get("deletable") is False for c in cells)
+    for c in cells:
+        assert c.get("outputs"), f"{nb_id}: {''.join(c['source'])} shows nothing"
+        assert not [o for o in c["outputs"] if o.get("output_type") == "error"], f"{nb_id}: {''.join(c['source'])}"
+    specs, seeds, vs_paper, claims = (_text(c["outputs"]) for c in cells)
+    assert "run specs** (smoke profile)" in specs and "methods: " in specs and "seeds: " in specs
+    assert "per seed**" in seeds or "holds no per-seed values" in seeds
+    assert "next to the paper's**" in vs_paper or "reports no table of numbers" in vs_paper
+    assert ("the paper's claims on it" in claims and "Synthetic stand-in data" in claims) \
+        or "no claim of the paper is registered" in claims
+
+
 TABLE_NOTEBOOKS = ["fedpals/table1.ipynb"]
 
 

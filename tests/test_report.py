@@ -1,5 +1,6 @@
 """REPORT.md from fake committed tables and a fake claim; the not-regenerated list; README block."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -51,7 +52,8 @@ def test_report_with_zero_artifacts(figures_tmp, readme_tmp, empty_data_root):
     assert "78 artifacts: 0 regenerated, 78 not regenerated." in text
     assert "`fedmt/table3` (Fitzpatrick 17k 9-class and 3-class accuracy vs server share r): " \
            "Fitzpatrick 17k is not available here" in text
-    assert "data missing: cifar100" in text
+    assert "| cifar100 | not regenerated: no committed results |" in text  # what it needs, not what is here
+    assert "missing here" not in text and "(missing)" not in text
     assert "PACS (Bai et al. 2024 federated split) (`pacs`): download PACS" in text
     assert "**not checkable** `fedmt/claim-1`" in text  # registered by fedpaper.papers.fedmt
 
@@ -72,9 +74,9 @@ def test_report_side_by_side_and_claims(figures_tmp, readme_tmp, empty_data_root
     # provenance summary and flags
     assert "`fedpals/table2`: profile quick; device cpu; commit 0123456789; seeds 3" in text
     assert "lossy data copy: cifar10" in text and "50 rounds instead of 100" in text
-    assert "re-rendered here from committed results (pacs missing)" in text
+    assert "re-rendered here" not in text and "missing here" not in text  # nothing of this machine
     # not-regenerated list still names the others with reasons
-    assert "- `fedpals/table3` (iWildCam macro F1, validation-selected models): data missing: iwildcam" in text
+    assert "- `fedpals/table3` (iWildCam macro F1, validation-selected models): no committed results" in text
     assert "Not yet regenerated, so not compared:" in text and "`fedpals/table1`" in text
     assert "78 artifacts: 1 regenerated, 77 not regenerated." in text
 
@@ -187,7 +189,7 @@ def test_every_non_pass_verdict_gets_a_computed_cause(figures_tmp, readme_tmp, e
     assert R._causes(res[1]) == " **Cause:** within seed noise: gap within the seeds' spread."
     assert R._causes(res[2]) == ""
     assert R._causes(res[3]).startswith(" **Cause:** data or weights absent: no committed results for fedpals/table3")
-    assert "(data sets missing here: iwildcam)" in R._causes(res[3])
+    assert "(it needs the data sets iwildcam)" in R._causes(res[3])
     assert [c.kind for c in res[4]["causes"]] == [PAPER_CONTRADICTS]
 
 
@@ -234,3 +236,72 @@ def test_a_shrunk_run_is_compared_on_its_setting_not_on_its_size():
     assert set(cmp[cmp["init"] == "imagenet"]["ours"]) == {"–"}
     assert R._scale_note(rep, ours) == (" Not joined on the run's scale: N_c (ours 400; paper 4000); "
                                         "backbone (ours LeNet; paper ResNet-18).")
+
+
+def _report_with_data_root(tmp_path, monkeypatch, name, data_root):
+    """REPORT.md and README.md made from the real committed figures with `data_root` as the data."""
+    import shutil
+
+    from fedpaper.paths import REPO_ROOT
+
+    readme = tmp_path / f"README.{name}.md"
+    shutil.copy(REPO_ROOT / "README.md", readme)
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
+    monkeypatch.setenv("FEDPAPER_README", str(readme))
+    monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path / f"cache.{name}"))
+    monkeypatch.setenv("FEDPAPER_DATA", str(data_root))
+    report = R.write_report(path=tmp_path / f"REPORT.{name}.md",
+                            claims=[c for c in R.registered_claims() if c.id not in READS_LOCAL_DATA])
+    return report.read_bytes(), readme.read_bytes()
+
+
+def _shared_data_available() -> bool:
+    from fedpaper.paths import data_root
+
+    return (data_root() / "cifar10").is_dir()
+
+
+#: On-code claims whose check reads a data set at report time, so their verdict depends on the
+#: machine (issue 32, item 4): fednca/claim-24 reads the ChestX-ray14 label table. Left out of the
+#: comparison below; test_a_claim_that_reads_local_data_is_machine_dependent records it.
+READS_LOCAL_DATA = ("fednca/claim-24",)
+
+
+def test_report_and_readme_do_not_depend_on_the_data_here(tmp_path, monkeypatch, capsys):
+    """Issue 32, item 4: the README status table and REPORT.md come from the committed results
+    only; made with the offline data and with an empty data root they are byte-identical, and
+    what is missing here is printed (and kept in the cache), not written into them."""
+    if not _shared_data_available():
+        pytest.skip("needs the offline data (FEDPAPER_DATA or ../shared/data) for the with-data side")
+    from fedpaper.paths import data_root
+
+    with_data = _report_with_data_root(tmp_path, monkeypatch, "data", data_root())
+    capsys.readouterr()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    without = _report_with_data_root(tmp_path, monkeypatch, "empty", empty)
+    printed = capsys.readouterr().out
+    assert with_data[0] == without[0], "REPORT.md depends on the data sets present on this machine"
+    assert with_data[1] == without[1], "README.md's status table depends on the data sets present on this machine"
+    assert "here: data sets missing on this machine: " in printed
+    assert "committed artifacts can only be re-rendered here, not regenerated: fedpals/fig1" not in printed  # no data
+    assert "fedpals/table1" in next(x for x in printed.splitlines() if "can only be re-rendered" in x)
+    assert (tmp_path / "cache.empty" / "report" / "missing-here.txt").read_text().splitlines() == printed.splitlines()
+
+
+@pytest.mark.xfail(strict=True, reason="fednca/claim-24 reads the ChestX-ray14 label table at report time; "
+                   "it should read a committed csv (fedpaper/papers/fednca/claims.py)")
+def test_a_claim_that_reads_local_data_is_machine_dependent(tmp_path, monkeypatch):
+    if not _shared_data_available():
+        pytest.skip("needs the offline data")
+    from fedpaper.paths import data_root
+
+    claims = [c for c in R.registered_claims() if c.id in READS_LOCAL_DATA]
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(Path(R.REPO_ROOT) / "figures"))
+    out = []
+    for name, root in (("data", data_root()), ("empty", tmp_path / "empty")):
+        Path(root).mkdir(exist_ok=True)
+        monkeypatch.setenv("FEDPAPER_DATA", str(root))
+        tables = R.committed_tables(R.status_rows())
+        out.append([r["verdict"] for r in R.check_claims(claims, tables)])
+    assert out[0] == out[1]

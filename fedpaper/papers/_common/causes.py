@@ -84,14 +84,15 @@ def on_reported(claim, reported: dict):
 def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_datasets: dict) -> tuple:
     """Causes for `result` of `claim`: those the check found, plus the report-time ones above.
     provenance: {artifact id: provenance record}; reported: {artifact id: paper's table};
-    missing_datasets: {artifact id: [data sets missing here]}."""
+    missing_datasets: {artifact id without committed results: [data sets it needs]} (never what one
+    machine lacks: the report is the same wherever it is made)."""
     if result.verdict == PASS:
         return ()
     causes = list(result.causes)
     if result.verdict == NOT_CHECKABLE:
         absent = [a for a in claim.artifacts if a not in provenance]
         miss = sorted({d for a in claim.artifacts for d in missing_datasets.get(a, [])})
-        where = f" (data sets missing here: {', '.join(miss)})" if miss else ""
+        where = f" (it needs the data sets {', '.join(miss)})" if miss else ""
         if not causes and absent:
             causes.append(Cause(ABSENT, "no committed results for " + ", ".join(absent) + where))
         elif where:
