@@ -70,7 +70,7 @@ def draw_fig1_panel(ax, sub: pd.DataFrame, title: str):
     from scipy.spatial import ConvexHull
 
     _simplex_axes(ax)
-    pts = sub[sub["point"] != ""].set_index("point")
+    pts = sub[sub["point"].fillna("") != ""].set_index("point")  # an empty cell reads back from csv as NaN
     clients = pts.loc[[i for i in pts.index if i.startswith("S")], ["p0", "p1", "p2"]].to_numpy(float)
     xy = to_xy(clients)
     if len(xy) >= 3:
