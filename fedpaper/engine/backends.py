@@ -44,8 +44,11 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
 class SlotGradients:
     """Per-slot gradients of `objective` (algorithms.base.Objective) for one model template."""
 
-    def __init__(self, template, grouped: GroupedForward | None, backend: str):
+    def __init__(self, template, grouped: GroupedForward | None, backend: str, channels_last: bool = True):
         self.template, self.grouped, self.backend = template, grouped, backend
+        # the loop backend's layout of each slot (grouped.channels_last_ok: False for models that
+        # must not run channels_last convolutions)
+        self.layout = fast_layout if channels_last else (lambda t: t)
         # opt-in (model attribute): the loop backend skips the slots that will not step (see __call__)
         self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
 
@@ -73,8 +76,8 @@ class SlotGradients:
         G = batch["x"].shape[0]
         skip = [not bool(a) for a in active.tolist()] if self.skip_inactive and active is not None else [False] * G
         outs = [None if skip[g] else
-                gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
-                    fast_layout({k: v[g] for k, v in batch.items()}), present[g],
+                gfn(self.layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
+                    self.layout({k: v[g] for k, v in batch.items()}), present[g],
                     {k: v[g] for k, v in anchor.items()})
                 for g in range(G)]
         if any(skip):

@@ -1,7 +1,8 @@
 """Stacked-tensor layouts and the "grouped" forward pass: G copies of a CNN in one pass.
 
 CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout (conv
-weights are stacked so that each slot's weight is a channels_last view).
+weights are stacked so that each slot's weight is a channels_last view), except for models that
+`channels_last_ok` rules out (a oneDNN bug on AVX2-only CPUs, docs/onednn-avx2-1x1-stride2.md).
 """
 from __future__ import annotations
 
@@ -17,6 +18,24 @@ def fast_layout(t):
         return {k: fast_layout(v) for k, v in t.items()}
     return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
 
+
+
+def channels_last_ok(model: nn.Module) -> tuple[bool, str]:
+    """(ok, rule): may the engine train `model` in channels_last layout?
+
+    Not when it has a 1x1 convolution with stride > 1 and fewer than 8 input channels per group
+    (e.g. a small ResNet's downsampling shortcut after a 4-channel stage): the weight gradient of
+    such a convolution in channels_last layout runs oneDNN's AVX2 1x1 kernel (the one CPUs without
+    AVX-512 get), which writes outside its buffers there: heap corruption, a crash or different
+    gradients on each call (docs/onednn-avx2-1x1-stride2.md; torch 2.13 / oneDNN 3.12). Such a
+    model trains in the default (contiguous) layout, whose convolutions do not use that kernel. The
+    rule reads the model alone, never the CPU, so a model runs the same kernels on every CPU."""
+    for name, mod in model.named_modules():
+        if (isinstance(mod, nn.Conv2d) and tuple(mod.kernel_size) == (1, 1) and tuple(mod.stride) != (1, 1)
+                and mod.in_channels // mod.groups < 8):
+            return False, (f"contiguous: {name} is a 1x1 stride-{tuple(mod.stride)} convolution with "
+                           f"{mod.in_channels // mod.groups} input channels (oneDNN AVX2 bug, see channels_last_ok)")
+    return True, "channels_last"
 
 
 def stacked_layout(t: torch.Tensor) -> torch.Tensor:
@@ -54,6 +73,8 @@ class GroupedForward:
     def build(cls, model: nn.Module, input_shape: tuple):
         feats, head = getattr(model, "features", None), getattr(model, "classifier", None)
         if not isinstance(feats, nn.Module) or not isinstance(head, nn.Linear) or list(model.buffers()):
+            return None
+        if not channels_last_ok(model)[0]:  # the grouped pass runs in channels_last layout
             return None
         prefix = {mod: name for name, mod in model.named_modules()}
         ops = []

@@ -32,7 +32,7 @@ from .batching import epoch_batches, gather
 from .cpu import _tune_cpu_allocator
 from . import evaluate
 from .evaluate import autocast, predict, split_metrics
-from .grouped import GroupedForward, stacked_layout
+from .grouped import GroupedForward, channels_last_ok, stacked_layout
 from .types import Pools, TrainConfig, TrainResult
 
 
@@ -57,10 +57,13 @@ class FederatedTrainer:
         if any(len(f.client_indices) != self.M for f in feds):
             raise BadParameterError("runs trained together must have the same number of clients")
         self._layout = lambda t: t  # noqa: E731 - GPU: layouts as they come (not measured here)
+        self.template = build_model(config.model, **config.model_kwargs).to(self.device)
+        self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
         if self.device.type == "cpu":
             _tune_cpu_allocator()
-            self._layout = stacked_layout
-        self.template = build_model(config.model, **config.model_kwargs).to(self.device)
+            self.channels_last, self.layout_rule = channels_last_ok(self.template)
+            if self.channels_last:
+                self._layout = stacked_layout
         self.cls_w, self.cls_b = classifier_param_names(self.template)
         self.buffers = {k: v for k, v in self.template.named_buffers()}
         self.grouped = GroupedForward.build(self.template, tuple(pools.x_train.shape[1:]))  # None: not supported
@@ -69,7 +72,7 @@ class FederatedTrainer:
         self._setup_label_info()
         self.backend, self.backend_rule = choose_backend(config.backend, self.device, has_batchnorm(self.template),
                                                          self.grouped is not None, config.model)
-        self.grads_of = SlotGradients(self.template, self.grouped, self.backend)
+        self.grads_of = SlotGradients(self.template, self.grouped, self.backend, self.channels_last)
         self.optim = self.algo.optimizer or config.optim()
         self.round_lr = self.optim.lr_at(1, config.rounds)
         self.ctx = Context(config, pools, feds, self.R, self.M, self.K, self.device, self.counts, self.sizes,
@@ -222,7 +225,8 @@ class FederatedTrainer:
                 if best is not None:
                     best.update(rows, self.global_params)
         self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend,
-                         "backend_rule": self.backend_rule, "precision": cfg.precision}
+                         "backend_rule": self.backend_rule, "precision": cfg.precision,
+                         "layout": self.layout_rule}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
         return TrainResult(pd.DataFrame(hist), final, self.step_log,
                            None if best is None else best.params(final))

@@ -1,0 +1,93 @@
+"""Every CPU, the same answer (issue #27): the guard against oneDNN's AVX2 1x1 stride-2 kernel, and
+determinism of two identical trainings. `make test` runs this file a second time under the AVX2
+emulation (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from fedpaper.algorithms import Method
+from fedpaper.data import synthetic_images
+from fedpaper.engine import Federation, Pools, TrainConfig, channels_last_ok, train
+from fedpaper.models import build_model
+
+torch.set_num_threads(1)
+
+SMALL_RESNET = {"num_classes": 8, "widths": (4, 8)}  # its shortcut: a 1x1 stride-2 conv on 4 channels
+
+
+def test_channels_last_rule_rules_out_the_small_strided_1x1_conv_only():
+    ok, rule = channels_last_ok(build_model("small_resnet", **SMALL_RESNET))
+    assert not ok and "1x1 stride-(2, 2)" in rule and "4 input channels" in rule and "body.4.downsample.0" in rule
+    for name, kw in [("small_resnet", {"num_classes": 8, "widths": (8, 16)}), ("lenet", {}),
+                     ("privlabels_cnn", {"widths": (8, 8, 16, 16), "hidden": 32})]:
+        assert channels_last_ok(build_model(name, **kw)) == (True, "channels_last"), name
+
+
+def _pools(shape=(3, 16, 16), classes=8):
+    ds = synthetic_images(num_classes=classes, n_train=160, n_test=40, shape=shape, seed=0)
+    return Pools.from_dataset(ds)
+
+
+def _fed(pools, seed=0, clients=3):
+    rows = np.array_split(np.random.default_rng(seed).permutation(len(pools.y_train)), clients)
+    return Federation(rows, np.arange(len(pools.y_test)), seed=seed)
+
+
+def _cfg(model, **kw):
+    base = dict(model=model, optimizer="sgd", lr=0.05, momentum=0.9, batch_size=8, rounds=2)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+CASES = {  # model, its kwargs, backend
+    "small_resnet-loop": ("small_resnet", SMALL_RESNET, "auto"),
+    "lenet-grouped": ("lenet", {"in_channels": 3, "image_size": 16, "num_classes": 8, "c1": 4, "c2": 6}, "grouped"),
+    "privlabels_cnn-grouped": ("privlabels_cnn", {"in_channels": 3, "image_size": 16, "num_classes": 8,
+                                                  "widths": (4, 4, 8, 8), "hidden": 16}, "grouped"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_identical_trainings_give_identical_parameters(case):
+    """Determinism where it is promised: the same runs, trained twice in one process, end with the
+    same parameters bit for bit (on every ISA: `make test` runs this under the AVX2 emulation too)."""
+    model, kw, backend = CASES[case]
+    pools = _pools()
+    feds = [_fed(pools, s) for s in (0, 1)]
+    a, b = (train(Method("FedAvg"), _cfg(model, model_kwargs=kw, backend=backend), pools, feds, progress=False)
+            for _ in range(2))
+    assert a.log["backend"] == ("loop" if model == "small_resnet" else "grouped")
+    assert a.log["layout"].startswith("contiguous" if model == "small_resnet" else "channels_last")
+    for k in a.final_params:
+        assert torch.equal(a.final_params[k], b.final_params[k]), k
+
+
+def test_guarded_model_trains_under_the_avx2_kernels():
+    """The regression test of the crash: a model with a 1x1 stride-2 conv on 4 channels trains
+    twice under oneDNN's AVX2 kernels (a subprocess with ONEDNN_MAX_CPU_ISA=AVX2, whatever this
+    process runs) to identical parameters, in the contiguous layout. Without the guard
+    (channels_last) that process dies of heap corruption with one thread (with two it gives
+    different parameters or dies; docs/onednn-avx2-1x1-stride2.md)."""
+    code = textwrap.dedent("""
+        import torch, numpy as np
+        from fedpaper.algorithms import Method
+        from fedpaper.data import synthetic_images
+        from fedpaper.engine import Federation, Pools, TrainConfig, train
+        pools = Pools.from_dataset(synthetic_images(num_classes=8, n_train=160, n_test=40, shape=(3, 8, 8), seed=0))
+        rows = np.array_split(np.arange(160), 4)
+        cfg = TrainConfig(model="small_resnet", model_kwargs={"num_classes": 8, "widths": (4, 8)}, optimizer="sgd",
+                          lr=0.05, batch_size=8, rounds=2)
+        a, b = (train(Method("FedAvg"), cfg, pools, [Federation(rows, np.arange(40), seed=0)], progress=False)
+                for _ in range(2))
+        assert all(torch.equal(a.final_params[k], b.final_params[k]) for k in a.final_params), "differ"
+        print("layout", a.log["layout"].split(":")[0])
+    """)
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "OMP_NUM_THREADS": "1", "FEDPAPER_PROGRESS": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert "layout contiguous" in out.stdout
