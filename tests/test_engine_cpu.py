@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -91,3 +92,48 @@ def test_guarded_model_trains_under_the_avx2_kernels():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert "layout contiguous" in out.stdout
+
+
+# ------------------------------------------------------------------ batch invariance (#27 item 3)
+@pytest.fixture(scope="module")
+def fedmt_smoke():
+    from fedpaper.papers.fedmt import runs
+    from fedpaper.papers.fedmt.profiles import settings
+
+    p = settings("smoke")
+    target = runs.spec(p, "FedMT (E)", 0, threshold=0.055, lambda2=1)
+    mates = [runs.spec(p, "FedMT (E)", s, threshold=0.055, lambda2=1, n=n) for s, n in [(1, 4), (2, 2), (0, 2), (3, 4)]]
+    return target, mates
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_run_gives_the_same_result_alone_and_in_any_group(fedmt_smoke, threads):
+    """Batch invariance: a threshold-sensitive FedMT (E) run (smoke size; confidence threshold
+    0.055 on 20 classes) trained alone, in a group of 2 (first) and in a group of 4 (last) has the
+    same history, bit for bit, and the same final parameters, with 1 and with 2 threads."""
+    from fedpaper.engine import train as engine_train
+    from fedpaper.experiment import get_pools
+
+    target, mates = fedmt_smoke
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out = []
+        for group in ([target], [target, mates[0]], [mates[1], mates[2], mates[3], target]):
+            setups = [s.build() for s in group]
+            s0 = setups[0]
+            assert s0.config.backend == "auto" and all(s.config == s0.config for s in setups)
+            res = engine_train(s0.method, s0.config, get_pools(s0.pools_key), [s.federation for s in setups],
+                               progress=False)
+            r = group.index(target)
+            out.append((res.history[res.history["run"] == r].drop(columns=["run"]).reset_index(drop=True),
+                        {k: v[r] for k, v in res.final_params.items()}, res.log["backend"]))
+    finally:
+        torch.set_num_threads(old)
+    (h0, p0, backend), rest = out[0], out[1:]
+    assert backend == "grouped"
+    assert 0 < h0["fix_clients_share"].iloc[-1] < 1 or h0["fix_rows_mean"].iloc[-1] > 0  # the threshold acts
+    for h, p, _ in rest:
+        pd.testing.assert_frame_equal(h, h0, check_exact=True)
+        for k in p0:
+            assert torch.equal(p[k], p0[k]), k

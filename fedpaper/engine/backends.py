@@ -15,7 +15,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from ..errors import BadParameterError
-from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout
+from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout, stacked_layout
 
 BACKENDS = ("auto", "vmap", "loop", "grouped")
 
@@ -90,16 +90,42 @@ class SlotGradients:
 
     def _grouped(self, params, batch, present, anchor, objective):
         G = batch["x"].shape[0]
-        chunk = max(1, GROUPED_SAMPLES // max(1, batch["x"].shape[1]))
+        width = pass_width(batch["x"].shape[1])
         grads, lsums = {k: [] for k in params}, []
-        for lo in range(0, G, chunk):
-            sl = slice(lo, min(G, lo + chunk))
-            p = {k: v[sl].detach().requires_grad_(True) for k, v in params.items()}
-            b = {k: v[sl] for k, v in batch.items()}
-            loss, lsum = objective(self.grouped(p, b["x"]), b, present[sl], p, {k: v[sl] for k, v in anchor.items()})
-            for k, g in zip(p, torch.autograd.grad(loss.sum(), list(p.values()))):
-                grads[k].append(g)
-            lsums.append(lsum)
+        for lo in range(0, G, width):
+            n = min(G, lo + width) - lo
+            # slots lo..lo+n-1 (a view), or padded to a safe width by repeating the last one
+            idx = slice(lo, lo + n) if safe_width(n) == n else padded_slots(lo, n)
+            p = {k: stacked_layout(v[idx]).detach().requires_grad_(True) for k, v in params.items()}
+            b = {k: v[idx] for k, v in batch.items()}
+            loss, lsum = objective(self.grouped(p, b["x"]), b, present[idx], p, {k: v[idx] for k, v in anchor.items()})
+            for k, g in zip(p, torch.autograd.grad(loss[:n].sum(), list(p.values()))):
+                grads[k].append(g[:n])
+            lsums.append(lsum[:n])
         if len(lsums) == 1:
             return {k: g[0] for k, g in grads.items()}, lsums[0]
         return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)
+
+
+def safe_width(n: int, threads: int | None = None) -> int:
+    """The number of slots a grouped pass of n slots is padded to: at least 2 and a multiple of
+    the thread count. oneDNN computes a grouped convolution's weight gradient group by group when
+    every thread gets whole groups, and then a slot's gradient is the same bits whatever the other
+    groups are and whichever position it holds (measured, 1 and 2 threads, fp32 and bf16:
+    tests/test_engine_cpu.py); with one group (an ordinary convolution, another kernel) or with
+    fewer groups than it wants to split over threads (e.g. 3, 5 or 7 groups on 2 threads) it sums
+    partial gradients in another order, and a run's numbers would depend on its group mates."""
+    t = max(1, threads or torch.get_num_threads())
+    return max(2, -(-n // t) * t)
+
+
+def pass_width(batch: int) -> int:
+    """Slots per grouped pass: GROUPED_SAMPLES / batch, rounded up to a safe width (safe_width)."""
+    return safe_width(max(1, GROUPED_SAMPLES // max(1, batch)))
+
+
+def padded_slots(lo: int, n: int) -> torch.Tensor:
+    """Indices of slots lo..lo+n-1, padded to safe_width(n) by repeating the last one (whose extra
+    copies' gradients and losses are dropped)."""
+    w = safe_width(n)
+    return torch.arange(lo, lo + w).clamp(max=lo + n - 1)
