@@ -137,3 +137,24 @@ def test_a_run_gives_the_same_result_alone_and_in_any_group(fedmt_smoke, threads
         pd.testing.assert_frame_equal(h, h0, check_exact=True)
         for k in p0:
             assert torch.equal(p[k], p0[k]), k
+
+
+@pytest.mark.parametrize("backend,tuning", [("grouped", None), ("loop", None), ("grouped", "mse")])
+def test_dropout_masks_do_not_depend_on_batch_mates(backend, tuning):
+    """The privlabels CNN (dropout 0.5): a run trained alone and as the second of two runs ends
+    with the same parameters, bit for bit: its dropout masks come from its own generator (in
+    local training, and in central tuning on the server's rows)."""
+    model, kw, _ = CASES["privlabels_cnn-grouped"]
+    pools = _pools()
+    cfg = _cfg(model, model_kwargs=kw, backend=backend)
+    method = Method("FedAvg", tuning=tuning, tuning_epochs=1)
+
+    def fed(seed):
+        f = _fed(pools, seed)
+        f.server_indices = np.arange(100, 132)
+        return f
+
+    alone = train(method, cfg, pools, [fed(1)], progress=False)
+    pair = train(method, cfg, pools, [fed(0), fed(1)], progress=False)
+    for k in alone.final_params:
+        assert torch.equal(alone.final_params[k][0], pair.final_params[k][1]), k

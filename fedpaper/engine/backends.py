@@ -16,6 +16,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..errors import BadParameterError
 from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout, stacked_layout
+from .randomness import global_rng_from
 
 BACKENDS = ("auto", "vmap", "loop", "grouped")
 
@@ -56,7 +57,7 @@ class SlotGradients:
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
         return objective(outputs, batch, present, params, anchor)
 
-    def __call__(self, params, batch, present, anchor, objective, buffers=None, active=None):
+    def __call__(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         """Gradients {name: [G, ...]} and per-slot loss sums [G] on `batch` (a dict of [G, B, ...]
         tensors: x, y, mask and the optional entries the objective reads). BatchNorm buffers (loop
         backend only) are updated in place per slot. active [G] bool (optional): the slots the
@@ -66,20 +67,26 @@ class SlotGradients:
         provided the forward pass draws no random numbers (dropout: skipping would shift the
         random stream of the later slots) and a finished client's BatchNorm statistics should stay
         as they are (rather than be updated from padding rows). Other models: every slot, as
-        before (tests/test_engine_fixture.py)."""
+        before (tests/test_engine_fixture.py). gens (optional): a torch.Generator per slot, its run's
+        (randomness.RunGenerators), for what the forward pass draws (dropout) in the loop and grouped
+        backends; vmap draws from the global RNG."""
         if self.backend == "grouped":
-            return self._grouped(params, batch, present, anchor, objective)
+            return self._grouped(params, batch, present, anchor, objective, gens)
         gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
         buffers = buffers or {}
         if self.backend == "vmap":
             return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
         G = batch["x"].shape[0]
         skip = [not bool(a) for a in active.tolist()] if self.skip_inactive and active is not None else [False] * G
-        outs = [None if skip[g] else
-                gfn(self.layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
-                    self.layout({k: v[g] for k, v in batch.items()}), present[g],
-                    {k: v[g] for k, v in anchor.items()})
-                for g in range(G)]
+        outs = []
+        for g in range(G):
+            if skip[g]:
+                outs.append(None)
+                continue
+            with global_rng_from(gens[g] if gens is not None else None):
+                outs.append(gfn(self.layout({k: v[g] for k, v in params.items()}),
+                                {k: v[g] for k, v in buffers.items()}, self.layout({k: v[g] for k, v in batch.items()}),
+                                present[g], {k: v[g] for k, v in anchor.items()}))
         if any(skip):
             done = next((o for o in outs if o is not None), None)
             zero = ({k: torch.zeros_like(v[0]) for k, v in params.items()},
@@ -88,17 +95,20 @@ class SlotGradients:
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 
-    def _grouped(self, params, batch, present, anchor, objective):
+    def _grouped(self, params, batch, present, anchor, objective, gens=None):
         G = batch["x"].shape[0]
         width = pass_width(batch["x"].shape[1])
         grads, lsums = {k: [] for k in params}, []
         for lo in range(0, G, width):
             n = min(G, lo + width) - lo
+            w = safe_width(n)
             # slots lo..lo+n-1 (a view), or padded to a safe width by repeating the last one
-            idx = slice(lo, lo + n) if safe_width(n) == n else padded_slots(lo, n)
+            idx = slice(lo, lo + n) if w == n else padded_slots(lo, n)
             p = {k: stacked_layout(v[idx]).detach().requires_grad_(True) for k, v in params.items()}
             b = {k: v[idx] for k, v in batch.items()}
-            loss, lsum = objective(self.grouped(p, b["x"]), b, present[idx], p, {k: v[idx] for k, v in anchor.items()})
+            pass_gens = None if gens is None else list(gens[lo:lo + n]) + [None] * (w - n)
+            loss, lsum = objective(self.grouped(p, b["x"], gens=pass_gens), b, present[idx], p,
+                                   {k: v[idx] for k, v in anchor.items()})
             for k, g in zip(p, torch.autograd.grad(loss[:n].sum(), list(p.values()))):
                 grads[k].append(g[:n])
             lsums.append(lsum[:n])

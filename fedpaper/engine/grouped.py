@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from .randomness import slot_dropout
+
 
 def fast_layout(t):
     """channels_last for 4-D tensors (images, conv weights): about 3x faster convolutions on CPU."""
@@ -109,7 +111,9 @@ class GroupedForward:
             model.train(True)
         return net
 
-    def __call__(self, params: dict, x: torch.Tensor, train: bool = True) -> torch.Tensor:
+    def __call__(self, params: dict, x: torch.Tensor, train: bool = True, gens: list | None = None) -> torch.Tensor:
+        """Outputs [G, B, ...]. gens: one torch.Generator (or None) per slot for the dropout masks
+        (randomness.slot_dropout); without it dropout draws from the global RNG."""
         G, B = x.shape[:2]
         if x.dim() == 5:  # images [G, B, C, H, W] -> [B, G*C, H, W], channels_last
             C, H, W = x.shape[2:]
@@ -134,7 +138,8 @@ class GroupedForward:
                     h = h.reshape(G, B, -1)
                 flat = True
             elif kind == "dropout":
-                h = F.dropout(h, mod.p, training=train)
+                h = slot_dropout(h, mod.p, gens, flat) if train and gens is not None else \
+                    F.dropout(h, mod.p, training=train)
             else:  # "per_channel": ReLU, Identity and pooling act on each channel alone
                 h = mod(h)
         return h
