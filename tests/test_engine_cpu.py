@@ -1,10 +1,12 @@
 """Every CPU, the same answer (issue #27): the guard against oneDNN's AVX2 1x1 stride-2 kernel, and
 determinism of two identical trainings. `make test` runs this file a second time under the AVX2
 emulation (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)."""
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -158,3 +160,56 @@ def test_dropout_masks_do_not_depend_on_batch_mates(backend, tuning):
     pair = train(method, cfg, pools, [fed(0), fed(1)], progress=False)
     for k in alone.final_params:
         assert torch.equal(alone.final_params[k][0], pair.final_params[k][1]), k
+
+
+# ------------------------------------------------------------------ the same on AVX2 and AVX-512
+ISA_FIXTURE = Path(__file__).parent / "fixtures" / "cpu_isa_reference.json"
+ISA_TOL = 1e-5  # absolute, on parameters of size ~0.1-0.4; AVX2 vs AVX-512 measured 4.5e-8 (fedmt smoke, 2 rounds)
+
+
+def _isa_summary(fedmt_target) -> dict:
+    """The FedMT (E) smoke run (threshold-sensitive), 1 thread: each final tensor's size, sum, L2
+    norm and first 6 values, and the per-round history."""
+    from fedpaper.experiment import get_pools
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        s = fedmt_target.build()
+        res = train(s.method, s.config, get_pools(s.pools_key), [s.federation], progress=False)
+    finally:
+        torch.set_num_threads(old)
+    params = {k: {"numel": v[0].numel(), "sum": float(v[0].double().sum()), "norm": float(v[0].double().norm()),
+                  "head": [float(x) for x in v[0].flatten()[:6]]} for k, v in res.final_params.items()}
+    hist = res.history.drop(columns=["run"]).to_dict("records")
+    return {"machine": {"torch": torch.__version__.split("+")[0],
+                        "cpu_capability": torch.backends.cpu.get_cpu_capability()}, "params": params, "history": hist}
+
+
+def test_the_same_numbers_on_avx2_and_avx512(fedmt_smoke):
+    """The FedMT (E) smoke run against a reference recorded on an AVX-512 CPU
+    (tests/fixtures/cpu_isa_reference.json; regenerate: PYTHONPATH=$PWD python tests/test_engine_cpu.py):
+    every parameter summary within ISA_TOL and the same history (accuracies, the threshold's
+    counts). `make test` runs this under the AVX2 emulation as well."""
+    ref = json.loads(ISA_FIXTURE.read_text())
+    got = _isa_summary(fedmt_smoke[0])
+    assert got["params"].keys() == ref["params"].keys()
+    for k, r in ref["params"].items():
+        g = got["params"][k]
+        # every element within ISA_TOL bounds the sum's change by numel * ISA_TOL, the norm's by sqrt(numel) * ISA_TOL
+        assert abs(g["sum"] - r["sum"]) <= ISA_TOL * r["numel"], k
+        assert abs(g["norm"] - r["norm"]) <= ISA_TOL * r["numel"] ** 0.5, k
+        assert np.allclose(g["head"], r["head"], rtol=0, atol=ISA_TOL), k
+    for g, r in zip(got["history"], ref["history"], strict=True):
+        for key in ("round", "test_acc", "fix_clients_share", "fix_rows_mean"):
+            assert g[key] == r[key], (key, g, r)
+        assert abs(g["train_loss"] - r["train_loss"]) <= 1e-4
+
+
+if __name__ == "__main__":
+    from fedpaper.papers.fedmt import runs
+    from fedpaper.papers.fedmt.profiles import settings
+
+    summary = _isa_summary(runs.spec(settings("smoke"), "FedMT (E)", 0, threshold=0.055, lambda2=1))
+    ISA_FIXTURE.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {ISA_FIXTURE} on {summary['machine']}")
