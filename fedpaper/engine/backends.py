@@ -3,11 +3,13 @@
 "vmap" maps torch.func.grad over the slots (the GPU default); "loop" takes torch.func.grad slot by
 slot (BatchNorm models: their running statistics are updated in place per slot); "grouped" runs all
 slots in one forward and backward pass (grouped.GroupedForward; CNNs built as `features` +
-`classifier` from Conv2d/Linear/ReLU/pooling/Flatten/Dropout), over chunks of at most
-GROUPED_SAMPLES samples. The slots' losses are independent, so the gradient of their sum holds each
-slot's own gradient. The backends compute the same function; they differ by float rounding (and by
-which random numbers dropout draws), so the choice is made by a fixed rule, never by timing:
-a rerun of the same spec on the same machine is bit-identical.
+`classifier` from Conv2d/Linear/ReLU/pooling/Flatten/Dropout), in passes of about GROUPED_SAMPLES
+samples, each padded to a width whose kernels give every slot the same bits whatever its batch-mates
+(safe_width). The slots' losses are independent, so the gradient of their sum holds each slot's own
+gradient. The backends compute the same function; they differ by float rounding (and by which
+random numbers dropout draws), so the choice is made by a fixed rule, never by timing: a rerun of
+the same spec on the same machine is bit-identical, and (loop, grouped) so is a run trained in
+another group (tests/test_engine_cpu.py).
 """
 from __future__ import annotations
 
