@@ -33,12 +33,20 @@ figures: $(STAMP) $(NBSTRIP)
 	  $(if $(filter none,$(DOWNLOAD)),--no-download,$(if $(DOWNLOAD),--download $(DOWNLOAD)))
 
 # Unit tests in random order (pytest-randomly; the seed is printed, and `-p randomly --randomly-seed=N`
-# repeats an order), then every notebook at its smoke defaults under nbval (exit code 5 = no notebook
-# collected yet, which is fine), then the checks of executed notebooks (inline image, clean
-# progress, one-line errors, an override under nbval, no outputs in git), which read back the
-# runs nbval cached. Notebook runs use their own cache folder, never figures/.
+# repeats an order); then the engine, algorithm and paper-method tests a second time with the
+# kernels of a CPU without AVX-512 (oneDNN's and ATen's AVX2 code paths, emulated on any x86 CPU;
+# issue #27, docs/onednn-avx2-1x1-stride2.md; about 80 s with OMP_NUM_THREADS=1); then every
+# notebook at its smoke defaults under nbval (exit code 5 = no notebook collected yet, which is
+# fine), then the checks of executed notebooks (inline image, clean progress, one-line errors, an
+# override under nbval, no outputs in git), which read back the runs nbval cached. Notebook runs use
+# their own cache folder, never figures/.
+AVX2_ENV := ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
+AVX2_TESTS := tests/test_engine*.py tests/algorithms tests/reference tests/test_weights.py tests/test_fedpals.py \
+  tests/test_privlabels.py tests/test_fedmt_claims.py tests/test_fedmt_data.py tests/test_fednca.py tests/test_fednca_model.py
 test: $(STAMP) $(NBSTRIP)
 	$(VPY) -m pytest -p randomly tests
+	$(AVX2_ENV) $(VPY) -c "import torch; print('AVX2 emulation: torch CPU capability', torch.backends.cpu.get_cpu_capability())"
+	$(AVX2_ENV) $(VPY) -m pytest -p randomly -p no:cacheprovider $(AVX2_TESTS)
 	FEDPAPER_CACHE=$(CURDIR)/.cache/nbval FEDPAPER_FIGURES=$(CURDIR)/.cache/nbval/figures FEDPAPER_PROGRESS=text \
 	  $(VPY) -m pytest --nbval-lax notebooks/ -p no:cacheprovider; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "nbval: no notebooks yet"; exit 0; fi; exit $$rc

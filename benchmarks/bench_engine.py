@@ -69,11 +69,14 @@ MODEL_TEXT = {
 }
 FOREIGN_MAX = 0.25  # a timed round counts as undisturbed when other processes used < this many cores
 CONTENDERS = ["plain", "plain-bf16", "flower", "batched-grouped", "batched-grouped-bf16"]
-OPTIONAL = ["plain_cl", "sequential", "batched-auto", "batched-vmap", "batched-loop"]
+OPTIONAL = ["plain_cl", "plain_cl-bf16", "sequential", "batched-auto", "batched-vmap", "batched-loop",
+            "batched-loop-bf16"]
 LABEL = {
     "plain": "plain PyTorch loop, fp32",
     "plain-bf16": "plain PyTorch loop, bf16 autocast",
     "plain_cl": "plain loop + channels_last (reference)",
+    "plain_cl-bf16": "plain loop + channels_last, bf16 autocast (reference)",
+    "batched-loop-bf16": "fedpaper batched (loop), bf16",
     "sequential": "fedpaper sequential",
     "batched-auto": "fedpaper batched, backend auto",
     "batched-vmap": "fedpaper batched, backend vmap",
@@ -158,7 +161,7 @@ def worker(args) -> dict:
             loaders = [plain_loop.client_batches(x_std, ds, r, args.batch, args.seed + i) for i, r in enumerate(rows)]
         else:
             loaders = [plain_loop.client_loader(ds, r, args.batch, args.seed + i) for i, r in enumerate(rows)]
-        if c == "plain_cl":
+        if c.startswith("plain_cl"):
             g = g.to(memory_format=torch.channels_last)
             loaders = [_ChannelsLast(ld) for ld in loaders]
         info["startup_s"] = time.perf_counter() - t_start

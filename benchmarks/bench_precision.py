@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/bench_precision.py --repeats 3
 
 Networks (random standardised inputs of the given shape: speed only, 10 classes):
+- privlabels CNN, widths 8-8-16-16, hidden 128 (the privlabels quick/long profiles' size), on 32x32x3;
 - privlabels CNN, widths 32-32-64-64, hidden 512 (the paper's), on 32x32x3;
 - privlabels CNN, widths 16-16-32-32, hidden 256 (a smaller quick-profile size), on 32x32x3;
 - the FedPALS LeNet (fedpaper.models.LeNet, conv 6-16) on 28x28x1 and on 32x32x3.
@@ -16,7 +17,9 @@ interleaved so that load drift on the shared machine hits fp32 and bf16 alike; t
 the median samples/s over the repeats, its min-max, and the median of the per-repeat bf16/fp32 ratios,
 in wall time and in CPU time of this (one-thread) process, which load on a shared machine inflates less.
 Both contenders run in the same process, so they share the engine's malloc setting (cpu.py).
-Writes benchmarks/results/precision.json (the markdown table is printed).
+Writes benchmarks/results/precision.json (the markdown table is printed), with the CPU capability
+torch runs, ONEDNN_MAX_CPU_ISA and what fedpaper.engine.cpu.bf16_native says. On an AVX-512 CPU,
+`ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2` measures what an AVX2-only CPU gets.
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ import torch.nn.functional as F  # noqa: E402
 from machine import cpu_line, loadavg, machine  # noqa: E402
 
 NETS = {
+    "cnn-8-8-16-16/128 @32x32x3": ("privlabels_cnn", dict(widths=(8, 8, 16, 16), hidden=128), (3, 32, 32)),
     "cnn-32-32-64-64/512 @32x32x3": ("privlabels_cnn", dict(widths=(32, 32, 64, 64), hidden=512), (3, 32, 32)),
     "cnn-16-16-32-32/256 @32x32x3": ("privlabels_cnn", dict(widths=(16, 16, 32, 32), hidden=256), (3, 32, 32)),
     "lenet @28x28x1": ("lenet", {}, (1, 28, 28)),
@@ -152,8 +156,15 @@ def main(argv=None):
                   f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | "
                   f"{statistics.median(cpu_ratios):.2f}x ({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}) |")
     m = machine(frameworks=False)
-    print(f"\n{cpu_line(m)}; torch {m['torch']}, {torch.get_num_threads()} thread(s); timed wall {wall:.0f} s; "
-          f"1-min load average at each repeat's start {load}")
+    from fedpaper.engine.cpu import bf16_native
+
+    import os
+
+    m.update(cpu_capability=torch.backends.cpu.get_cpu_capability(),
+             onednn_max_cpu_isa=os.environ.get("ONEDNN_MAX_CPU_ISA"), bf16_native=list(bf16_native("cpu")))
+    print(f"\n{cpu_line(m)}; torch {m['torch']}, {torch.get_num_threads()} thread(s); torch CPU capability "
+          f"{m['cpu_capability']}, ONEDNN_MAX_CPU_ISA={m['onednn_max_cpu_isa']}; bf16_native: {m['bf16_native']}; "
+          f"timed wall {wall:.0f} s; 1-min load average at each repeat's start {load}")
     out = {"timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": m,
            "threads": torch.get_num_threads(), "repeats": args.repeats, "clients": CLIENTS, "batch": BATCH,
            "grouped_steps": args.grouped_steps, "plain_steps": args.plain_steps, "loadavg": load, "rows": rows,

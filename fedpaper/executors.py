@@ -8,7 +8,8 @@
 
 The unit of work (a task) is one group of runs that the engine trains together: exactly the groups
 the local executor forms (pending specs in chunks of `max_batch`, grouped by method, TrainConfig
-and data pool, see `plan_groups`), so a run sees the same batch and gives the same numbers.
+and data pool, see `plan_groups`), so a run sees the same batch (its numbers would be the same in
+any group: the engine is batch-invariant on CPU, checked with 1 and 2 threads, tests/test_engine_cpu.py).
 A task (`run_group`) skips itself when all its keys are stored, else claims its keys with leases
 (`fedpaper.leases`), trains the whole group and writes each result with the store's atomic
 writes. The submitting side keeps one progress bar over the tasks, resubmits a task whose worker

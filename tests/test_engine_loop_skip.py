@@ -21,9 +21,9 @@ def _run(monkeypatch, skip: bool, algo):
     calls = []
     real = backends.SlotGradients.__call__
 
-    def spy(self, params, batch, present, anchor, objective, buffers=None, active=None):
+    def spy(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         calls.append(batch["x"].shape[0] if active is None or not skip else int(active.sum()))
-        return real(self, params, batch, present, anchor, objective, buffers, active if skip else None)
+        return real(self, params, batch, present, anchor, objective, buffers, active if skip else None, gens=gens)
 
     monkeypatch.setattr(backends.SlotGradients, "__call__", spy)
     # unequal clients (5, 10 and 35 rows): the small ones finish their epoch early

@@ -88,3 +88,54 @@ def test_precision_is_part_of_the_cache_key_and_the_config():
     assert cfg_bf.precision == "bf16" and cfg_fp.precision == "fp32"
     assert cfg_bf.spec()["precision"] == "bf16" and "precision" not in cfg_fp.spec()  # fp32 keys unchanged
     assert cfg_bf != cfg_fp and hash(cfg_bf) != hash(cfg_fp)  # never trained in one batch
+
+
+# ------------------------------------------------------------------ bf16 only where it is native (#28)
+@pytest.mark.parametrize("cap,hw,isa,native", [
+    ("AVX512", True, None, True),
+    ("AVX512", True, "AVX512_CORE_BF16", True),
+    ("AVX512", True, "AVX2", False),  # oneDNN capped below bf16: emulated
+    ("AVX2", True, None, False),  # torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2 or an AVX2-only CPU)
+    ("AVX512", False, None, False),  # AVX-512 without BF16 (e.g. Skylake-X)
+])
+def test_bf16_native_reads_capability_hardware_and_onednn_cap(monkeypatch, cap, hw, isa, native):
+    from fedpaper.engine import cpu
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: cap)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: hw)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    if isa is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa)
+    ok, why = cpu.bf16_native("cpu")
+    assert ok is native and why
+    assert cpu.resolve_precision("bf16", "cpu")[0] == ("bf16" if native else "fp32")
+    assert cpu.resolve_precision("fp32", "cpu")[0] == "fp32"
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_privlabels_profiles_use_bf16_only_where_native(monkeypatch, capsys, native):
+    """quick/long ask for bf16: they get it where it is native, else fp32, with the run key of an
+    fp32 run (precision omitted), a note and a precision_rule saying why; printed once."""
+    from fedpaper.engine import cpu
+    from fedpaper.papers.privlabels import runs
+    from fedpaper.papers.privlabels.profiles import SETTINGS, settings
+
+    monkeypatch.setattr(cpu, "bf16_native", lambda device="cpu": (native, "monkeypatched"))
+    monkeypatch.setattr(cpu, "_ANNOUNCED", set())
+    assert SETTINGS["quick"]["precision"] == "bf16"
+    for profile in ("quick", "long"):
+        p = settings(profile)
+        settings(profile)
+        assert p["precision"] == ("bf16" if native else "fp32")
+        assert "monkeypatched" in p["precision_rule"]
+        assert any("bf16" in n for n in p["notes"])
+        assert native or any(n.startswith("fp32 instead of the profile's bf16") for n in p["notes"])
+        p.update(profile=profile, seeds=[0])
+        spec = runs.run_spec(p, "cifar10", "FedAvg", "public", 10, seed=0)
+        assert spec.training.get("precision", "fp32") == p["precision"]
+        assert ("precision" in spec.training) == native  # fp32: the key of an fp32 run
+    out = capsys.readouterr().out
+    assert out.count("privlabels quick profile: precision") == 1 and out.count("privlabels long profile: precision") == 1

@@ -17,6 +17,7 @@ from ..engine.batching import epoch_batches
 from ..engine.evaluate import autocast
 from ..engine.grouped import GroupedForward
 from ..engine.optim import opt_init, opt_step
+from ..engine.randomness import generator_at, global_rng_from
 from ..errors import BadParameterError
 from .base import Part
 
@@ -93,6 +94,7 @@ def central_tuning(ctx, glob, new, slots, part, rngs, spec: CentralTuning) -> di
         return tuning_loss(h[mask], cp[:, mask], cw, pres, spec.kind)
 
     gfn = grad(loss_fn)
+    gens = [generator_at(r, ctx.device) for r in rngs]  # each run's dropout stream (engine/randomness.py)
     grouped = _grouped_forward(ctx)  # None unless all runs' tuning steps go in one grouped pass
     for _ in range(spec.epochs):
         pos, bmask = epoch_batches(local, cfg.batch_size, rngs)
@@ -109,17 +111,19 @@ def central_tuning(ctx, glob, new, slots, part, rngs, spec: CentralTuning) -> di
                     grads = vmap(lambda p, x, c, ww, pr: gfn(p, x, c, ww, pr, slice(None)),
                                  randomness="different")(params, x, cp, w, present)
                 else:
-                    grads = _loop_grads(gfn, params, x, cp, w, present, mk_r)
+                    grads = _loop_grads(gfn, params, x, cp, w, present, mk_r, gens)
             else:  # the epoch's last, partial batch: per-run boolean masks, looped
-                grads = _loop_grads(gfn, params, x, cp, w, present, [mk[r] for r in range(R)])
+                grads = _loop_grads(gfn, params, x, cp, w, present, [mk[r] for r in range(R)], gens)
             params, opt = opt_step(params, grads, opt, spec.optimizer, lr,
                                    torch.ones(R, dtype=torch.bool, device=ctx.device))
     return params
 
 
-def _loop_grads(gfn, params, x, cp, w, present, masks) -> dict:
-    outs = [gfn({k: v[r] for k, v in params.items()}, x[r], cp[r], w[r], present[r], masks[r])
-            for r in range(x.shape[0])]
+def _loop_grads(gfn, params, x, cp, w, present, masks, gens) -> dict:
+    outs = []
+    for r in range(x.shape[0]):
+        with global_rng_from(gens[r]):
+            outs.append(gfn({k: v[r] for k, v in params.items()}, x[r], cp[r], w[r], present[r], masks[r]))
     return {k: torch.stack([o[k] for o in outs]) for k in params}
 
 

@@ -12,13 +12,13 @@ from .backends import choose_backend
 from .batching import _gather, epoch_batches, gather
 from .cpu import _tune_cpu_allocator
 from .evaluate import _macro_f1, predict, split_metrics
-from .grouped import GROUPED_SAMPLES, GroupedForward, _fast_layout, _GroupedForward, _stacked_layout, fast_layout, \
-    stacked_layout
+from .grouped import GROUPED_SAMPLES, GroupedForward, _fast_layout, _GroupedForward, _stacked_layout, channels_last_ok, \
+    fast_layout, stacked_layout
 from .optim import OptimSpec, opt_init, opt_step
 from .trainer import FederatedTrainer, train
 from .types import Federation, Pools, TrainConfig, TrainResult
 
 __all__ = ["Federation", "Pools", "TrainConfig", "TrainResult", "FederatedTrainer", "train", "OptimSpec",
            "opt_init", "opt_step", "epoch_batches", "gather", "split_metrics", "predict", "choose_backend",
-           "GroupedForward", "stacked_layout", "fast_layout", "GROUPED_SAMPLES", "_tune_cpu_allocator", "_gather",
+           "GroupedForward", "channels_last_ok", "stacked_layout", "fast_layout", "GROUPED_SAMPLES", "_tune_cpu_allocator", "_gather",
            "_macro_f1", "_fast_layout", "_GroupedForward", "_stacked_layout"]

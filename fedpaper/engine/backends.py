@@ -3,11 +3,13 @@
 "vmap" maps torch.func.grad over the slots (the GPU default); "loop" takes torch.func.grad slot by
 slot (BatchNorm models: their running statistics are updated in place per slot); "grouped" runs all
 slots in one forward and backward pass (grouped.GroupedForward; CNNs built as `features` +
-`classifier` from Conv2d/Linear/ReLU/pooling/Flatten/Dropout), over chunks of at most
-GROUPED_SAMPLES samples. The slots' losses are independent, so the gradient of their sum holds each
-slot's own gradient. The backends compute the same function; they differ by float rounding (and by
-which random numbers dropout draws), so the choice is made by a fixed rule, never by timing:
-a rerun of the same spec on the same machine is bit-identical.
+`classifier` from Conv2d/Linear/ReLU/pooling/Flatten/Dropout), in passes of about GROUPED_SAMPLES
+samples, each padded to a width whose kernels give every slot the same bits whatever its batch-mates
+(safe_width). The slots' losses are independent, so the gradient of their sum holds each slot's own
+gradient. The backends compute the same function; they differ by float rounding (and by which
+random numbers dropout draws), so the choice is made by a fixed rule, never by timing: a rerun of
+the same spec on the same machine is bit-identical, and (loop, grouped) so is a run trained in
+another group (tests/test_engine_cpu.py).
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from ..errors import BadParameterError
-from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout
+from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout, stacked_layout
+from .randomness import global_rng_from
 
 BACKENDS = ("auto", "vmap", "loop", "grouped")
 
@@ -44,8 +47,11 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
 class SlotGradients:
     """Per-slot gradients of `objective` (algorithms.base.Objective) for one model template."""
 
-    def __init__(self, template, grouped: GroupedForward | None, backend: str):
+    def __init__(self, template, grouped: GroupedForward | None, backend: str, channels_last: bool = True):
         self.template, self.grouped, self.backend = template, grouped, backend
+        # the loop backend's layout of each slot (grouped.channels_last_ok: False for models that
+        # must not run channels_last convolutions)
+        self.layout = fast_layout if channels_last else (lambda t: t)
         # opt-in (model attribute): the loop backend skips the slots that will not step (see __call__)
         self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
 
@@ -53,7 +59,7 @@ class SlotGradients:
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
         return objective(outputs, batch, present, params, anchor)
 
-    def __call__(self, params, batch, present, anchor, objective, buffers=None, active=None):
+    def __call__(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         """Gradients {name: [G, ...]} and per-slot loss sums [G] on `batch` (a dict of [G, B, ...]
         tensors: x, y, mask and the optional entries the objective reads). BatchNorm buffers (loop
         backend only) are updated in place per slot. active [G] bool (optional): the slots the
@@ -63,20 +69,26 @@ class SlotGradients:
         provided the forward pass draws no random numbers (dropout: skipping would shift the
         random stream of the later slots) and a finished client's BatchNorm statistics should stay
         as they are (rather than be updated from padding rows). Other models: every slot, as
-        before (tests/test_engine_fixture.py)."""
+        before (tests/test_engine_fixture.py). gens (optional): a torch.Generator per slot, its run's
+        (randomness.RunGenerators), for what the forward pass draws (dropout) in the loop and grouped
+        backends; vmap draws from the global RNG."""
         if self.backend == "grouped":
-            return self._grouped(params, batch, present, anchor, objective)
+            return self._grouped(params, batch, present, anchor, objective, gens)
         gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
         buffers = buffers or {}
         if self.backend == "vmap":
             return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
         G = batch["x"].shape[0]
         skip = [not bool(a) for a in active.tolist()] if self.skip_inactive and active is not None else [False] * G
-        outs = [None if skip[g] else
-                gfn(fast_layout({k: v[g] for k, v in params.items()}), {k: v[g] for k, v in buffers.items()},
-                    fast_layout({k: v[g] for k, v in batch.items()}), present[g],
-                    {k: v[g] for k, v in anchor.items()})
-                for g in range(G)]
+        outs = []
+        for g in range(G):
+            if skip[g]:
+                outs.append(None)
+                continue
+            with global_rng_from(gens[g] if gens is not None else None):
+                outs.append(gfn(self.layout({k: v[g] for k, v in params.items()}),
+                                {k: v[g] for k, v in buffers.items()}, self.layout({k: v[g] for k, v in batch.items()}),
+                                present[g], {k: v[g] for k, v in anchor.items()}))
         if any(skip):
             done = next((o for o in outs if o is not None), None)
             zero = ({k: torch.zeros_like(v[0]) for k, v in params.items()},
@@ -85,18 +97,47 @@ class SlotGradients:
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 
-    def _grouped(self, params, batch, present, anchor, objective):
+    def _grouped(self, params, batch, present, anchor, objective, gens=None):
         G = batch["x"].shape[0]
-        chunk = max(1, GROUPED_SAMPLES // max(1, batch["x"].shape[1]))
+        width = pass_width(batch["x"].shape[1])
         grads, lsums = {k: [] for k in params}, []
-        for lo in range(0, G, chunk):
-            sl = slice(lo, min(G, lo + chunk))
-            p = {k: v[sl].detach().requires_grad_(True) for k, v in params.items()}
-            b = {k: v[sl] for k, v in batch.items()}
-            loss, lsum = objective(self.grouped(p, b["x"]), b, present[sl], p, {k: v[sl] for k, v in anchor.items()})
-            for k, g in zip(p, torch.autograd.grad(loss.sum(), list(p.values()))):
-                grads[k].append(g)
-            lsums.append(lsum)
+        for lo in range(0, G, width):
+            n = min(G, lo + width) - lo
+            w = safe_width(n)
+            # slots lo..lo+n-1 (a view), or padded to a safe width by repeating the last one
+            idx = slice(lo, lo + n) if w == n else padded_slots(lo, n)
+            p = {k: stacked_layout(v[idx]).detach().requires_grad_(True) for k, v in params.items()}
+            b = {k: v[idx] for k, v in batch.items()}
+            pass_gens = None if gens is None else list(gens[lo:lo + n]) + [None] * (w - n)
+            loss, lsum = objective(self.grouped(p, b["x"], gens=pass_gens), b, present[idx], p,
+                                   {k: v[idx] for k, v in anchor.items()})
+            for k, g in zip(p, torch.autograd.grad(loss[:n].sum(), list(p.values()))):
+                grads[k].append(g[:n])
+            lsums.append(lsum[:n])
         if len(lsums) == 1:
             return {k: g[0] for k, g in grads.items()}, lsums[0]
         return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)
+
+
+def safe_width(n: int, threads: int | None = None) -> int:
+    """The number of slots a grouped pass of n slots is padded to: at least 2 and a multiple of
+    the thread count. oneDNN computes a grouped convolution's weight gradient group by group when
+    every thread gets whole groups, and then a slot's gradient is the same bits whatever the other
+    groups are and whichever position it holds (measured, 1 and 2 threads, fp32 and bf16:
+    tests/test_engine_cpu.py); with one group (an ordinary convolution, another kernel) or with
+    fewer groups than it wants to split over threads (e.g. 3, 5 or 7 groups on 2 threads) it sums
+    partial gradients in another order, and a run's numbers would depend on its group mates."""
+    t = max(1, threads or torch.get_num_threads())
+    return max(2, -(-n // t) * t)
+
+
+def pass_width(batch: int) -> int:
+    """Slots per grouped pass: GROUPED_SAMPLES / batch, rounded up to a safe width (safe_width)."""
+    return safe_width(max(1, GROUPED_SAMPLES // max(1, batch)))
+
+
+def padded_slots(lo: int, n: int) -> torch.Tensor:
+    """Indices of slots lo..lo+n-1, padded to safe_width(n) by repeating the last one (whose extra
+    copies' gradients and losses are dropped)."""
+    w = safe_width(n)
+    return torch.arange(lo, lo + w).clamp(max=lo + n - 1)

@@ -1,7 +1,8 @@
 """Stacked-tensor layouts and the "grouped" forward pass: G copies of a CNN in one pass.
 
 CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout (conv
-weights are stacked so that each slot's weight is a channels_last view).
+weights are stacked so that each slot's weight is a channels_last view), except for models that
+`channels_last_ok` rules out (a oneDNN bug on AVX2-only CPUs, docs/onednn-avx2-1x1-stride2.md).
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from .randomness import slot_dropout
+
 
 def fast_layout(t):
     """channels_last for 4-D tensors (images, conv weights): about 3x faster convolutions on CPU."""
@@ -17,6 +20,24 @@ def fast_layout(t):
         return {k: fast_layout(v) for k, v in t.items()}
     return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
 
+
+
+def channels_last_ok(model: nn.Module) -> tuple[bool, str]:
+    """(ok, rule): may the engine train `model` in channels_last layout?
+
+    Not when it has a 1x1 convolution with stride > 1 and fewer than 8 input channels per group
+    (e.g. a small ResNet's downsampling shortcut after a 4-channel stage): the weight gradient of
+    such a convolution in channels_last layout runs oneDNN's AVX2 1x1 kernel (the one CPUs without
+    AVX-512 get), which writes outside its buffers there: heap corruption, a crash or different
+    gradients on each call (docs/onednn-avx2-1x1-stride2.md; torch 2.13 / oneDNN 3.12). Such a
+    model trains in the default (contiguous) layout, whose convolutions do not use that kernel. The
+    rule reads the model alone, never the CPU, so a model runs the same kernels on every CPU."""
+    for name, mod in model.named_modules():
+        if (isinstance(mod, nn.Conv2d) and tuple(mod.kernel_size) == (1, 1) and tuple(mod.stride) != (1, 1)
+                and mod.in_channels // mod.groups < 8):
+            return False, (f"contiguous: {name} is a 1x1 stride-{tuple(mod.stride)} convolution with "
+                           f"{mod.in_channels // mod.groups} input channels (oneDNN AVX2 bug, see channels_last_ok)")
+    return True, "channels_last"
 
 
 def stacked_layout(t: torch.Tensor) -> torch.Tensor:
@@ -55,6 +76,8 @@ class GroupedForward:
         feats, head = getattr(model, "features", None), getattr(model, "classifier", None)
         if not isinstance(feats, nn.Module) or not isinstance(head, nn.Linear) or list(model.buffers()):
             return None
+        if not channels_last_ok(model)[0]:  # the grouped pass runs in channels_last layout
+            return None
         prefix = {mod: name for name, mod in model.named_modules()}
         ops = []
         for mod in [*(feats if isinstance(feats, nn.Sequential) else [feats]), head]:
@@ -88,7 +111,9 @@ class GroupedForward:
             model.train(True)
         return net
 
-    def __call__(self, params: dict, x: torch.Tensor, train: bool = True) -> torch.Tensor:
+    def __call__(self, params: dict, x: torch.Tensor, train: bool = True, gens: list | None = None) -> torch.Tensor:
+        """Outputs [G, B, ...]. gens: one torch.Generator (or None) per slot for the dropout masks
+        (randomness.slot_dropout); without it dropout draws from the global RNG."""
         G, B = x.shape[:2]
         if x.dim() == 5:  # images [G, B, C, H, W] -> [B, G*C, H, W], channels_last
             C, H, W = x.shape[2:]
@@ -113,7 +138,8 @@ class GroupedForward:
                     h = h.reshape(G, B, -1)
                 flat = True
             elif kind == "dropout":
-                h = F.dropout(h, mod.p, training=train)
+                h = slot_dropout(h, mod.p, gens, flat) if train and gens is not None else \
+                    F.dropout(h, mod.p, training=train)
             else:  # "per_channel": ReLU, Identity and pooling act on each channel alone
                 h = mod(h)
         return h

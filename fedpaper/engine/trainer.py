@@ -13,8 +13,11 @@ CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_las
 Linux/glibc the trainer raises malloc's mmap and trim thresholds once per process (cpu.py).
 
 Runs batched together share a method and a TrainConfig and differ in seed and partition; each
-run draws its batches from its own seeded generator, so a run's result does not depend on which
-other runs it was batched with (except dropout noise under vmap, drawn from the global RNG).
+run draws its batches from its own seeded generator and its dropout masks from a torch generator
+of its own (randomness.py), and the grouped backend pads its passes to widths whose kernels give
+every slot the same bits (backends.safe_width), so a run's result does not depend on which other
+runs it was batched with (tests/test_engine_cpu.py; the loop backend computes slot by slot; vmap,
+the GPU default, draws dropout from the global RNG and is not covered).
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ from .batching import epoch_batches, gather
 from .cpu import _tune_cpu_allocator
 from . import evaluate
 from .evaluate import autocast, predict, split_metrics
-from .grouped import GroupedForward, stacked_layout
+from .grouped import GroupedForward, channels_last_ok, stacked_layout
+from .randomness import RunGenerators
 from .types import Pools, TrainConfig, TrainResult
 
 
@@ -57,10 +61,13 @@ class FederatedTrainer:
         if any(len(f.client_indices) != self.M for f in feds):
             raise BadParameterError("runs trained together must have the same number of clients")
         self._layout = lambda t: t  # noqa: E731 - GPU: layouts as they come (not measured here)
+        self.template = build_model(config.model, **config.model_kwargs).to(self.device)
+        self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
         if self.device.type == "cpu":
             _tune_cpu_allocator()
-            self._layout = stacked_layout
-        self.template = build_model(config.model, **config.model_kwargs).to(self.device)
+            self.channels_last, self.layout_rule = channels_last_ok(self.template)
+            if self.channels_last:
+                self._layout = stacked_layout
         self.cls_w, self.cls_b = classifier_param_names(self.template)
         self.buffers = {k: v for k, v in self.template.named_buffers()}
         self.grouped = GroupedForward.build(self.template, tuple(pools.x_train.shape[1:]))  # None: not supported
@@ -69,7 +76,10 @@ class FederatedTrainer:
         self._setup_label_info()
         self.backend, self.backend_rule = choose_backend(config.backend, self.device, has_batchnorm(self.template),
                                                          self.grouped is not None, config.model)
-        self.grads_of = SlotGradients(self.template, self.grouped, self.backend)
+        self.grads_of = SlotGradients(self.template, self.grouped, self.backend, self.channels_last)
+        # dropout masks from each run's own stream (randomness.py), so batch-mates never shift them
+        self.draws = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in self.template.modules())
+        self.run_gens = RunGenerators(self.device)
         self.optim = self.algo.optimizer or config.optim()
         self.round_lr = self.optim.lr_at(1, config.rounds)
         self.ctx = Context(config, pools, feds, self.R, self.M, self.K, self.device, self.counts, self.sizes,
@@ -121,13 +131,14 @@ class FederatedTrainer:
         return autocast(self.cfg.precision, self.device)
 
     # ---- gradients (kept as a method: tests and benchmarks call it)
-    def _grads(self, params, batch, present, anchor, objective, buffers=None, active=None):
+    def _grads(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         """Per-slot gradients of `objective` (an Objective, or a Method/Algorithm whose objective
-        is taken) on `batch`; see backends.SlotGradients (active: the slots that will step)."""
+        is taken) on `batch`; see backends.SlotGradients (active: the slots that will step; gens:
+        each slot's run generator for dropout)."""
         if hasattr(objective, "algorithm"):
             objective = objective.algorithm().objective((self.cls_w, self.cls_b))
         with self._autocast():
-            grads, lsum = self.grads_of(params, batch, present, anchor, objective, buffers, active=active)
+            grads, lsum = self.grads_of(params, batch, present, anchor, objective, buffers, active=active, gens=gens)
         if self.cfg.precision != "fp32":  # fp32 master weights and optimiser state
             grads, lsum = {k: g.float() for k, g in grads.items()}, lsum.float()
         return grads, lsum
@@ -163,6 +174,7 @@ class FederatedTrainer:
         loss_sum = torch.zeros(len(rows), device=self.device)
         steps = algo.min_steps(round_data, cfg.batch_size)
         y_pool = self.pools.label_space(algo.client_labels)[0]
+        gens = self.run_gens.of(rngs) if self.draws else None
         for _ in range(epochs):
             brows, bmask = epoch_batches(rows, cfg.batch_size, rngs, steps)
             brows_t = torch.as_tensor(brows, device=self.device)
@@ -174,7 +186,7 @@ class FederatedTrainer:
                 if algo.batch_rows:
                     batch["rows"] = idx
                 active = algo.augment(self.ctx, batch, bmask[:, s], aug_rngs, round_data, epoch, s, mask.any(1))
-                grads, lsum = self._grads(params, batch, present, anchor, objective, buffers, active)
+                grads, lsum = self._grads(params, batch, present, anchor, objective, buffers, active, gens)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
                 new, opt = self.optim.step(params, grads, opt, self.round_lr, active)
@@ -193,6 +205,7 @@ class FederatedTrainer:
         hist = []
         rngs = [np.random.default_rng([f.seed, 7919]) for f in self.feds]
         self.aug_rngs = self._aug_rngs()
+        self.run_gens = RunGenerators(self.device)
         t0 = time.perf_counter()
         n_samples = 0
         best = _BestTracker(self.R) if cfg.keep_best else None
@@ -222,7 +235,8 @@ class FederatedTrainer:
                 if best is not None:
                     best.update(rows, self.global_params)
         self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend,
-                         "backend_rule": self.backend_rule, "precision": cfg.precision}
+                         "backend_rule": self.backend_rule, "precision": cfg.precision,
+                         "layout": self.layout_rule}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
         return TrainResult(pd.DataFrame(hist), final, self.step_log,
                            None if best is None else best.params(final))

@@ -80,7 +80,8 @@ _PAPER = {
     "precision": "fp32",  # TrainConfig.precision (part of the run key)
 }
 
-# Sizes of the CPU profiles (measured: see the module docstring)
+# Sizes of the CPU profiles (measured: see the module docstring). The precision is what the profile
+# asks for; settings() uses it only where bf16 is native (fp32 elsewhere).
 QUICK_SPC, QUICK_ROUNDS, QUICK_BATCH, QUICK_PRECISION = 100, 3, 16, "bf16"
 LONG_SPC, LONG_ROUNDS, LONG_BATCH, LONG_PRECISION = 200, 10, 16, "bf16"
 
@@ -199,18 +200,34 @@ def _se_note(p: dict) -> str:
     return f"; a seed's test accuracy has a binomial standard error of at most {50 / n ** 0.5:.1f} points on {n:,} images"
 
 
-NOTES = {
-    "paper": [],
-    "quick": ["quick profile (2-core CPU): " + n for n in _shrinkage(_QUICK)],
-    "long": ["long profile (2-core CPU): " + n for n in _shrinkage(_LONG)],
-    "smoke": ["SMOKE: synthetic 16x16 stand-in images; not a result"] + _shrinkage(_SMOKE),
-}
+def _notes(profile: str, p: dict) -> list[str]:
+    if profile == "paper":
+        return []
+    if profile == "smoke":
+        return ["SMOKE: synthetic 16x16 stand-in images; not a result"] + _shrinkage(p)
+    return [f"{profile} profile (2-core CPU): " + n for n in _shrinkage(p)]
+
+
+NOTES = {profile: _notes(profile, p) for profile, p in SETTINGS.items()}  # as the profiles ask (bf16 where set)
 
 
 def settings(profile: str) -> dict:
-    """A deep copy of the profile's settings, with its notes."""
+    """A deep copy of the profile's settings, with its notes. A profile that asks for bf16 gets it
+    only where bf16 is native (fedpaper.engine.cpu.resolve_precision: AVX-512 BF16 / AMX CPUs, bf16
+    GPUs), else fp32, which is then as fast or faster (benchmarks/results/precision.md: emulated bf16
+    ran 6-16x slower than fp32 on AVX2): "precision" holds the precision actually used (so the run
+    key, which omits fp32, is that of an fp32 run) and "precision_rule" (also a note) says why."""
     p = copy.deepcopy(SETTINGS[profile])
-    p["notes"] = list(NOTES[profile])
+    notes = list(NOTES[profile])
+    if p.get("precision") == "bf16":
+        from fedpaper.engine.cpu import resolve_precision
+        from fedpaper.experiment import default_device
+
+        used, why = resolve_precision("bf16", default_device(), who=f"privlabels {profile} profile")
+        p["precision"] = used
+        p["precision_rule"] = f"the profile asks for bf16 autocast; {used} used ({why})"
+        notes = _notes(profile, p) + ([] if used == "bf16" else [f"fp32 instead of the profile's bf16: {why}"])
+    p["notes"] = notes
     return p
 
 

@@ -1,0 +1,215 @@
+"""Every CPU, the same answer (issue #27): the guard against oneDNN's AVX2 1x1 stride-2 kernel, and
+determinism of two identical trainings. `make test` runs this file a second time under the AVX2
+emulation (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fedpaper.algorithms import Method
+from fedpaper.data import synthetic_images
+from fedpaper.engine import Federation, Pools, TrainConfig, channels_last_ok, train
+from fedpaper.models import build_model
+
+torch.set_num_threads(1)
+
+SMALL_RESNET = {"num_classes": 8, "widths": (4, 8)}  # its shortcut: a 1x1 stride-2 conv on 4 channels
+
+
+def test_channels_last_rule_rules_out_the_small_strided_1x1_conv_only():
+    ok, rule = channels_last_ok(build_model("small_resnet", **SMALL_RESNET))
+    assert not ok and "1x1 stride-(2, 2)" in rule and "4 input channels" in rule and "body.4.downsample.0" in rule
+    for name, kw in [("small_resnet", {"num_classes": 8, "widths": (8, 16)}), ("lenet", {}),
+                     ("privlabels_cnn", {"widths": (8, 8, 16, 16), "hidden": 32})]:
+        assert channels_last_ok(build_model(name, **kw)) == (True, "channels_last"), name
+
+
+def _pools(shape=(3, 16, 16), classes=8):
+    ds = synthetic_images(num_classes=classes, n_train=160, n_test=40, shape=shape, seed=0)
+    return Pools.from_dataset(ds)
+
+
+def _fed(pools, seed=0, clients=3):
+    rows = np.array_split(np.random.default_rng(seed).permutation(len(pools.y_train)), clients)
+    return Federation(rows, np.arange(len(pools.y_test)), seed=seed)
+
+
+def _cfg(model, **kw):
+    base = dict(model=model, optimizer="sgd", lr=0.05, momentum=0.9, batch_size=8, rounds=2)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+CASES = {  # model, its kwargs, backend
+    "small_resnet-loop": ("small_resnet", SMALL_RESNET, "auto"),
+    "lenet-grouped": ("lenet", {"in_channels": 3, "image_size": 16, "num_classes": 8, "c1": 4, "c2": 6}, "grouped"),
+    "privlabels_cnn-grouped": ("privlabels_cnn", {"in_channels": 3, "image_size": 16, "num_classes": 8,
+                                                  "widths": (4, 4, 8, 8), "hidden": 16}, "grouped"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_identical_trainings_give_identical_parameters(case):
+    """Determinism where it is promised: the same runs, trained twice in one process, end with the
+    same parameters bit for bit (on every ISA: `make test` runs this under the AVX2 emulation too)."""
+    model, kw, backend = CASES[case]
+    pools = _pools()
+    feds = [_fed(pools, s) for s in (0, 1)]
+    a, b = (train(Method("FedAvg"), _cfg(model, model_kwargs=kw, backend=backend), pools, feds, progress=False)
+            for _ in range(2))
+    assert a.log["backend"] == ("loop" if model == "small_resnet" else "grouped")
+    assert a.log["layout"].startswith("contiguous" if model == "small_resnet" else "channels_last")
+    for k in a.final_params:
+        assert torch.equal(a.final_params[k], b.final_params[k]), k
+
+
+def test_guarded_model_trains_under_the_avx2_kernels():
+    """The regression test of the crash: a model with a 1x1 stride-2 conv on 4 channels trains
+    twice under oneDNN's AVX2 kernels (a subprocess with ONEDNN_MAX_CPU_ISA=AVX2, whatever this
+    process runs) to identical parameters, in the contiguous layout. Without the guard
+    (channels_last) that process dies of heap corruption with one thread (with two it gives
+    different parameters or dies; docs/onednn-avx2-1x1-stride2.md)."""
+    code = textwrap.dedent("""
+        import torch, numpy as np
+        from fedpaper.algorithms import Method
+        from fedpaper.data import synthetic_images
+        from fedpaper.engine import Federation, Pools, TrainConfig, train
+        pools = Pools.from_dataset(synthetic_images(num_classes=8, n_train=160, n_test=40, shape=(3, 8, 8), seed=0))
+        rows = np.array_split(np.arange(160), 4)
+        cfg = TrainConfig(model="small_resnet", model_kwargs={"num_classes": 8, "widths": (4, 8)}, optimizer="sgd",
+                          lr=0.05, batch_size=8, rounds=2)
+        a, b = (train(Method("FedAvg"), cfg, pools, [Federation(rows, np.arange(40), seed=0)], progress=False)
+                for _ in range(2))
+        assert all(torch.equal(a.final_params[k], b.final_params[k]) for k in a.final_params), "differ"
+        print("layout", a.log["layout"].split(":")[0])
+    """)
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "OMP_NUM_THREADS": "1", "FEDPAPER_PROGRESS": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert "layout contiguous" in out.stdout
+
+
+# ------------------------------------------------------------------ batch invariance (#27 item 3)
+@pytest.fixture(scope="module")
+def fedmt_smoke():
+    from fedpaper.papers.fedmt import runs
+    from fedpaper.papers.fedmt.profiles import settings
+
+    p = settings("smoke")
+    target = runs.spec(p, "FedMT (E)", 0, threshold=0.055, lambda2=1)
+    mates = [runs.spec(p, "FedMT (E)", s, threshold=0.055, lambda2=1, n=n) for s, n in [(1, 4), (2, 2), (0, 2), (3, 4)]]
+    return target, mates
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_run_gives_the_same_result_alone_and_in_any_group(fedmt_smoke, threads):
+    """Batch invariance: a threshold-sensitive FedMT (E) run (smoke size; confidence threshold
+    0.055 on 20 classes) trained alone, in a group of 2 (first) and in a group of 4 (last) has the
+    same history, bit for bit, and the same final parameters, with 1 and with 2 threads."""
+    from fedpaper.engine import train as engine_train
+    from fedpaper.experiment import get_pools
+
+    target, mates = fedmt_smoke
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out = []
+        for group in ([target], [target, mates[0]], [mates[1], mates[2], mates[3], target]):
+            setups = [s.build() for s in group]
+            s0 = setups[0]
+            assert s0.config.backend == "auto" and all(s.config == s0.config for s in setups)
+            res = engine_train(s0.method, s0.config, get_pools(s0.pools_key), [s.federation for s in setups],
+                               progress=False)
+            r = group.index(target)
+            out.append((res.history[res.history["run"] == r].drop(columns=["run"]).reset_index(drop=True),
+                        {k: v[r] for k, v in res.final_params.items()}, res.log["backend"]))
+    finally:
+        torch.set_num_threads(old)
+    (h0, p0, backend), rest = out[0], out[1:]
+    assert backend == "grouped"
+    assert 0 < h0["fix_clients_share"].iloc[-1] < 1 or h0["fix_rows_mean"].iloc[-1] > 0  # the threshold acts
+    for h, p, _ in rest:
+        pd.testing.assert_frame_equal(h, h0, check_exact=True)
+        for k in p0:
+            assert torch.equal(p[k], p0[k]), k
+
+
+@pytest.mark.parametrize("backend,tuning", [("grouped", None), ("loop", None), ("grouped", "mse")])
+def test_dropout_masks_do_not_depend_on_batch_mates(backend, tuning):
+    """The privlabels CNN (dropout 0.5): a run trained alone and as the second of two runs ends
+    with the same parameters, bit for bit: its dropout masks come from its own generator (in
+    local training, and in central tuning on the server's rows)."""
+    model, kw, _ = CASES["privlabels_cnn-grouped"]
+    pools = _pools()
+    cfg = _cfg(model, model_kwargs=kw, backend=backend)
+    method = Method("FedAvg", tuning=tuning, tuning_epochs=1)
+
+    def fed(seed):
+        f = _fed(pools, seed)
+        f.server_indices = np.arange(100, 132)
+        return f
+
+    alone = train(method, cfg, pools, [fed(1)], progress=False)
+    pair = train(method, cfg, pools, [fed(0), fed(1)], progress=False)
+    for k in alone.final_params:
+        assert torch.equal(alone.final_params[k][0], pair.final_params[k][1]), k
+
+
+# ------------------------------------------------------------------ the same on AVX2 and AVX-512
+ISA_FIXTURE = Path(__file__).parent / "fixtures" / "cpu_isa_reference.json"
+ISA_TOL = 1e-5  # absolute, on parameters of size ~0.1-0.4; AVX2 vs AVX-512 measured 4.5e-8 (fedmt smoke, 2 rounds)
+
+
+def _isa_summary(fedmt_target) -> dict:
+    """The FedMT (E) smoke run (threshold-sensitive), 1 thread: each final tensor's size, sum, L2
+    norm and first 6 values, and the per-round history."""
+    from fedpaper.experiment import get_pools
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        s = fedmt_target.build()
+        res = train(s.method, s.config, get_pools(s.pools_key), [s.federation], progress=False)
+    finally:
+        torch.set_num_threads(old)
+    params = {k: {"numel": v[0].numel(), "sum": float(v[0].double().sum()), "norm": float(v[0].double().norm()),
+                  "head": [float(x) for x in v[0].flatten()[:6]]} for k, v in res.final_params.items()}
+    hist = res.history.drop(columns=["run"]).to_dict("records")
+    return {"machine": {"torch": torch.__version__.split("+")[0],
+                        "cpu_capability": torch.backends.cpu.get_cpu_capability()}, "params": params, "history": hist}
+
+
+def test_the_same_numbers_on_avx2_and_avx512(fedmt_smoke):
+    """The FedMT (E) smoke run against a reference recorded on an AVX-512 CPU
+    (tests/fixtures/cpu_isa_reference.json; regenerate: PYTHONPATH=$PWD python tests/test_engine_cpu.py):
+    every parameter summary within ISA_TOL and the same history (accuracies, the threshold's
+    counts). `make test` runs this under the AVX2 emulation as well."""
+    ref = json.loads(ISA_FIXTURE.read_text())
+    got = _isa_summary(fedmt_smoke[0])
+    assert got["params"].keys() == ref["params"].keys()
+    for k, r in ref["params"].items():
+        g = got["params"][k]
+        # every element within ISA_TOL bounds the sum's change by numel * ISA_TOL, the norm's by sqrt(numel) * ISA_TOL
+        assert abs(g["sum"] - r["sum"]) <= ISA_TOL * r["numel"], k
+        assert abs(g["norm"] - r["norm"]) <= ISA_TOL * r["numel"] ** 0.5, k
+        assert np.allclose(g["head"], r["head"], rtol=0, atol=ISA_TOL), k
+    for g, r in zip(got["history"], ref["history"], strict=True):
+        for key in ("round", "test_acc", "fix_clients_share", "fix_rows_mean"):
+            assert g[key] == r[key], (key, g, r)
+        assert abs(g["train_loss"] - r["train_loss"]) <= 1e-4
+
+
+if __name__ == "__main__":
+    from fedpaper.papers.fedmt import runs
+    from fedpaper.papers.fedmt.profiles import settings
+
+    summary = _isa_summary(runs.spec(settings("smoke"), "FedMT (E)", 0, threshold=0.055, lambda2=1))
+    ISA_FIXTURE.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {ISA_FIXTURE} on {summary['machine']}")
