@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pandas as pd
 
-from fedpaper.experiment import default_device, run_specs
+from fedpaper.experiment import default_device, run_specs, store_key
 from fedpaper.papers._common.claims import chance_models, chance_pct, parse_seeds
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
+from fedpaper.store import SWEEP_OWNER, ResultStore
 
 
 
@@ -22,15 +23,45 @@ def _gkey(s) -> tuple:
 
 
 def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals") -> tuple[list, list]:
-    """Run (or read from the cache) every spec of the settings; returns (specs, results)."""
+    """Run (or read from the cache) every spec of the settings; returns (specs, results).
+
+    Every spec of the artifact is recorded in the store's index before the first run, so that a
+    sweep stopped at its deadline (`fedpaper reproduce --max-hours`) counts all its runs left.
+    Each engine call trains one group (the seeds of one method and lambda, `batch_groups`), so a
+    deadline is checked between groups."""
+    per_setting = [batch_groups(R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root,
+                                               **st.get("kw", {}))) for st in settings]
+    owner = SWEEP_OWNER.get()
+    if owner is not None:
+        ResultStore().record(*owner, [store_key(s, data_root) for sp in per_setting for s in sp])
     specs, results = [], []
-    for st in settings:  # one sweep per setting: runs batched together must have equal client counts
-        sp = R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root, **st.get("kw", {}))
+    for st, sp in zip(settings, per_setting):  # one sweep per setting: runs batched together must have equal client counts
         specs += sp
         kw = ", ".join(f"{k}={v}" for k, v in st.get("kw", {}).items() if k in ("local_epochs", "num_clients"))
         label = f"{desc} {st['dataset']} {R.label_setting(st['split'])}" + (f" ({kw})" if kw else "")  # unique
-        results += run_specs(sp, data_root, execution=R.execution(), desc=label)
+        results += run_specs(sp, data_root, execution=R.execution(), desc=label, max_batch=_group_size(p))
     return specs, results
+
+
+def _group_size(p: dict) -> int:
+    """The largest group of runs trained together: the seeds of one method, config and lambda."""
+    return max(1, len(p["seeds"]) if not isinstance(p["seeds"], int) else p["seeds"])
+
+
+def batch_groups(specs: list) -> list:
+    """The specs reordered (stably) so that runs trained together (same method, training and data:
+    the seeds of one method; FedPALS's lambda = 0 across seeds) come first, each group contiguous,
+    then the runs alone in their group (FedPALS's per-seed lambdas): with run_specs' max_batch equal
+    to the group size every engine call is one whole group. The tables read runs by spec, so the
+    order changes no result."""
+    def gid(s):
+        return json.dumps([s.method, s.training, s.data], sort_keys=True)
+
+    sizes: dict = {}
+    for s in specs:
+        sizes[gid(s)] = sizes.get(gid(s), 0) + 1
+    first = {g: i for i, g in reversed(list(enumerate(gid(s) for s in specs)))}
+    return sorted(specs, key=lambda s: (sizes[gid(s)] == 1, first[gid(s)]))
 
 
 def records(specs: list, results: list) -> pd.DataFrame:
