@@ -172,6 +172,8 @@ def read_archive(path) -> tuple[dict, dict]:
                 if not m.isfile():
                     raise ArchiveError(f"{path} holds {m.name!r}, which is not a plain file: not a fedpaper results archive")
                 members[m.name] = tar.extractfile(m).read()
+            while tar.fileobj.read(1 << 20):  # to the end of the gzip stream: checks its CRC and length
+                pass
     except ArchiveError:
         raise
     except (tarfile.ReadError, gzip.BadGzipFile, OSError) as e:
