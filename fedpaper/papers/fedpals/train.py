@@ -15,53 +15,40 @@ from fedpaper.papers.fedpals import runs as R
 from fedpaper.store import SWEEP_OWNER, ResultStore
 
 
-
 def _gkey(s) -> tuple:
     t, q = s.training, s.partition
     return (R.dataset_of(s.data), json.dumps(q["split"], sort_keys=True),
             q["num_clients"], t["local_epochs"], t["rounds"], t["participation"], R.method_label(s))
 
 
+def runs_per_engine_call() -> int:
+    """Runs trained together in one engine call of the FedPALS sweeps: one on CPU, else up to 16.
+
+    Clients of unequal size are padded to the largest in an engine call, and each seed's partition
+    differs, so on Table 1 three seeds trained together compute ~1.5x the useful samples (one run
+    alone: ~1.4x); on CPU one run per call trains more samples per CPU second
+    (benchmarks/results/fedpals_sweep_speed.md) and lets a deadline (--max-hours) be checked after
+    every run. A GPU wants the larger batches."""
+    return 1 if default_device() == "cpu" else 16
+
+
 def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals") -> tuple[list, list]:
     """Run (or read from the cache) every spec of the settings; returns (specs, results).
 
     Every spec of the artifact is recorded in the store's index before the first run, so that a
-    sweep stopped at its deadline (`fedpaper reproduce --max-hours`) counts all its runs left.
-    Each engine call trains one group (the seeds of one method and lambda, `batch_groups`), so a
-    deadline is checked between groups."""
-    per_setting = [batch_groups(R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root,
-                                               **st.get("kw", {}))) for st in settings]
+    sweep stopped at its deadline (`fedpaper reproduce --max-hours`) counts all the runs left."""
+    per_setting = [R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root,
+                                  **st.get("kw", {})) for st in settings]
     owner = SWEEP_OWNER.get()
     if owner is not None:
         ResultStore().record(*owner, [store_key(s, data_root) for sp in per_setting for s in sp])
     specs, results = [], []
-    for st, sp in zip(settings, per_setting):  # one sweep per setting: runs batched together must have equal client counts
+    for st, sp in zip(settings, per_setting):
         specs += sp
         kw = ", ".join(f"{k}={v}" for k, v in st.get("kw", {}).items() if k in ("local_epochs", "num_clients"))
         label = f"{desc} {st['dataset']} {R.label_setting(st['split'])}" + (f" ({kw})" if kw else "")  # unique
-        results += run_specs(sp, data_root, execution=R.execution(), desc=label, max_batch=_group_size(p))
+        results += run_specs(sp, data_root, execution=R.execution(), desc=label, max_batch=runs_per_engine_call())
     return specs, results
-
-
-def _group_size(p: dict) -> int:
-    """The largest group of runs trained together: the seeds of one method, config and lambda."""
-    return max(1, len(p["seeds"]) if not isinstance(p["seeds"], int) else p["seeds"])
-
-
-def batch_groups(specs: list) -> list:
-    """The specs reordered (stably) so that runs trained together (same method, training and data:
-    the seeds of one method; FedPALS's lambda = 0 across seeds) come first, each group contiguous,
-    then the runs alone in their group (FedPALS's per-seed lambdas): with run_specs' max_batch equal
-    to the group size every engine call is one whole group. The tables read runs by spec, so the
-    order changes no result."""
-    def gid(s):
-        return json.dumps([s.method, s.training, s.data], sort_keys=True)
-
-    sizes: dict = {}
-    for s in specs:
-        sizes[gid(s)] = sizes.get(gid(s), 0) + 1
-    first = {g: i for i, g in reversed(list(enumerate(gid(s) for s in specs)))}
-    return sorted(specs, key=lambda s: (sizes[gid(s)] == 1, first[gid(s)]))
 
 
 def records(specs: list, results: list) -> pd.DataFrame:
