@@ -53,10 +53,11 @@ def params(profile: str, seeds=None) -> dict:
 
 
 def work(spec, data_root=None) -> float:
-    """Training sample-steps of one run: client images x local epochs x participation x rounds."""
-    q, t = spec.partition, spec.training
-    part = R.partition(spec.data, q["split"], q["num_clients"], q["data_fraction"], spec.seed, data_root)
-    return float(part.sizes[:-1].sum() * t["rounds"] * t["local_epochs"] * t["participation"])
+    """Training sample-steps of one run: its clients' images x local epochs x participation x rounds
+    (the Oracle's clients as built: scaled down where the target's labels lack images)."""
+    t = spec.training
+    n = sum(len(c) for c in R.federation(spec, data_root=data_root).client_indices)
+    return float(n * t["rounds"] * t["local_epochs"] * t["participation"])
 
 
 def count(p: dict, rate: dict, only=None, data_root=None, quiet=False) -> dict:
