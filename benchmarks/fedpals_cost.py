@@ -24,6 +24,7 @@ the row is applied to the counted work of the whole artifact (`--only`, default 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -140,13 +141,50 @@ def measure(p: dict, row: str, rounds: int, configs: list, repeats: int, data_ro
     med = {}
     for name in configs:
         v = sorted(r["samples_per_cpu_s"] for r in rows if r["config"] == name)
-        med[name] = v[len(v) // 2]
+        med[name] = round(statistics.median(v))
         print(f"# {name}: {med[name]:,} samples per CPU second (median of {len(v)}: {', '.join(f'{x:,}' for x in v)})")
     if len(configs) > 1:
         ratios = sorted(a["samples_per_cpu_s"] / b["samples_per_cpu_s"] for a, b in
                         zip([r for r in rows if r["config"] == configs[-1]], [r for r in rows if r["config"] == configs[0]]))
         print(f"# {configs[-1]} / {configs[0]}: {', '.join(f'{x:.2f}x' for x in ratios)} (per repeat)")
     return {"samples": samples, "rows": rows, "median": med, "diffs": diffs, "machine": m}
+
+
+def conv_ceiling(dataset: str, slots=(9, 20), batch=32, repeats=20) -> list:
+    """Samples/s of the LeNet's two convolutions alone (forward, ReLU, pooling and backward to the
+    weights) for `slots` models in one grouped pass, as the engine's grouped backend lays them out
+    (channels_last, groups = slots), fp32 and bf16: an upper bound on the whole training rate
+    (the linear layers, loss, optimiser, data gathering and evaluation come on top)."""
+    import torch
+    import torch.nn.functional as Fn
+
+    from fedpaper.models import build_model
+
+    c2 = {"fashion-mnist": 12, "cifar10": 16}[dataset]  # the profiles' lenet_c2 (vague-4)
+    cin, size = (3, 32) if dataset == "cifar10" else (1, 28)
+    net = build_model("lenet", in_channels=cin, image_size=size, num_classes=10, c2=c2)
+    convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    out = []
+    for G in slots:
+        for dt in (torch.float32, torch.bfloat16):
+            x = torch.randn(batch, G * cin, size, size).to(dtype=dt, memory_format=torch.channels_last)
+            ws = [torch.randn(G * c.out_channels, c.in_channels, *c.kernel_size, dtype=dt)
+                  .to(memory_format=torch.channels_last).requires_grad_() for c in convs]
+
+            def step():
+                h = x
+                for w, c in zip(ws, convs):
+                    h = Fn.max_pool2d(Fn.relu(Fn.conv2d(h, w, None, c.stride, c.padding, 1, G)), 2)
+                torch.autograd.grad(h.float().sum(), ws)
+
+            step(), step()
+            t = time.process_time()
+            for _ in range(repeats):
+                step()
+            rate = repeats * G * batch / (time.process_time() - t)
+            out.append({"slots": G, "batch": batch, "dtype": str(dt).split(".")[-1], "samples_per_cpu_s": round(rate)})
+            print(json.dumps(out[-1]), flush=True)
+    return out
 
 
 def main(argv=None):
@@ -163,6 +201,8 @@ def main(argv=None):
     ap.add_argument("--configs", nargs="+", default=["before", "after"], choices=list(CONFIGS))
     ap.add_argument("--estimate", action="store_true",
                     help="with --measure: the counted work of --only (default table1) at the measured rate")
+    ap.add_argument("--conv-ceiling", action="store_true",
+                    help="with --measure: also time the LeNet's convolutions alone (an upper bound on the rate)")
     ap.add_argument("--json", default=None, help="also write the measurements here")
     a = ap.parse_args(argv)
     data_root = os.environ.get("FEDPAPER_DATA")
@@ -172,6 +212,8 @@ def main(argv=None):
         count(p, rate, a.only, data_root)
         return
     out = measure(p, a.row, a.rounds, a.configs, a.repeats, data_root)
+    if a.conv_ceiling:
+        out["conv_ceiling"] = conv_ceiling(a.row.split(":")[0])
     if a.estimate:
         ds = a.row.split(":")[0]
         r = out["median"][a.configs[-1]]
