@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import pickle
+import re
 import tarfile
 from pathlib import Path
 from typing import Optional
@@ -226,7 +227,7 @@ def import_archive(path, store: Optional[ResultStore] = None) -> dict:
             Path(tmp).write_bytes(data)
         added += 1
     for ix in manifest.get("indexes") or []:
-        _merge_index(store, ix)
+        _merge_index(store, ix, entries)
     record = {k: v for k, v in manifest.items() if k not in ("entries", "indexes")}
     record.update(archive=str(Path(path).resolve()), n_entries=len(entries))
     atomic_write_text(store.root / IMPORTS_DIR / f"{_sha256(json.dumps(manifest, sort_keys=True).encode())[:16]}.json",
@@ -235,11 +236,16 @@ def import_archive(path, store: Optional[ResultStore] = None) -> dict:
             "notes": code_notes(record, store)}
 
 
-def _merge_index(store: ResultStore, ix: dict) -> None:
+_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?")
+
+
+def _merge_index(store: ResultStore, ix: dict, keys) -> None:
+    """Add an archive's index record (only its runs that the archive holds) to the store's index."""
     art, prof, runs = ix.get("artifact"), ix.get("profile"), ix.get("runs") or {}
-    if not art or not prof or not isinstance(runs, dict):
-        return
-    merged = {**store.recorded(art, prof), **runs}
+    if not (isinstance(art, str) and isinstance(prof, str) and _NAME.fullmatch(art) and _NAME.fullmatch(prof)
+            and "/" not in prof and ".." not in art + prof and isinstance(runs, dict)):
+        return  # not a name this fedpaper writes: ignored (never a path)
+    merged = {**store.recorded(art, prof), **{k: v for k, v in runs.items() if k in keys}}
     atomic_write_text(store.index_path(art, prof),
                       json.dumps({"artifact": art, "profile": prof, "runs": dict(sorted(merged.items()))},
                                  indent=0, sort_keys=True))

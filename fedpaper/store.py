@@ -432,6 +432,7 @@ SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("f
 # `fedpaper reproduce --max-hours H` sets this (seconds since the epoch) for the kernels it starts.
 DEADLINE_ENV = "FEDPAPER_DEADLINE"
 _clock = time.time  # tests replace it
+_last_pace: Optional[float] = None  # seconds per run of the last sweep that ran here (for the next one's first run)
 
 
 class SweepStopped(RuntimeError):
@@ -517,8 +518,9 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
     variable FEDPAPER_RECOMPUTE=1, set by `fedpaper reproduce --force`) recomputes all.
 
     With a deadline (FEDPAPER_DEADLINE) no run (`run_fn`) or batch (`run_fn_many`) starts once the
-    deadline has come or when, at this sweep's measured seconds per run, it would end after the
-    deadline: SweepStopped is raised instead (the runs already finished are stored). Inside an
+    deadline has come or when, at the measured seconds per run (of this sweep, or of the last one
+    in this process before this one has finished a run), it would end after the deadline:
+    SweepStopped is raised instead (the runs already finished are stored). Inside an
     artifact (SWEEP_OWNER) the specs' keys are recorded in the store's index first.
     """
     force = force or os.environ.get("FEDPAPER_RECOMPUTE") == "1"
@@ -546,7 +548,10 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
     t0, n_run = _clock(), 0
 
     def check(n_next):
-        if _past_deadline(n_next, (_clock() - t0) / n_run if n_run else None):
+        global _last_pace
+        if n_run:
+            _last_pace = (_clock() - t0) / n_run
+        if _past_deadline(n_next, _last_pace):
             raise SweepStopped(f"{BAR_PREFIX.get() + ': ' if BAR_PREFIX.get() else ''}{desc}", len(done), n_unique)
 
     with _progress(n_unique, len(done), desc, progress) as bar, _log_above(bar):

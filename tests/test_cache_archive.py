@@ -34,6 +34,7 @@ def clock(monkeypatch):
     """A fake clock (seconds) that each run advances by 10 s."""
     now = [1000.0]
     monkeypatch.setattr(S, "_clock", lambda: now[0])
+    monkeypatch.setattr(S, "_last_pace", None)
     return now
 
 
@@ -90,6 +91,19 @@ def test_deadline_checks_each_batch_and_a_passed_deadline_starts_nothing(tmp_pat
     monkeypatch.setenv(S.DEADLINE_ENV, "soon")
     with pytest.raises(BadParameterError, match="FEDPAPER_DEADLINE"):
         run_sweep(specs(7), run_fn_many=many, batch_size=2, store=st, progress=False)
+
+
+def test_the_next_sweep_starts_no_run_that_the_last_sweeps_pace_says_would_not_fit(tmp_path, monkeypatch, clock):
+    st = ResultStore(tmp_path, code="v")
+
+    def timed(spec):
+        clock[0] += 10
+        return run(spec)
+
+    run_sweep(specs(2), timed, store=st, progress=False)  # 10 s per run
+    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 5))
+    with pytest.raises(SweepStopped, match="0 of 2 runs done"):
+        run_sweep(specs(2, paper="fedpals-other"), timed, store=st, progress=False)
 
 
 def test_reproduce_max_hours_reports_done_and_left_and_exits_75(tmp_path, monkeypatch, capsys, cache_tmp,
@@ -210,6 +224,27 @@ def test_corrupt_truncated_and_foreign_archives_are_refused_before_writing(tmp_p
     with pytest.raises(A.ArchiveError, match="not a fedpaper results archive|damaged"):
         A.import_archive(tmp_path / "foreign.tar.gz", dst)
     assert len(dst) == 0
+
+
+def test_an_index_record_naming_a_path_is_ignored(tmp_path):
+    src = filled(tmp_path / "a", n=2)
+    good = tmp_path / "good.tar.gz"
+    A.export_archive(good, src)
+
+    def evil_index(name, data):
+        if name == A.MANIFEST:
+            m = json.loads(data)
+            keys = sorted(m["entries"])
+            m["indexes"] = [{"artifact": "fedpals/table1", "profile": "../../../escape", "runs": {keys[0]: {}}},
+                            {"artifact": "fedpals/table1", "profile": "paper", "runs": {k: {} for k in keys + ["f" * 64]}}]
+            data = json.dumps(m).encode()
+        return data
+
+    _rewrite(good, tmp_path / "evil.tar.gz", evil_index)
+    dst = ResultStore(tmp_path / "b", code="v1")
+    A.import_archive(tmp_path / "evil.tar.gz", dst)
+    assert dst.indexes() == [("fedpals/table1", "paper")] and not list(tmp_path.rglob("escape*"))
+    assert len(dst.recorded("fedpals/table1", "paper")) == 2  # only runs the archive holds
 
 
 def test_cli_bad_archives_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
