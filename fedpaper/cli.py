@@ -345,10 +345,10 @@ def cmd_reproduce(args) -> int:
 
     os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run
     _note_imported_code(selected)
-    if args.max_hours is not None:
-        from fedpaper.store import DEADLINE_ENV, _clock
+    from fedpaper.store import DEADLINE_ENV, _clock
 
-        os.environ[DEADLINE_ENV] = repr(_clock() + 3600.0 * args.max_hours)  # the kernels stop their sweeps
+    deadline = (_env(DEADLINE_ENV, repr(_clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
+                else contextlib.nullcontext())  # the kernels' sweeps stop at it
     os.environ.setdefault("FEDPAPER_PROGRESS", "text")  # the kernels' bars: text in executed copies, no widgets
     params = {"profile": args.profile, "data_root": str(root),
               "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
@@ -360,7 +360,7 @@ def cmd_reproduce(args) -> int:
     status_file.unlink(missing_ok=True)
     print(f"fedpaper reproduce: profile {args.profile}, data root {root}, "
           f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated")
-    with _env(STATUS_FILE_ENV, str(status_file)):  # the kernels append what became of each artifact
+    with _env(STATUS_FILE_ENV, str(status_file)), deadline:  # the kernels append what became of each artifact
         stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input)
     statuses = read_statuses(status_file)
     status_file.unlink(missing_ok=True)

@@ -3,6 +3,7 @@ checksummed archive (fedpaper cache export / import); bad archives are one line,
 import gzip
 import io
 import json
+import os
 import tarfile
 
 import pytest
@@ -134,6 +135,7 @@ def test_reproduce_max_hours_reports_done_and_left_and_exits_75(tmp_path, monkey
     assert "stopped         fedpals/table1: 1 of 3 runs done, 2 left" in out
     assert "not started     fedpals/fig7" in out
     assert "run the same command again to resume" in out and "FAILED" not in out
+    assert S.DEADLINE_ENV not in os.environ  # set for the kernels only while they run
 
 
 def test_reproduce_max_hours_must_be_positive(capsys):
