@@ -52,7 +52,7 @@ _C2 = {"fashion-mnist": 12, "cifar10": 16}  # vague-4
 
 PAPER_SEEDS = 8  # vague-13
 # The paper profile trains 3 of the paper's 8 seeds: its Table 1 (5 rows x 7 methods, the lambda
-# grid, 150 rounds, full partitions) is then 140 runs, ~676 M training sample-steps, about a day of
+# grid, 150 rounds, full partitions) is then 140 runs, 625 M training sample-steps, ~14 hours of
 # one CPU core (benchmarks/results/fedpals_sweep_speed.md), run in pieces with --max-hours and
 # `fedpaper cache export/import` (README, Profiles). Set RUNS["paper"]["seeds"] = 8 for all eight.
 PAPER_PROFILE_SEEDS = 3
