@@ -257,6 +257,7 @@ def code_notes(record: dict, store: Optional[ResultStore] = None, papers=None) -
     by a code version other than this checkout's: they will not be reused; what to do."""
     store = store if store is not None else ResultStore()
     commit = (record.get("git") or {}).get("commit")
+    dirty = " with uncommitted changes" if (record.get("git") or {}).get("dirty") else ""
     notes = []
     for paper, versions in sorted((record.get("code_versions") or {}).items()):
         if papers is not None and paper not in papers:
@@ -264,7 +265,7 @@ def code_notes(record: dict, store: Optional[ResultStore] = None, papers=None) -
         current = _current_code(paper, store)
         if current in versions:
             continue
-        at = f"commit {commit[:12]}" if commit else "the commit that made it (not recorded)"
+        at = f"commit {commit[:12]}{dirty}" if commit else "the commit that made it (not recorded)"
         pin = {"core": versions[-1].split("+")[0], paper: versions[-1].split("+")[-1]}
         notes.append(f"the {paper} runs of {Path(record.get('archive', '?')).name} were made by code version "
                      f"{versions[-1]} ({at}) but this checkout's is {current}, so `fedpaper reproduce` will not "
