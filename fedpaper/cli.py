@@ -349,6 +349,9 @@ def cmd_reproduce(args) -> int:
 
     deadline = (_env(DEADLINE_ENV, repr(_clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
                 else contextlib.nullcontext())  # the kernels' sweeps stop at it
+    if args.max_hours is not None and os.environ.get("FEDPAPER_EXECUTOR", "local").startswith("ray"):
+        print("fedpaper: note: with the ray executor --max-hours is checked between notebooks only (its tasks "
+              "are submitted together)", file=sys.stderr)
     os.environ.setdefault("FEDPAPER_PROGRESS", "text")  # the kernels' bars: text in executed copies, no widgets
     params = {"profile": args.profile, "data_root": str(root),
               "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
