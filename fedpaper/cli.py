@@ -418,8 +418,9 @@ def _print_stopped(stopped: list, plan: Plan, args) -> None:
             d, n = prog
             done_n, left_n = done_n + d, left_n + n - d
             print(f"{'stopped':<15} {aid}: {d} of {n} runs done, {n - d} left (in the sweeps started so far)")
-    print(f"stopped at --max-hours {args.max_hours:g}: {done_n} runs done, {left_n} left in the sweeps started, "
-          f"{len(stopped)} notebook(s) to finish; finished runs are cached: run the same command again to resume, "
+    runs = f"{done_n} runs done, {left_n} left in the sweeps started, " if done_n or left_n else ""
+    print(f"stopped at --max-hours {args.max_hours:g}: {runs}{len(stopped)} notebook(s) to finish; "
+          "finished runs are cached: run the same command again to resume, "
           "or `fedpaper cache export ARCHIVE --only ... --profile ...` to carry them to another machine "
           f"(exit code {EXIT_STOPPED})")
 
