@@ -50,7 +50,7 @@ from fedpaper.papers.catalog import (
     reported_path,
 )
 from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir, unwritable_reason
-from fedpaper.store import BAR_PREFIX, atomic_path
+from fedpaper.store import BAR_PREFIX, SWEEP_OWNER, atomic_path
 
 PROFILES = ("smoke", "quick", "long", "paper")
 #: The committed profiles, most faithful to the papers first: the report and re-rendering use the
@@ -405,9 +405,11 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
 
     t0 = time.perf_counter()
     token = BAR_PREFIX.set(artifact_id)
+    owner = SWEEP_OWNER.set(None if explore.exploration else (artifact_id, profile))  # the store's index
     try:
         result = compute(params)
     finally:
+        SWEEP_OWNER.reset(owner)
         BAR_PREFIX.reset(token)
     wall = time.perf_counter() - t0
     try:

@@ -1,14 +1,19 @@
 """`fedpaper`: regenerate the papers' artifacts from their notebooks, list them, write the report.
 
-    fedpaper reproduce --profile {smoke,quick,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
+    fedpaper reproduce --profile {smoke,quick,long,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
                        [--out-dir PATH] [--force] [--timeout S] [--executor local|ray[:ADDRESS]] [--debug]
-                       [--no-download | --download NAME ... | --download all] [--rerender]
+                       [--no-download | --download NAME ... | --download all] [--rerender] [--max-hours H]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
+    fedpaper cache export ARCHIVE [--only ID_OR_PAPER ...] [--profile P]
+    fedpaper cache import ARCHIVE
 
 Bad input (unknown artifact, profile or paper, a data root that does not exist, an artifact that
-cannot be regenerated here) gives one line naming the problem and the fix, and exit code 2.
-A notebook that fails does not stop the run; failures are listed at the end (exit code 1).
+cannot be regenerated here, a missing, foreign or corrupt archive) gives one line naming the
+problem and the fix, and exit code 2. A notebook that fails does not stop the run; failures are
+listed at the end (exit code 1). `--max-hours H` stops between runs once no further run can end
+within H hours (runs done so far are cached; the same command resumes): exit code 75 (EX_TEMPFAIL,
+"try again"), after a line per artifact with its runs done and left.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from fedpaper.errors import FedpaperError, UnknownNameError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_STOPPED = 75  # --max-hours reached: finished runs are cached, run the same command again (sysexits EX_TEMPFAIL)
 # A notebook that stopped on one of these (raised inside its kernel) failed on bad input: exit 2.
 BAD_INPUT_ERRORS = ("BadParameterError", "UnknownNameError", "DataMissingError")
 
@@ -73,6 +79,10 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--download", nargs="+", metavar="NAME", default=[],
                    help="also fetch these large data sets (voc2007, iwildcam), or 'all' for every one "
                         "the selected artifacts need")
+    r.add_argument("--max-hours", type=float, default=None, metavar="H",
+                   help="stop cleanly between runs so as to end within H hours: no run starts that would end "
+                        "later at the pace measured so far (a batch already running finishes); runs done so far are "
+                        "cached, the same command resumes; exit code 75 (see `fedpaper cache export`)")
     r.add_argument("--debug", action="store_true", help="show full tracebacks (of the CLI; a notebook's own "
                                                          "traceback is in its executed copy)")
 
@@ -84,6 +94,19 @@ def _build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--data-root", default=None)
     ls.add_argument("--paper", default=None, help="only this paper")
     ls.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    c = sub.add_parser("cache", help="export finished runs to a portable archive, or import one")
+    c.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    csub = c.add_subparsers(dest="cache_command", parser_class=_Parser)
+    ex = csub.add_parser("export", help="write finished runs of the results cache to a checksummed .tar.gz")
+    ex.add_argument("archive", help="the archive to write (e.g. archives/fedpals-table1-paper.tar.gz)")
+    ex.add_argument("--only", nargs="+", metavar="ID", default=None,
+                    help="artifact ids or paper names whose recorded runs to export (default: every entry)")
+    ex.add_argument("--profile", default=None, help="only the runs recorded for this profile")
+    ex.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    im = csub.add_parser("import", help="check an archive and add its runs to the results cache")
+    im.add_argument("archive")
+    im.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -259,14 +282,28 @@ def _ctrl_c_noticed():
 
 
 def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list, failures: dict,
-                   bad_input: set) -> None:
+                   bad_input: set) -> list:
     """Execute each planned notebook; a failure is recorded in `failures` (and in `bad_input` when
-    the notebook stopped on bad input) and the next one runs."""
+    the notebook stopped on bad input) and the next one runs. At the deadline (--max-hours) the
+    notebook whose sweep stopped and the ones not started are returned (stopped first); [] else."""
     from tqdm import tqdm
 
+    from fedpaper.store import _clock, deadline
+
+    notebooks = list(plan.notebooks)
     with _ctrl_c_noticed() as interrupted:
-        for nb in tqdm(list(plan.notebooks), desc="notebooks", unit="nb", disable=not plan.notebooks):
+        for i, nb in enumerate(tqdm(notebooks, desc="notebooks", unit="nb", disable=not notebooks)):
+            end = deadline()
+            if end is not None and _clock() >= end:
+                return notebooks[i:]
             _run_one(nb, executed, params, args, done, failures, bad_input, interrupted)
+            if failures.get(nb, "").startswith(SWEEP_STOPPED + ":"):
+                del failures[nb]
+                return notebooks[i:]
+    return []
+
+
+SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.store)
 
 
 def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: dict, bad_input: set,
@@ -296,6 +333,8 @@ def cmd_reproduce(args) -> int:
     from fedpaper.paths import cache_dir
 
     check_profile(args.profile)
+    if args.max_hours is not None and not args.max_hours > 0:
+        raise UsageError(f"--max-hours {args.max_hours:g} must be a positive number of hours (e.g. --max-hours 2.5)")
     if args.rerender:  # the notebook kernels inherit it: every run_artifact redraws from committed files
         from fedpaper.artifacts import RERENDER_ENV
 
@@ -315,6 +354,14 @@ def cmd_reproduce(args) -> int:
     from fedpaper.store import CODE_VERSION_ENV, pin_code_versions
 
     os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run
+    _note_imported_code(selected)
+    from fedpaper.store import DEADLINE_ENV, _clock
+
+    deadline = (_env(DEADLINE_ENV, repr(_clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
+                else contextlib.nullcontext())  # the kernels' sweeps stop at it
+    if args.max_hours is not None and os.environ.get("FEDPAPER_EXECUTOR", "local").startswith("ray"):
+        print("fedpaper: note: with the ray executor --max-hours is checked between notebooks only (its tasks "
+              "are submitted together)", file=sys.stderr)
     os.environ.setdefault("FEDPAPER_PROGRESS", "text")  # the kernels' bars: text in executed copies, no widgets
     params = {"profile": args.profile, "data_root": str(root),
               "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
@@ -326,8 +373,8 @@ def cmd_reproduce(args) -> int:
     status_file.unlink(missing_ok=True)
     print(f"fedpaper reproduce: profile {args.profile}, data root {root}, "
           f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated")
-    with _env(STATUS_FILE_ENV, str(status_file)):  # the kernels append what became of each artifact
-        _run_notebooks(plan, executed, params, args, done, failures, bad_input)
+    with _env(STATUS_FILE_ENV, str(status_file)), deadline:  # the kernels append what became of each artifact
+        stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input)
     statuses = read_statuses(status_file)
     status_file.unlink(missing_ok=True)
     for d in done:
@@ -335,6 +382,11 @@ def cmd_reproduce(args) -> int:
     for nb, err in failures.items():
         print(f"FAILED  {nb}: {err}")
     outcomes = artifact_outcomes(selected, plan, statuses, failures)
+    for nb in stopped:
+        for aid in plan.notebooks[nb]:
+            if aid not in statuses:
+                outcomes[aid] = ("skipped", f"stopped at --max-hours {args.max_hours:g} before it was written; "
+                                            "the same command resumes")
     for aid, (kind, detail) in outcomes.items():
         print(f"{OUTCOME_LABELS[kind]:<15} {aid}: {detail}")
     if not args.no_report:
@@ -342,10 +394,74 @@ def cmd_reproduce(args) -> int:
 
         path = write_report(data_root=root)
         print(f"report: {path}")
-    print(outcome_summary(outcomes) + f"; notebooks: {len(done)} ok, {len(failures)} failed")
+    print(outcome_summary(outcomes) + f"; notebooks: {len(done)} ok, {len(failures)} failed"
+          + (f", {len(stopped)} stopped or not started" if stopped else ""))
+    if stopped:
+        _print_stopped(stopped, plan, args)
+        return EXIT_STOPPED
     if failures and set(failures) <= bad_input:
         return EXIT_USAGE
     return EXIT_FAILED if failures else 0
+
+
+def _note_imported_code(selected) -> None:
+    """One line per paper whose imported runs (fedpaper cache import) were made by other code."""
+    from fedpaper.archive import imported_notes
+
+    for line in imported_notes(sorted({a.split("/", 1)[0] for a in selected})):
+        print(f"fedpaper: note: {line}", file=sys.stderr)
+
+
+def _print_stopped(stopped: list, plan: Plan, args) -> None:
+    """At the deadline: the runs done and left of each artifact not finished (from the store's index:
+    an artifact whose sweeps never started here has no count yet), and how to go on."""
+    from fedpaper.store import ResultStore
+
+    store = ResultStore()
+    done_n = left_n = 0
+    for nb in stopped:
+        for aid in plan.notebooks[nb]:
+            prog = store.progress(aid, args.profile)
+            if prog is None:
+                print(f"{'not started':<15} {aid}: no run started yet (its number of runs is known once its sweep starts)")
+                continue
+            d, n = prog
+            done_n, left_n = done_n + d, left_n + n - d
+            print(f"{'stopped':<15} {aid}: {d} of {n} runs done, {n - d} left (in the sweeps started so far)")
+    runs = f"{done_n} runs done, {left_n} left in the sweeps started, " if done_n or left_n else ""
+    print(f"stopped at --max-hours {args.max_hours:g}: {runs}{len(stopped)} notebook(s) to finish; "
+          "finished runs are cached: run the same command again to resume, "
+          "or `fedpaper cache export ARCHIVE --only ... --profile ...` to carry them to another machine "
+          f"(exit code {EXIT_STOPPED})")
+
+
+def cmd_cache(args) -> int:
+    from fedpaper.archive import ArchiveError, export_archive, import_archive
+
+    try:
+        if args.cache_command == "export":
+            if args.only:
+                _select(args.only)  # unknown ids: one line
+            if args.profile is not None:
+                from fedpaper.artifacts import check_profile
+
+                check_profile(args.profile)
+            out = export_archive(args.archive, only=args.only, profile=args.profile)
+            codes = "; ".join(f"{p} code {', '.join(v)}" for p, v in out["papers"].items())
+            skipped = (f"; left out: {out['skipped_stale']} made by other code versions" if out["skipped_stale"] else "") + \
+                      (f", {out['skipped_corrupt']} corrupt" if out["skipped_corrupt"] else "")
+            print(f"exported {out['entries']} runs ({out['bytes'] / 1e6:.2f} MB) to {out['path']} ({codes}){skipped}")
+            return 0
+        if args.cache_command == "import":
+            out = import_archive(args.archive)
+            print(f"imported {out['entries']} runs from {args.archive} ({out['added']} new, "
+                  f"{out['entries'] - out['added']} already here)")
+            for line in out["notes"]:
+                print(f"fedpaper: note: {line}", file=sys.stderr)
+            return 0
+    except ArchiveError as e:
+        raise UsageError(str(e)) from None
+    raise UsageError("fedpaper cache needs a command: export ARCHIVE or import ARCHIVE (see `fedpaper cache --help`)")
 
 
 # What became of each artifact: regenerated, re-rendered from committed results, not regenerated
@@ -410,8 +526,9 @@ def main(argv=None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("no command given; use one of: reproduce, report, list (see `fedpaper --help`)")
-        return {"reproduce": cmd_reproduce, "report": cmd_report, "list": cmd_list}[args.command](args)
+            raise UsageError("no command given; use one of: reproduce, report, list, cache (see `fedpaper --help`)")
+        return {"reproduce": cmd_reproduce, "report": cmd_report, "list": cmd_list,
+                "cache": cmd_cache}[args.command](args)
     except (UsageError, UnknownNameError) as e:
         if debug:
             traceback.print_exc()

@@ -4,6 +4,12 @@
     results = run_sweep(specs, run_one, desc="table1")          # one run at a time
     results = run_sweep(specs, run_fn_many=engine_batch, batch_size=8)   # several runs at once
 
+A sweep too long for one sitting runs in pieces: with a deadline (FEDPAPER_DEADLINE, set by
+`fedpaper reproduce --max-hours H`) run_sweep starts no run that would end after it and raises
+SweepStopped; finished runs are already stored, so the same command later resumes. Each sweep run
+inside an artifact records its runs' keys in the store's index (which artifact and profile they
+belong to), for `fedpaper cache export --only ...` (fedpaper.archive) and the done/left counts.
+
 Every write goes to a temporary file in the destination folder, is flushed and fsynced, then
 renamed over the destination with os.replace, so a reader sees the old file or the new one, never
 a half-written one.
@@ -307,8 +313,7 @@ class ResultStore:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def path(self, spec) -> Path:
-        k = self.key(spec)
-        return self.root / k[:2] / (k + self.SUFFIX)
+        return self.entry_path(self.key(spec))
 
     def _load(self, path: Path, spec):
         try:
@@ -354,6 +359,61 @@ class ResultStore:
     def __len__(self) -> int:
         return sum(1 for p in self.root.glob("*/*" + self.SUFFIX) if not p.name.startswith(TMP_PREFIX))
 
+    # ---- which artifact (and profile) each stored run belongs to
+    INDEX_DIR = "index"
+
+    def index_path(self, artifact: str, profile: str) -> Path:
+        return self.root / self.INDEX_DIR / f"{artifact.replace('/', '__')}@{profile}.json"
+
+    def record(self, artifact: str, profile: str, specs) -> Path:
+        """Add `specs` to the index of (artifact, profile): {key: {"paper", "code"}}. Keys recorded
+        under another code version of the same paper are dropped (they can no longer be read)."""
+        path = self.index_path(artifact, profile)
+        new = {self.key(s): {"paper": spec_paper(s), "code": self.code_of(s)} for s in specs}
+        codes = {(v["paper"], v["code"]) for v in new.values()}
+        papers = {p for p, _ in codes}
+        old = self.recorded(artifact, profile)
+        keep = {k: v for k, v in old.items() if v.get("paper") not in papers or (v.get("paper"), v.get("code")) in codes}
+        if new.keys() <= keep.keys() and len(keep) == len(old):
+            return path  # nothing new: no write
+        keep.update(new)
+        data = {"artifact": artifact, "profile": profile, "runs": dict(sorted(keep.items()))}
+        return atomic_write_text(path, json.dumps(data, indent=0, sort_keys=True))
+
+    def recorded(self, artifact: str, profile: str) -> dict:
+        """{key: {"paper", "code"}} of the runs recorded for (artifact, profile); {} when none."""
+        try:
+            data = json.loads(self.index_path(artifact, profile).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        runs = data.get("runs") if isinstance(data, dict) else None
+        return runs if isinstance(runs, dict) else {}
+
+    def indexes(self) -> list[tuple[str, str]]:
+        """(artifact, profile) of every index in this store."""
+        out = []
+        for p in sorted((self.root / self.INDEX_DIR).glob("*@*.json")):
+            art, _, prof = p.stem.rpartition("@")
+            out.append((art.replace("__", "/"), prof))
+        return out
+
+    def entry_path(self, key: str) -> Path:
+        return self.root / key[:2] / (key + self.SUFFIX)
+
+    def keys(self) -> list[str]:
+        """The keys of every entry on disk (not read or verified)."""
+        return sorted(p.stem for p in self.root.glob("*/*" + self.SUFFIX) if not p.name.startswith(TMP_PREFIX))
+
+    def progress(self, artifact: str, profile: str) -> Optional[tuple[int, int]]:
+        """(runs done, runs recorded) of (artifact, profile) under the current code versions;
+        None when no sweep of it was ever recorded here."""
+        runs = self.recorded(artifact, profile)
+        if not runs:
+            return None
+        current = {k: v for k, v in runs.items()
+                   if v.get("code") == (self.code if self.code is not None else code_version(v.get("paper")))}
+        return sum(self.entry_path(k).is_file() for k in current), len(current)
+
 
 class _Missing:
     pass
@@ -365,6 +425,49 @@ _MISSING = _Missing()
 # The artifact being made (set by run_artifact): prefixes sweep bars, so that two artifacts whose
 # sweeps share a description ("privlabels cifar10") still get distinct bar labels.
 BAR_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_prefix", default="")
+# The (artifact id, profile) whose sweeps run now (set by run_artifact, None in an exploration):
+# run_sweep records its runs' keys in the store's index under it.
+SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("fedpaper_sweep_owner", default=None)
+
+# `fedpaper reproduce --max-hours H` sets this (seconds since the epoch) for the kernels it starts.
+DEADLINE_ENV = "FEDPAPER_DEADLINE"
+_clock = time.time  # tests replace it
+_last_pace: Optional[float] = None  # seconds per run of the last sweep that ran here (for the next one's first run)
+
+
+class SweepStopped(RuntimeError):
+    """A sweep stopped before its next run at the deadline (FEDPAPER_DEADLINE); every finished
+    run is stored, so the same command resumes. `fedpaper reproduce` exits with EXIT_STOPPED."""
+
+    def __init__(self, desc: str, done: int, total: int):
+        self.desc, self.done, self.total = desc, done, total
+        super().__init__(f"{desc}: stopped at the deadline ({DEADLINE_ENV}, --max-hours) with {done} of "
+                         f"{total} runs done, {total - done} left; finished runs are cached, run the same "
+                         "command again to resume")
+
+
+def deadline() -> Optional[float]:
+    """The deadline in seconds since the epoch (FEDPAPER_DEADLINE), or None."""
+    raw = os.environ.get(DEADLINE_ENV)
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        from fedpaper.errors import BadParameterError
+
+        raise BadParameterError(f"{DEADLINE_ENV}={raw!r} is not a time in seconds since the epoch; "
+                                "unset it or use `fedpaper reproduce --max-hours H`") from None
+
+
+def _past_deadline(n_next: int, seconds_per_run: Optional[float]) -> bool:
+    """Whether the next `n_next` runs must not start: the deadline has come, or at the pace
+    measured so far in this sweep (seconds per run) they would end after it."""
+    end = deadline()
+    if end is None:
+        return False
+    now = _clock()
+    return now >= end or (seconds_per_run is not None and now + seconds_per_run * n_next > end)
 
 
 def _progress(total, initial, desc, enabled):
@@ -413,6 +516,12 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
     they come. Every result is stored as soon as it is available, so an interrupted sweep (Ctrl-C,
     kill) that is started again reuses every run that finished. `force=True` (or the environment
     variable FEDPAPER_RECOMPUTE=1, set by `fedpaper reproduce --force`) recomputes all.
+
+    With a deadline (FEDPAPER_DEADLINE) no run (`run_fn`) or batch (`run_fn_many`) starts once the
+    deadline has come or when, at the measured seconds per run (of this sweep, or of the last one
+    in this process before this one has finished a run), it would end after the deadline:
+    SweepStopped is raised instead (the runs already finished are stored). Inside an
+    artifact (SWEEP_OWNER) the specs' keys are recorded in the store's index first.
     """
     force = force or os.environ.get("FEDPAPER_RECOMPUTE") == "1"
     if (run_fn is None) == (run_fn_many is None):
@@ -433,17 +542,32 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
         else:
             done[k] = r
     n_unique = len(done) + len(pending)
+    owner = SWEEP_OWNER.get()
+    if owner is not None:
+        store.record(*owner, specs)
+    t0, n_run = _clock(), 0
+
+    def check(n_next):
+        global _last_pace
+        if n_run:
+            _last_pace = (_clock() - t0) / n_run
+        if _past_deadline(n_next, _last_pace):
+            raise SweepStopped(f"{BAR_PREFIX.get() + ': ' if BAR_PREFIX.get() else ''}{desc}", len(done), n_unique)
+
     with _progress(n_unique, len(done), desc, progress) as bar, _log_above(bar):
         if run_fn is not None:
             for s in pending:
+                check(1)
                 r = run_fn(s)
                 store.put(s, r)
                 done[store.key(s)] = r
+                n_run += 1
                 bar.update(1)
         else:
             step = batch_size or max(1, len(pending))
             for i in range(0, len(pending), step):
                 chunk = pending[i:i + step]
+                check(len(chunk))
                 results = run_fn_many(chunk)
                 n = 0
                 for s, r in zip(chunk, results):
@@ -451,6 +575,7 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
                     done[store.key(s)] = r
                     bar.update(1)
                     n += 1
+                    n_run += 1
                 if n != len(chunk):
                     raise RuntimeError(f"run_fn_many returned {n} results for {len(chunk)} specs")
     return [done[k] for k in keys]

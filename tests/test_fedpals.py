@@ -236,3 +236,43 @@ def test_shift_figures_mark_chance_at_100_over_C_and_never_draw_std_below_zero()
     cap = TR.std_caption(tab)
     assert "100/C %" in cap and "Dirichlet targets: chance not marked" in cap
     assert TR.chance_note(tab.assign(C=[2, 3, 0]).iloc[:1], "C", "C") == "at chance: FedAvg at C=2"
+
+
+def test_paper_profile_has_the_papers_table1_setting_and_says_its_seeds():
+    from fedpaper.artifacts import resolve_out_dir
+    from fedpaper.paths import figures_dir
+    from fedpaper.papers.fedpals import train as TR
+
+    p = P.runs("paper")
+    p.update(P.grid("paper"))
+    assert p["rounds"] == {"fashion-mnist": P.PAPER_ROUNDS, "cifar10": P.PAPER_ROUNDS} == {"fashion-mnist": 150, "cifar10": 150}
+    assert not p["data_fraction"] and p["test_n"] is None  # full partitions, the whole resampled test split
+    assert p["ess_grid"] == P.PAPER_ESS == [0.25, 0.5, 0.75] and p["eval_every"] == 1  # vague-8, -19
+    assert (p["lr"], p["batch_size"], p["num_clients"]) == (0.1, 32, 10)  # vague-5, -1
+    assert 3 <= p["seeds"] <= P.PAPER_SEEDS == 8
+    assert P.notes("paper") == ([] if p["seeds"] == 8 else [f"paper profile (2-core CPU): {p['seeds']} seeds (paper 8)"])
+    assert TR.table1_settings(p) == TR.TABLE1_SETTINGS and "stand_ins" not in p
+    assert resolve_out_dir("paper") == figures_dir() / "paper"
+
+
+def test_table1_sweep_records_all_its_runs_first_then_stops_at_the_deadline_and_resumes(smoke, tmp_path, monkeypatch):
+    from fedpaper import store as S
+    from fedpaper.papers.fedpals import train as TR
+
+    monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path))
+    monkeypatch.setenv("FEDPAPER_PROGRESS", "0")
+    p = dict(smoke, seeds=[0, 1], rounds={"fashion-mnist": 1, "cifar10": 1})
+    settings = [{"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg", "Oracle"]},
+                {"dataset": "cifar10", "split": {"scheme": "dirichlet", "beta": 0.1}, "methods": ["FedAvg"]}]
+    token = S.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
+    try:
+        monkeypatch.setenv(S.DEADLINE_ENV, "1")  # long past: no run starts
+        with pytest.raises(S.SweepStopped, match="0 of 4 runs done"):
+            TR.train_settings(p, settings)
+        store = S.ResultStore()
+        assert store.progress("fedpals/table1", "smoke") == (0, 6)  # both settings' runs, before any training
+        monkeypatch.delenv(S.DEADLINE_ENV)
+        specs, results = TR.train_settings(p, settings)
+        assert len(specs) == len(results) == 6 and store.progress("fedpals/table1", "smoke") == (6, 6)
+    finally:
+        S.SWEEP_OWNER.reset(token)

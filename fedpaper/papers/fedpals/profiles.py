@@ -50,9 +50,16 @@ import copy
 _HYPER = {"mu": 0.01, "fedrs_alpha": 0.5, "afl_step": 0.01}  # vague-9
 _C2 = {"fashion-mnist": 12, "cifar10": 16}  # vague-4
 
+PAPER_SEEDS = 8  # vague-13
+# The paper profile trains 3 of the paper's 8 seeds: its Table 1 (5 rows x 7 methods, the lambda
+# grid, 150 rounds, full partitions) is then 140 runs, 625 M training sample-steps, ~14 hours of
+# one CPU core (benchmarks/results/fedpals_sweep_speed.md), run in pieces with --max-hours and
+# `fedpaper cache export/import` (README, Profiles). Set RUNS["paper"]["seeds"] = 8 for all eight.
+PAPER_PROFILE_SEEDS = 3
+
 RUNS = {
-    "paper": {
-        "num_clients": 10, "seeds": 8, "rounds": {"fashion-mnist": 150, "cifar10": 150},  # vague-1, -6, -13
+    "paper": {  # the paper's settings, 3 of its 8 seeds (PAPER_PROFILE_SEEDS)
+        "num_clients": 10, "seeds": PAPER_PROFILE_SEEDS, "rounds": {"fashion-mnist": 150, "cifar10": 150},  # vague-1, -6, -13
         "data_fraction": {}, "test_n": None, "lr": 0.1, "batch_size": 32, "lenet_c2": _C2,  # vague-5
         "ess_grid": [0.25, 0.5, 0.75], "hyper": _HYPER, "eval_every": 1,  # vague-8, -19
     },
@@ -106,7 +113,6 @@ GRIDS = {
 # long = quick plus Fig 8b E = 5 and Fig 8c 50 clients (its runs include all of quick's).
 GRIDS["long"] = dict(GRIDS["quick"], fig8b_E=[1, 5, 20], fig8c_clients=[10, 50, 100])
 
-PAPER_SEEDS = 8  # vague-13
 PAPER_ROUNDS = 150  # vague-6
 PAPER_ESS = [0.25, 0.5, 0.75]  # vague-8
 _NAMES = {"fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}
@@ -119,7 +125,7 @@ def _pct(f: float) -> str:
 def shrink_notes(profile: str) -> list[str]:
     """Every shrinkage of a profile's image runs relative to the paper, from its settings."""
     r = RUNS[profile]
-    out = [f"{profile} profile (2-core CPU): {r['seeds']} seeds (paper {PAPER_SEEDS})"]
+    out = [f"{profile} profile (2-core CPU): {r['seeds']} seeds (paper {PAPER_SEEDS})"] if r["seeds"] != PAPER_SEEDS else []
     rounds = sorted(set(r["rounds"].values()))
     if rounds != [PAPER_ROUNDS]:
         out.append("/".join(map(str, rounds)) + f" rounds instead of {PAPER_ROUNDS} (vague-6)")
@@ -141,7 +147,7 @@ def shrink_notes(profile: str) -> list[str]:
 
 
 NOTES = {
-    "paper": [],
+    "paper": shrink_notes("paper"),
     "quick": shrink_notes("quick"),
     "long": shrink_notes("long"),
     "smoke": ["SMOKE: synthetic 16x16 stand-in images, 2 seeds, 2 rounds, 25% of each partition, FedPALS lambda=0 "

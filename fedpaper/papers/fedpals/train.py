@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pandas as pd
 
-from fedpaper.experiment import default_device, run_specs
+from fedpaper.experiment import default_device, run_specs, store_key
 from fedpaper.papers._common.claims import chance_models, chance_pct, parse_seeds
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
-
+from fedpaper.store import SWEEP_OWNER, ResultStore
 
 
 def _gkey(s) -> tuple:
@@ -21,15 +21,33 @@ def _gkey(s) -> tuple:
             q["num_clients"], t["local_epochs"], t["rounds"], t["participation"], R.method_label(s))
 
 
+def runs_per_engine_call() -> int:
+    """Runs trained together in one engine call of the FedPALS sweeps: one on CPU, else up to 16.
+
+    Clients of unequal size are padded to the largest in an engine call, and each seed's partition
+    differs, so on Table 1 three seeds trained together compute ~1.5x the useful samples (one run
+    alone: ~1.4x); on CPU one run per call trains more samples per CPU second
+    (benchmarks/results/fedpals_sweep_speed.md) and lets a deadline (--max-hours) be checked after
+    every run. A GPU wants the larger batches."""
+    return 1 if default_device() == "cpu" else 16
+
+
 def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals") -> tuple[list, list]:
-    """Run (or read from the cache) every spec of the settings; returns (specs, results)."""
+    """Run (or read from the cache) every spec of the settings; returns (specs, results).
+
+    Every spec of the artifact is recorded in the store's index before the first run, so that a
+    sweep stopped at its deadline (`fedpaper reproduce --max-hours`) counts all the runs left."""
+    per_setting = [R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root,
+                                  **st.get("kw", {})) for st in settings]
+    owner = SWEEP_OWNER.get()
+    if owner is not None:
+        ResultStore().record(*owner, [store_key(s, data_root) for sp in per_setting for s in sp])
     specs, results = [], []
-    for st in settings:  # one sweep per setting: runs batched together must have equal client counts
-        sp = R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root, **st.get("kw", {}))
+    for st, sp in zip(settings, per_setting):
         specs += sp
         kw = ", ".join(f"{k}={v}" for k, v in st.get("kw", {}).items() if k in ("local_epochs", "num_clients"))
         label = f"{desc} {st['dataset']} {R.label_setting(st['split'])}" + (f" ({kw})" if kw else "")  # unique
-        results += run_specs(sp, data_root, execution=R.execution(), desc=label)
+        results += run_specs(sp, data_root, execution=R.execution(), desc=label, max_batch=runs_per_engine_call())
     return specs, results
 
 
