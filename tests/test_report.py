@@ -305,3 +305,44 @@ def test_a_claim_that_reads_local_data_is_machine_dependent(tmp_path, monkeypatc
         tables = R.committed_tables(R.status_rows())
         out.append([r["verdict"] for r in R.check_claims(claims, tables)])
     assert out[0] == out[1]
+
+
+def test_noise_cause_numbers_are_differences_of_committed_per_seed_values(monkeypatch):
+    """Every 'within seed noise' cause computed from committed paired results quotes per-seed
+    differences that are differences of two committed per-seed values of the claim's artifacts
+    (same seed). Differences of derived quantities (second-order gains, relative drops, errors read
+    from curves) are left out: DERIVED names them."""
+    import itertools
+    import re
+
+    from fedpaper.papers._common.verdicts import NOISE
+    from fedpaper.paths import REPO_ROOT
+
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
+    rows = R.status_rows()
+    tables = R.committed_tables(rows)
+    res = R.diagnose_claims(R.check_claims(R.registered_claims(), tables), rows)
+    DERIVED = ("gain@", "relative drop", "final-round")
+    checked, misses = 0, []
+    for r in res:
+        scale = 100 if r["id"].startswith("privlabels") else 1
+        vectors = []
+        for a in r["artifacts"]:
+            t = tables.get(a)
+            if t is not None and "per_seed" in t:
+                for cell in t["per_seed"].dropna():
+                    vals = [float(v) for v in str(cell).split(";") if v not in ("", "-")]
+                    vectors.append([scale * v for v in vals])
+        diffs = {(i, f"{a[i] - b[i]:+.2f}") for a, b in itertools.permutations(vectors, 2)
+                 for i in range(min(len(a), len(b)))}
+        for c in r["causes"]:
+            if c.kind != NOISE or "unpaired" in c.evidence or any(d in c.evidence for d in DERIVED):
+                continue
+            for group in re.findall(r"per seed ((?:[+-]\d+\.\d\d/)+[+-]\d+\.\d\d)", c.evidence):
+                bad = [v for i, v in enumerate(group.split("/"))
+                       if not any(s == i and abs(float(d) - float(v)) <= 0.011 for s, d in diffs)]
+                if bad:
+                    misses.append((r["id"], c.evidence[:150]))
+                checked += 1
+    assert not misses, misses
+    assert checked >= 10  # the committed results have many within-noise causes
