@@ -200,9 +200,6 @@ def _cause_literals(path: Path):
             for a in list(n.args) + [k.value for k in n.keywords]:
                 for s in _literals(a):
                     yield n.lineno, s
-        elif isinstance(n, ast.keyword) and n.arg == "why_fails":  # the pre-toolkit typed diagnoses
-            for s in _literals(n.value):
-                yield n.value.lineno, s
         elif isinstance(n, ast.Assign) and any(w in getattr(t, "id", "").upper() for t in n.targets
                                                for w in ("WHY", "REASON", "DIAGNOS")):
             for s in _literals(n.value):

@@ -189,13 +189,13 @@ def test_privlabels_chance_level_L_not_testable_and_partial():
 
 # ------------------------------------------------------------------------------- report
 def test_report_counts_code_checks_apart_and_marks_new_verdicts():
-    code = lambda t: (True, "formula holds")  # noqa: E731
+    code = lambda t: K.Verdict.of(True, "formula holds")  # noqa: E731
     code.on_code = True
     claims = [Claim("fedpals/claim-30", "numerical", (), code),
               Claim("fedpals/claim-5", "comparable", (), lambda t: K.Verdict(K.NOT_TESTABLE, "all at chance")),
               Claim("fedpals/claim-1", "every row", (), lambda t: K.Verdict(K.PARTIAL, "5 of 6 rows hold")),
               Claim("fedpals/claim-4", "noise", (), lambda t: K.Verdict(K.WITHIN_NOISE, "+0.3 (SE 2)")),
-              Claim("fedpals/claim-3", "fails", (), lambda t: (False, "no"))]
+              Claim("fedpals/claim-3", "fails", (), lambda t: K.Verdict.of(False, "no"))]
     res = R.check_claims(claims, {})
     assert [r["verdict"] for r in res] == ["pass", "not testable", "partial", "within noise", "fail"]
     assert [r["on_code"] for r in res] == [True, False, False, False, False]

@@ -294,7 +294,7 @@ def test_claim15_flat_chance_curves_are_not_testable():
 
 
 def test_captions_name_the_interval_as_the_csv_and_report_do():
-    from fedpaper.papers._common.claims import interval_name
+    from fedpaper.papers._common.summaries import interval_name
     from fedpaper.papers.privlabels import draw
 
     t = pd.DataFrame(_rows("private", 3, {"FedAvg": [0.5, 0.55, 0.52]}))

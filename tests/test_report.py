@@ -7,7 +7,7 @@ import pytest
 
 from fedpaper import report as R
 from fedpaper.papers import Claim, catalog
-from fedpaper.papers._common import NOISE_RULE
+from fedpaper.papers._common import NOISE_RULE, Verdict
 
 
 def _commit(figures, aid, table, **prov):
@@ -34,14 +34,14 @@ def ours_table2():
 def fake_claim_check(tables):
     t = tables["fedpals/table2"]
     m = t.sort_values("delta")["mean"].tolist()
-    return all(a > b for a, b in zip(m, m[1:])), f"accuracy by delta: {m}"
+    return Verdict.of(all(a > b for a, b in zip(m, m[1:])), f"accuracy by delta: {m}")
 
 
 CLAIMS = [
     Claim("fedpals/claim-22", "accuracy decreases with delta", ["fedpals/table2"], fake_claim_check),
-    Claim("fedpals/claim-99", "always false", ["fedpals/table2"], lambda t: (False, "nope")),
+    Claim("fedpals/claim-99", "always false", ["fedpals/table2"], lambda t: Verdict.of(False, "nope")),
     Claim("fedpals/claim-98", "broken check", ["fedpals/table2"], lambda t: 1 / 0),
-    Claim("fedpals/claim-97", "needs table3", ["fedpals/table3"], lambda t: (True, "")),
+    Claim("fedpals/claim-97", "needs table3", ["fedpals/table3"], lambda t: Verdict.of(True, "")),
     Claim("fedmt/claim-1", "not implemented", ["fedmt/table2"], None),
 ]
 
@@ -129,19 +129,22 @@ def test_claims_say_which_profile_they_were_computed_on():
 
 
 def test_report_renders_not_testable_partial_and_code_marks(figures_tmp, readme_tmp, empty_data_root):
-    from fedpaper.papers._common import claims as K
+    from fedpaper.papers._common import CHANCE_RULE, NOT_TESTABLE, PARTIAL, PASS, Verdict
 
+    def code(t):
+        return Verdict(PASS, "ok")
+    code.on_code = True
     _commit(figures_tmp, "fedpals/table2", ours_table2())
-    claims = [Claim("fedpals/claim-22", "at chance", ["fedpals/table2"], lambda t: (K.NOT_TESTABLE, "FedAvg at chance")),
-              Claim("fedpals/claim-1", "every row", ["fedpals/table2"], lambda t: (K.PARTIAL, "5 of 6 rows hold")),
-              Claim("fedpals/claim-30", "numerical", [], K.on_code(lambda t: (True, "ok")))]
+    claims = [Claim("fedpals/claim-22", "at chance", ["fedpals/table2"], lambda t: Verdict(NOT_TESTABLE, "FedAvg at chance")),
+              Claim("fedpals/claim-1", "every row", ["fedpals/table2"], lambda t: Verdict(PARTIAL, "5 of 6 rows hold")),
+              Claim("fedpals/claim-30", "numerical", [], code)]
     text = R.render_report(claims=claims)
     assert "- **not testable at this scale** `fedpals/claim-22`: at chance — FedAvg at chance" in text
     assert "- **partial** `fedpals/claim-1`: every row — 5 of 6 rows hold" in text
     assert "- **PASS (code)** `fedpals/claim-30`" in text
     assert ("On results: 0 pass, 0 within noise, 0 fail, 1 partial, 1 not testable, 0 not checkable. "
             "Checked on code") in text
-    assert text.count(K.CHANCE_RULE) == 1 and text.count(NOISE_RULE) == 1  # each rule stated once
+    assert text.count(CHANCE_RULE) == 1 and text.count(NOISE_RULE) == 1  # each rule stated once
 
 
 def test_report_prefers_long_results_and_shows_quick_beside_them(figures_tmp, readme_tmp, empty_data_root):
@@ -175,14 +178,14 @@ def test_every_non_pass_verdict_gets_a_computed_cause(figures_tmp, readme_tmp, e
     from fedpaper.papers._common import NOISE, PAPER_CONTRADICTS, SETTING_DIFFERS, WITHIN_NOISE, Cause, Verdict
 
     _commit(figures_tmp, "fedpals/table2", ours_table2())
-    ours_only = lambda t: (not (t["fedpals/table2"]["std"] == 0.5).all(), "d")  # noqa: E731  fails on ours only
+    ours_only = lambda t: Verdict.of(not (t["fedpals/table2"]["std"] == 0.5).all(), "d")  # noqa: E731  fails on ours only
     claims = [Claim("fedpals/claim-x", "fails", ["fedpals/table2"], ours_only),
               Claim("fedpals/claim-y", "noisy", ["fedpals/table2"],
                     lambda t: Verdict(WITHIN_NOISE, "d", (Cause(NOISE, "gap within the seeds' spread"),))
                     if (t["fedpals/table2"]["std"] == 0.5).all() else (True, "d")),
-              Claim("fedpals/claim-z", "passes", ["fedpals/table2"], lambda t: (True, "d")),
-              Claim("fedpals/claim-w", "absent", ["fedpals/table3"], lambda t: (True, "d")),
-              Claim("fedpals/claim-v", "the paper's table says otherwise", ["fedpals/table2"], lambda t: (False, "d"))]
+              Claim("fedpals/claim-z", "passes", ["fedpals/table2"], lambda t: Verdict.of(True, "d")),
+              Claim("fedpals/claim-w", "absent", ["fedpals/table3"], lambda t: Verdict.of(True, "d")),
+              Claim("fedpals/claim-v", "the paper's table says otherwise", ["fedpals/table2"], lambda t: Verdict.of(False, "d"))]
     res = R.diagnose_claims(R.check_claims(claims, R.committed_tables()), R.status_rows())
     assert [c.kind for c in res[0]["causes"]] == [SETTING_DIFFERS]
     assert "fedpals/table2: 50 rounds instead of 100" in res[0]["causes"][0].evidence  # quoted from provenance

@@ -62,9 +62,6 @@ class Artifact:
         return tuple(d for d in self.datasets if d != "none")
 
 
-FAIL_CAUSES = ("scale", "data copy", "real disagreement")
-
-
 @dataclass
 class Claim:
     """A checkable statement of a paper.
@@ -73,23 +70,14 @@ class Claim:
     `artifacts` that exists, and returns a `fedpaper.papers._common.Verdict` (pass / within noise /
     fail / partial / not testable / not checkable, a one-line detail with the numbers behind it, and
     the causes it found); paper modules register checks with `_common.ClaimSet` (see its package
-    docstring). A legacy check may still return (passed, detail), passed True/False/None or a
-    verdict string. `check=None` means the check is not implemented yet.
-
-    `why_fails` is LEGACY (typed diagnoses of FedMT / FedNCA-ML until they move onto the toolkit):
-    the report no longer prints it; causes are computed (`_common.causes.diagnose`).
+    docstring). `check=None` means the check is not implemented yet. Causes of a verdict other
+    than pass are computed (`_common.causes.diagnose`), never typed.
     """
 
     id: str
     text: str
     artifacts: tuple[str, ...] | list[str] = ()
     check: Optional[Callable] = None
-    why_fails: str = ""
-
-    def __post_init__(self):
-        if self.why_fails and not self.why_fails.startswith(tuple(c + ": " for c in FAIL_CAUSES)):
-            raise ValueError(f"{self.id}: why_fails must start with one of "
-                             f"{', '.join(repr(c + ': ') for c in FAIL_CAUSES)}; got {self.why_fails[:40]!r}")
 
     @property
     def paper(self) -> str:

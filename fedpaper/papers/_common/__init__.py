@@ -21,7 +21,7 @@ Registration (``registry``)::
 
   ``claim(n, artifacts, text, on_code=False)``: artifacts are names with or without "<paper>/";
   on_code marks a check of a formula or a data split (the report counts those apart).
-  A check returns a ``Verdict`` (or a legacy ``(bool, detail)`` pair for exact properties).
+  A check returns a ``Verdict`` (``Verdict.of(ok, detail)`` for exact properties).
   Missing data is handled by the framework: ``t[name]`` raises ``Missing`` for an absent
   artifact, ``one``/``cell``/``cells`` raise ``Missing`` when no row matches; the claim then
   answers NOT_CHECKABLE with the cause "data or weights absent". No ``_need``/``_get`` guards.
@@ -34,7 +34,8 @@ Verdicts (``verdicts``): PASS "pass", WITHIN_NOISE "within noise", FAIL "fail", 
   ``v.note(text)`` appends to the detail. ``all_of([(label, Verdict), ...], what)`` combines the
   parts of an "in every row" claim: FAIL > WITHIN_NOISE > PASS if all pass > PARTIAL if some
   pass and the others are not testable/checkable > NOT_TESTABLE > NOT_CHECKABLE; it keeps the
-  causes of the parts that decide the verdict. ``negate(v)`` is the verdict of the opposite
+  causes of the parts that decide the verdict. ``most(parts, what)`` is the verdict of a claim
+  about "most" of the parts (a majority of the testable ones pass). ``negate(v)`` is the verdict of the opposite
   claim ("a does not beat b"): PASS and FAIL swap, within noise stays within noise.
 
 Rows by key (``rows``), never by position: ``select(t, **key)`` (a key value may be a list of
@@ -53,8 +54,11 @@ At chance (``chance``), one rule for all papers: CHANCE_RULE (printed once in RE
 Noise (``noise``), one rule for all papers: NOISE_RULE (printed once in REPORT.md).
   ``diff(a, b)`` -> Diff (paired per-seed differences, mean, SE); ``beats(a, b, names)``,
   ``exceeds(a, b, margin, what)``, ``near(a, b, tol, what)`` -> PASS / FAIL / WITHIN_NOISE (with
-  the cause "within seed noise"); ``best(cells, winner)``; ``monotone({x: Cell}, +1/-1, name)``;
-  ``const(x)`` turns a threshold or a paper's number into a noiseless Cell.
+  the cause "within seed noise"); ``not_below(a, b, names)`` ("a is at least b": an exact tie
+  without seed noise passes); ``stated(d, value, what)`` (a difference the paper states, within
+  STATED_TOL or STATED_REL of it); ``best(cells, winner)``; ``monotone({x: Cell}, +1/-1, name)``;
+  ``minus(a, b)`` -> the Cell of a - b (per seed when paired); ``const(x)`` turns a threshold or
+  a paper's number into a noiseless Cell.
 
 Causes (``verdicts.CAUSES``, one fixed vocabulary): models at chance; within seed noise;
   compute-limited / not compute-limited (only once a compute ladder exists); untested at this
@@ -73,12 +77,24 @@ The paper's own numbers (hook for "the paper's own numbers contradict the claim"
   unpaired one (SE from std and n_seeds). A test converter may add a per_seed column synthesised
   from mean and std (then the paired rule applies); the report uses the packaged tables as they
   are (no converter in the package).
-
-Legacy (``claims``): the pre-toolkit helpers, kept only until FedMT and FedNCA-ML move onto the
-toolkit; new code must not use them.
 """
 from .chance import CHANCE_MARGIN, CHANCE_RULE, at_chance, chance_cause, chance_level, learning  # noqa: F401
-from .noise import NOISE_RULE, Diff, beats, best, const, diff, exceeds, monotone, near  # noqa: F401
+from .noise import (  # noqa: F401
+    NOISE_RULE,
+    STATED_REL,
+    STATED_TOL,
+    Diff,
+    beats,
+    best,
+    const,
+    diff,
+    exceeds,
+    minus,
+    monotone,
+    near,
+    not_below,
+    stated,
+)
 from .registry import ClaimSet, Tables, absent, as_verdict, guarded  # noqa: F401
 from .rows import Cell, Missing, cell, cell_of, cells, norm, one, parse_per_seed, select, values  # noqa: F401
 from .verdicts import (  # noqa: F401
@@ -102,5 +118,6 @@ from .verdicts import (  # noqa: F401
     Cause,
     Verdict,
     all_of,
+    most,
     negate,
 )

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rows import Cell
-from .verdicts import FAIL, NOISE, PASS, WITHIN_NOISE, Cause, Verdict, all_of
+from .verdicts import FAIL, NOISE, PASS, WITHIN_NOISE, Cause, Verdict, all_of, negate
 
 NOISE_RULE = (
     "a difference d = a - b counts only when the seeds show it: with d_s the per-seed (paired) "
@@ -47,6 +47,12 @@ NOISE_RULE = (
     "majority keeps one outlier seed from deciding")
 
 CONFIDENCE = 0.90  # one-sided
+
+#: a difference a paper states (a margin, a gain) holds when the measured one is within 2 points of
+#: it, or a quarter of it when that is larger, by the equivalence test (near): about the seed stds
+#: of the papers' own tables (0.1-2.4 points), so a margin the paper's spread cannot pin down is
+#: "within noise" on its own numbers too
+STATED_TOL, STATED_REL = 2.0, 0.25
 
 
 def const(x: float) -> Cell:
@@ -95,6 +101,15 @@ class Diff:
         seeds = (f", per seed {'/'.join(f'{x:+.2f}' for x in self.per_seed)}" if self.per_seed else "")
         kind = "paired" if self.paired else "unpaired"
         return f"{self.d:+.2f}{unit} ({se}, {kind}{seeds})"
+
+
+def minus(a: Cell, b: Cell) -> Cell:
+    """a - b as a Cell: per seed when both have per-seed values of one length, else the difference
+    of the means with the two stds combined."""
+    if a.seeds and len(a.seeds) == len(b.seeds):
+        s = np.asarray(a.seeds) - np.asarray(b.seeds)
+        return Cell(float(s.mean()), float(s.std(ddof=1)) if len(s) > 1 else math.nan, len(s), tuple(s))
+    return Cell(a.mean - b.mean, math.hypot(a.std, b.std), min(a.n, b.n), ())
 
 
 def _is_const(c: Cell) -> bool:
@@ -154,6 +169,21 @@ def near(a: Cell, b: Cell, tol: float, what: str = "a - b", unit: str = "") -> V
     if abs(dd.d) - se > tol and dd.majority(lambda x: abs(x) > tol):
         return Verdict(FAIL, text)
     return Verdict(WITHIN_NOISE, text, (Cause(NOISE, text),))
+
+
+def stated(d: Cell, value: float, what: str) -> Verdict:
+    """A difference `d` the paper states as `value`: near(d, value) with tolerance STATED_TOL, or
+    STATED_REL of the value when that is larger."""
+    return near(d, const(value), max(STATED_TOL, STATED_REL * abs(value)), f"{what} vs the stated {value:g}")
+
+
+def not_below(a: Cell, b: Cell, names=("a", "b")) -> Verdict:
+    """"names[0] is at least names[1]": FAIL when b beats a by the rule, PASS when a beats b or the
+    two are equal without any seed noise (an exact tie), within noise otherwise."""
+    dd = diff(a, b)
+    if dd.d == 0 and (math.isnan(dd.se) or dd.se == 0):
+        return Verdict(PASS, f"{names[0]} = {names[1]} ({a.mean:.2f}, no seed noise)")
+    return negate(beats(b, a, names[::-1]))
 
 
 def best(cells: dict, winner: str, unit: str = "") -> Verdict:

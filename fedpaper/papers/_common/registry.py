@@ -5,7 +5,7 @@
     @CLAIMS.claim(9, ["table4"], "PACS: FedPALS accuracy decreases as lambda grows.")
     def c9(t):                       # t: Tables; t["table4"] is our committed csv as a DataFrame
         ...
-        return Verdict(...)          # or a (bool, detail) pair for exact properties
+        return Verdict(...)          # Verdict.of(ok, detail) for exact properties
 
     CLAIMS.register()                # at the end of the module: adds them to fedpaper.papers
 
@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from .rows import Missing
-from .verdicts import ABSENT, FAIL, NOT_CHECKABLE, PASS, Cause, Verdict, all_of
+from .verdicts import ABSENT, NOT_CHECKABLE, Cause, Verdict, all_of
 
 
 class Tables:
@@ -58,14 +58,12 @@ def absent(what: str) -> Verdict:
 
 
 def as_verdict(out) -> Verdict:
-    """A check's return value as a Verdict: a Verdict, or a legacy (verdict, detail) pair where
-    verdict is True/False/None or a verdict string."""
-    if isinstance(out, Verdict):
-        return out
-    v, detail = out
-    if isinstance(v, str):
-        return Verdict(v, str(detail))
-    return Verdict({True: PASS, False: FAIL}.get(None if v is None else bool(v), NOT_CHECKABLE), str(detail))
+    """A check's return value, which must be a Verdict (Verdict.of(ok, detail) for an exact
+    property)."""
+    if not isinstance(out, Verdict):
+        raise TypeError(f"a claim check returned {type(out).__name__}; return a Verdict "
+                        "(Verdict.of(ok, detail) for an exact property)")
+    return out
 
 
 def guarded(fn: Callable[[], object]) -> Verdict:

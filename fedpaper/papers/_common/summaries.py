@@ -1,4 +1,5 @@
-"""Per-seed summaries: the mean ± std (ddof=1) [95% bootstrap CI] cells of every paper's tables."""
+"""Per-seed summaries: the mean ± std (ddof=1) [95% bootstrap CI] cells of every paper's tables, and
+the name of their interval."""
 from __future__ import annotations
 
 from fedpaper.metrics import summarize
@@ -20,3 +21,14 @@ def seed_summary(values, metric: str, *, n_resamples: int = 1000, ci: bool = Fal
     if per_seed is not None:
         row["per_seed"] = ";".join(f"{v:{per_seed}}" for v in values)
     return row
+
+
+def interval_name(n_seeds) -> str:
+    """What a committed ci_low/ci_high interval over `n_seeds` seeds is. Our tables hold the 95%
+    percentile bootstrap of the mean (metrics.bootstrap_ci, 1000 resamples); with 3 or fewer seeds
+    the resample made of the smallest seed alone has probability 1/n^n >= 2.5% (1/27 for n=3), so the
+    interval is exactly the seeds' min-max range and is labelled so, not "95% CI"."""
+    n = int(n_seeds)
+    if n <= 3:
+        return f"min-max over n={n} seeds"
+    return f"95% percentile-bootstrap interval, n={n} seeds"

@@ -112,6 +112,26 @@ def all_of(parts: list, what: str = "") -> Verdict:
     return Verdict(verdict, f"{head} {body}", () if verdict == PASS else causes)
 
 
+def most(parts: list, what: str = "") -> Verdict:
+    """A claim about "most" of the labelled parts [(label, Verdict)]: PASS when the parts that pass
+    are a majority of the testable ones (pass, fail or within noise), FAIL when they cannot be even
+    if every part within noise passed, within noise otherwise; parts not testable or not checkable
+    are left out (PARTIAL instead of PASS when there are such parts)."""
+    testable = [(lab, v) for lab, v in parts if v.verdict in (PASS, FAIL, WITHIN_NOISE)]
+    wins = sum(v.verdict == PASS for _, v in testable)
+    maybe = sum(v.verdict == WITHIN_NOISE for _, v in testable)
+    n = len(testable)
+    every = all_of(parts, what)
+    if not n:
+        return every
+    head = f"{wins} of {n} testable parts hold ({maybe} within noise)"
+    if 2 * wins > n:
+        return Verdict(PARTIAL if n < len(parts) else PASS, f"{head}; {every.detail}")
+    if 2 * (wins + maybe) <= n:
+        return Verdict(FAIL, f"{head}; {every.detail}")
+    return Verdict(WITHIN_NOISE, f"{head}; {every.detail}", _unique(c for _, v in testable for c in v.causes))
+
+
 def negate(v: Verdict, detail: str = "") -> Verdict:
     """The verdict of the opposite claim ("a does not beat b" from "a beats b"): PASS and FAIL swap,
     every other verdict (within noise, not testable, ...) stays with its causes."""

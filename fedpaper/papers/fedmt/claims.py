@@ -28,9 +28,11 @@ from fedpaper.papers._common import (
     chance_level,
     const,
     learning,
+    minus,
     monotone,
     near,
     select,
+    stated,
     values,
 )
 
@@ -40,11 +42,6 @@ T, E = "FedMT (T)", "FedMT (E)"
 BASE = ["Single", "FedTrans", "FedRep", "SemiFL"]
 FL = ["FedTrans", "FedRep", "SemiFL", T, E]
 COMPETITORS = BASE  # Table 3's other methods
-#: a difference the paper states (a margin, a gain) holds when the measured one is within 2 points of
-#: it, or a quarter of it when that is larger, by the noise rule's equivalence test (near): about
-#: the seed stds of the papers' own tables (0.1-2.4 points), so a margin the paper's spread cannot
-#: pin down is "within noise" on its own numbers too
-STATED_TOL, STATED_REL = 2.0, 0.25
 
 _CLASSES = {ACC: 100, SUPER: 20, ACC9: 9, ACC3: 3}
 _STAND_IN = {ACC: 20, SUPER: 5}
@@ -70,19 +67,6 @@ def _row(t, x, v, metric, methods, **key) -> dict:
     if miss:
         raise Missing(f"{', '.join(miss)} at {x}={v:g}" if isinstance(v, float) else f"{', '.join(miss)} at {x}={v}")
     return {m: got[m] for m in methods}
-
-
-def _minus(a: Cell, b: Cell) -> Cell:
-    """a - b as a Cell (per seed when both have seeds of one length)."""
-    if a.seeds and len(a.seeds) == len(b.seeds):
-        s = np.asarray(a.seeds) - np.asarray(b.seeds)
-        return Cell(float(s.mean()), float(s.std(ddof=1)) if len(s) > 1 else math.nan, len(s), tuple(s))
-    return Cell(a.mean - b.mean, math.hypot(a.std, b.std), min(a.n, b.n), ())
-
-
-def _stated(d: Cell, stated: float, what: str) -> Verdict:
-    """A difference the paper states: within STATED_TOL (or STATED_REL of it) of `stated`."""
-    return near(d, const(stated), max(STATED_TOL, STATED_REL * abs(stated)), f"{what} vs the stated {stated:g}")
 
 
 def _label(x, v) -> str:
@@ -162,7 +146,7 @@ def c5(t):
         _, nt, _ = learning(r, chance(t2, ACC), [T, E], where=_label("n", n))
         if nt:
             return nt
-    first, last = (_minus(rows[n][T], rows[n][E]) for n in (ns[0], ns[-1]))
+    first, last = (minus(rows[n][T], rows[n][E]) for n in (ns[0], ns[-1]))
     return beats(first, last, (f"T - E gap at n={ns[0]}", f"at n={ns[-1]}"))
 
 
@@ -331,7 +315,7 @@ def c20(t):
     def at(r, _):
         comp = {m: r[m] for m in COMPETITORS}
         return all_of([("FedRep best competitor", best(comp, "FedRep")),
-                       ("margin", _stated(_minus(r[E], r["FedRep"]), 52.00 - 46.00, "FedMT (E) - FedRep"))])
+                       ("margin", stated(minus(r[E], r["FedRep"]), 52.00 - 46.00, "FedMT (E) - FedRep"))])
     return _each_setting(t3, "r_percent", ACC9, [E] + COMPETITORS, at, "smallest r", xs=[r0])
 
 
@@ -347,7 +331,7 @@ def c22(t):
 
 def _margin_over_best(r: dict) -> Cell:
     rival = max(COMPETITORS, key=lambda m: r[m].mean)
-    return _minus(r[E], r[rival])
+    return minus(r[E], r[rival])
 
 
 @C.claim(23, ["table3"], "(Table 3) the 9-class margin of FedMT (E) over the best competitor is largest at the "

@@ -10,8 +10,6 @@ model's features: 10-nearest-neighbour purity in the t-SNE plane (purity_lift: c
 chance) and the cosine maps' mean off-diagonal similarity (features.MODEL_NOTE)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -20,8 +18,6 @@ from fedpaper.papers._common import (
     FAIL,
     NOT_TESTABLE,
     PARTIAL,
-    PASS,
-    WITHIN_NOISE,
     Cause,
     Cell,
     ClaimSet,
@@ -31,13 +27,13 @@ from fedpaper.papers._common import (
     beats,
     cell_of,
     cells,
-    const,
-    diff,
     guarded,
     learning,
-    near,
-    negate,
+    minus,
+    most,
+    not_below,
     one,
+    stated,
     values,
 )
 
@@ -46,11 +42,6 @@ CENTRAL, FEDNCA = "Centralized (Upperbound)", "FedNCA-ML"
 MAIN = ["table1", "table2", "table3", "table4"]
 MACRO = ["macro-AUC", "macro-F1"]
 FULL, LADM, PLAIN = "ETF-Clf+LADM+L_Neg+L_Pos", "ETF-Clf+LADM", "none"
-#: a difference the paper states (a margin, a gain) holds when the measured one is within 2 points of
-#: it, or a quarter of it when that is larger, by the noise rule's equivalence test (near): about
-#: the seed stds of the papers' own tables (0.1-2.4 points), so a margin the paper's spread cannot
-#: pin down is "within noise" on its own numbers too
-STATED_TOL, STATED_REL = 2.0, 0.25
 #: claim-23 is not testable when no (image, class) pair's own and other quadrant masses differ by
 #: this much: a fifth of the 0.25 a quadrant holds under uniform attention
 UNIFORM_ATTENTION_GAP = 0.05
@@ -60,46 +51,6 @@ def chance(metric: str):
     """The one-class score of a metric: 50 for an AUC; unknown for an F1 (a model that predicts no
     label scores about 0, which the chance rule's margin above zero catches)."""
     return 50.0 if metric.endswith("AUC") else None
-
-
-def _minus(a: Cell, b: Cell) -> Cell:
-    """a - b as a Cell (per seed when both have seeds of one length)."""
-    if a.seeds and len(a.seeds) == len(b.seeds):
-        s = np.asarray(a.seeds) - np.asarray(b.seeds)
-        return Cell(float(s.mean()), float(s.std(ddof=1)) if len(s) > 1 else math.nan, len(s), tuple(s))
-    return Cell(a.mean - b.mean, math.hypot(a.std, b.std), min(a.n, b.n), ())
-
-
-def _stated(d: Cell, stated: float, what: str) -> Verdict:
-    return near(d, const(stated), max(STATED_TOL, STATED_REL * abs(stated)), f"{what} vs the stated {stated:g}")
-
-
-def _not_below(a: Cell, b: Cell, names) -> Verdict:
-    """"a is at least b": fails when b beats a by the noise rule, passes when a beats b or the two
-    are equal without any seed noise (a tie in a table without stds), within noise otherwise."""
-    dd = diff(a, b)
-    if dd.d == 0 and (math.isnan(dd.se) or dd.se == 0):
-        return Verdict(PASS, f"{names[0]} = {names[1]} ({a.mean:.2f}, no seed noise)")
-    return negate(beats(b, a, names[::-1]))
-
-
-def _most(parts, what: str) -> Verdict:
-    """A claim about "most" of the parts: PASS when the parts that pass are a majority of the
-    testable ones, FAIL when they cannot be even if every part within noise passed, within noise
-    otherwise; parts at chance or absent are left out (PARTIAL when the rest pass)."""
-    testable = [(lab, v) for lab, v in parts if v.verdict in (PASS, FAIL, WITHIN_NOISE)]
-    wins = sum(v.verdict == PASS for _, v in testable)
-    maybe = sum(v.verdict == WITHIN_NOISE for _, v in testable)
-    n = len(testable)
-    body = all_of(parts, what).detail
-    if not n:
-        return all_of(parts, what)
-    head = f"{wins} of {n} testable parts hold ({maybe} within noise)"
-    if 2 * wins > n:
-        return Verdict(PARTIAL if len(testable) < len(parts) else PASS, f"{head}; {body}")
-    if 2 * (wins + maybe) <= n:
-        return Verdict(FAIL, f"{head}; {body}")
-    return Verdict(WITHIN_NOISE, f"{head}; {body}", tuple(c for _, v in testable for c in v.causes))
 
 
 # ------------------------------------------------------------------ Tables 1-4: FedNCA-ML's margins
@@ -121,14 +72,14 @@ def _margin(t, beta, metric, where: str):
     return None, row[FEDNCA], second, kept[second]
 
 
-def _beats_second(t, beta, metric, where, stated=None) -> Verdict:
+def _beats_second(t, beta, metric, where, paper=None) -> Verdict:
     nt, fed, second, sc = _margin(t, beta, metric, where)
     if nt:
         return nt
     v = beats(fed, sc, (FEDNCA, second))
-    if stated is None:
+    if paper is None:
         return v
-    return all_of([("beats", v), ("margin", _stated(_minus(fed, sc), stated, f"{FEDNCA} - {second}"))])
+    return all_of([("beats", v), ("margin", stated(minus(fed, sc), paper, f"{FEDNCA} - {second}"))])
 
 
 def _main_cells(t: "Tables", metrics):
@@ -140,15 +91,15 @@ def _main_cells(t: "Tables", metrics):
                     yield a, beta, metric
 
 
-def _stated_margins(t, table, stated: dict) -> Verdict:
+def _stated_margins(t, table, paper: dict) -> Verdict:
     return all_of([(f"beta={b:g} {m}", _beats_second(t[table], b, m, f"{table} beta={b:g} {m}", s))
-                   for (b, m), s in stated.items()], "FedNCA-ML's margins over the second best")
+                   for (b, m), s in paper.items()], "FedNCA-ML's margins over the second best")
 
 
 @C.claim(1, MAIN, "(Tables 1-4) FedNCA-ML has the best class-wise (macro) score in most data set / beta / "
                   "metric cells.")
 def c1(t):
-    return _most([(f"{a} beta={b:g} {m}", _beats_second(t[a], b, m, f"{a} beta={b:g} {m}"))
+    return most([(f"{a} beta={b:g} {m}", _beats_second(t[a], b, m, f"{a} beta={b:g} {m}"))
                   for a, b, m in _main_cells(t, MACRO)], "FedNCA-ML best macro score")
 
 
@@ -210,7 +161,7 @@ def c8(t):
         if nt:
             parts.append((f"beta={b:g}", nt))
             continue
-        gap = {m: _minus(micro[m], macro[m]) for m in macro if m in micro}
+        gap = {m: minus(micro[m], macro[m]) for m in macro if m in micro}
         if FEDNCA not in gap:
             raise Missing(f"FedNCA-ML's micro- and macro-AUC at beta={b:g}")
         parts += [(f"beta={b:g} vs {m}", beats(g, gap[FEDNCA], (f"{m} gap", "FedNCA-ML's")))
@@ -222,17 +173,17 @@ def c8(t):
                   "and 4.93 in class-wise F1.")
 def c9(t):
     parts = []
-    for metric, stated in (("macro-AUC", 3.92), ("macro-F1", 4.93)):
+    for metric, paper in (("macro-AUC", 3.92), ("macro-F1", 4.93)):
         margins = {}
         for a, b, m in _main_cells(t, [metric]):
             nt, fed, second, sc = _margin(t[a], b, m, f"{a} beta={b:g}")
             if not nt:
-                margins[f"{a} beta={b:g}"] = _minus(fed, sc)
+                margins[f"{a} beta={b:g}"] = minus(fed, sc)
         if not margins:
             parts.append((metric, Verdict(NOT_TESTABLE, "every cell at chance")))
             continue
         where = max(margins, key=lambda k: margins[k].mean)
-        parts.append((f"{metric} ({where})", _stated(margins[where], stated, f"largest {metric} margin")))
+        parts.append((f"{metric} ({where})", stated(margins[where], paper, f"largest {metric} margin")))
     return all_of(parts, "largest margins over the second best")
 
 
@@ -258,8 +209,8 @@ def _variants(t, metric) -> dict:
     return cells(t, "components", metric=metric)
 
 
-def _change(table, better, worse, stated=None, metrics=MACRO):
-    """`better` above `worse` on every metric (by the stated gain when `stated` {metric: points})."""
+def _change(table, better, worse, paper=None, metrics=MACRO):
+    """`better` above `worse` on every metric (by the gain the paper states when `paper` {metric: points})."""
     def check(t):
         tab = t[table]
         parts = []
@@ -272,8 +223,8 @@ def _change(table, better, worse, stated=None, metrics=MACRO):
                 parts.append((m, nt))
                 continue
             up = beats(v[better], v[worse], (better, worse))
-            parts.append((m, up if stated is None else all_of(
-                [("beats", up), ("gain", _stated(_minus(v[better], v[worse]), stated[m], f"{better} - {worse}"))])))
+            parts.append((m, up if paper is None else all_of(
+                [("beats", up), ("gain", stated(minus(v[better], v[worse]), paper[m], f"{better} - {worse}"))])))
         return all_of(parts, f"{worse} -> {better}")
     return check
 
@@ -303,7 +254,7 @@ def c14(t):
             if FULL not in v:
                 raise Missing(f"{name}: the full model's {m}")
             _, nt, _ = learning(v, chance(m), [FULL], where=f"{name} {m}")
-            parts += [(m, nt)] if nt else [(f"{m} vs {k}", _not_below(v[FULL], c, ("full", k)))
+            parts += [(m, nt)] if nt else [(f"{m} vs {k}", not_below(v[FULL], c, ("full", k)))
                                            for k, c in v.items() if k != FULL]
         return all_of(parts, name)
     return t.each(["table5", "table7"], table, "the full model best on every metric")
@@ -320,7 +271,7 @@ def _fixed_queries(table):
             _, nt, _ = learning(row, chance(m), list(row), where=m)
             parts += [(m, nt)] if nt else [(f"{m} vs learnable/{k}", beats(fixed, c, ("fixed", f"learnable/{k}")))
                                            for k, c in learn.items()]
-        return _most(parts, "fixed ETF queries beat learnable ones")
+        return most(parts, "fixed ETF queries beat learnable ones")
     return check
 
 

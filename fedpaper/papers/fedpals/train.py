@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.experiment import default_device, run_specs, store_key
-from fedpaper.papers._common.claims import chance_models, chance_pct, parse_seeds
+from fedpaper.papers._common.chance import at_chance, chance_level
+from fedpaper.papers._common.rows import cell_of
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 from fedpaper.store import SWEEP_OWNER, ResultStore
@@ -152,16 +153,15 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
 
 
 def methods_at_chance(g: pd.DataFrame) -> list:
-    """The methods of one setting's rows (one label split) at chance by the claims' rule
-    (papers._common.claims.CHANCE_RULE; per-seed values from the 'per_seed' column when present)."""
-    seeds = g["per_seed"] if "per_seed" in g else [None] * len(g)
-    chance = chance_pct(g["label_split"].iloc[0]) if "label_split" in g else None
-    return chance_models(((m, float(v), parse_seeds(sd)) for m, v, sd in zip(g["method"], g["mean"], seeds)), chance)
+    """The methods of one setting's rows (one label split) at chance by the one rule of the claims
+    (papers._common.chance: CHANCE_RULE; per-seed values from the 'per_seed' column when present)."""
+    chance = chance_level(g["label_split"].iloc[0]) if "label_split" in g else None
+    return at_chance({r["method"]: cell_of(r) for _, r in g.iterrows()}, chance)
 
 
 def table_chance_caption(tab: pd.DataFrame) -> str:
     """'At chance (...): FedProx, SCAFFOLD in CIFAR-10 C=3; ...' for the cells whose models sit at
-    chance by the claims' rule (papers._common.claims.CHANCE_RULE), '' when none does."""
+    chance by the claims' rule (papers._common.chance.CHANCE_RULE), '' when none does."""
     parts = []
     for (ds, ls), g in tab.groupby(["dataset", "label_split"], sort=False):
         low = methods_at_chance(g[~g["method"].str.contains(r"\(", regex=True)])
@@ -204,9 +204,9 @@ def std_caption(tab: pd.DataFrame, what: str = "error bars") -> str:
     seeds = "/".join(map(str, n)) if n else "the"
     text = f"Points: mean; {what}: ± 1 std over {seeds} seeds, clipped to [0, 100]"
     splits = set(tab["label_split"]) if "label_split" in tab else set()
-    if any(chance_pct(s) is not None for s in splits):
+    if any(chance_level(s) is not None for s in splits):
         text += f"; dotted line or grey dashes: {CHANCE_WORDS}"
-    if any(chance_pct(s) is None for s in splits):
+    if any(chance_level(s) is None for s in splits):
         text += "; Dirichlet targets: chance not marked (their majority share is not recorded)"
     return text
 
@@ -220,7 +220,7 @@ def clipped_std(g: pd.DataFrame) -> np.ndarray:
 def draw_chance(ax, xs, splits) -> None:
     """Chance level at each x (100/C for a "C=k" target; nothing for Dirichlet targets): one dotted
     horizontal line when it is the same everywhere, else a grey dash at each x."""
-    pts = [(x, chance_pct(s)) for x, s in zip(xs, splits) if chance_pct(s) is not None]
+    pts = [(x, chance_level(s)) for x, s in zip(xs, splits) if chance_level(s) is not None]
     if not pts:
         return
     levels = {c for _, c in pts}
@@ -232,7 +232,7 @@ def draw_chance(ax, xs, splits) -> None:
 
 def chance_note(tab: pd.DataFrame, xcol: str | None, word: str | None = None) -> str:
     """'at chance: FedAvg, SCAFFOLD at E=15' for the methods at chance at each setting, by the claims'
-    rule (papers._common.claims.CHANCE_RULE: chance 100/C on a C-label target, one-class values)."""
+    rule (papers._common.chance.CHANCE_RULE: chance 100/C on a C-label target, one-class values)."""
     def where(x):
         return str(x) if isinstance(x, str) else f"{word or xcol}={x:g}"
 
@@ -376,7 +376,7 @@ def draw_fig8(tab: pd.DataFrame, params: dict, which: str):
         ax.set_xticks(np.arange(len(xs)) + 0.4 - w / 2, xs)
         ax.set_xlabel("label split (labels per client C)")
         ax.set_ylabel("Target test accuracy (%)")
-        chance = [chance_pct(x) for x in xs]
+        chance = [chance_level(x) for x in xs]
         ax.hlines([c for c in chance if c is not None], [k - w for k, c in enumerate(chance) if c is not None],
                   [k + 0.8 for k, c in enumerate(chance) if c is not None], color="0.4", ls=":", lw=1)
         note = chance_note(tab, "label_split")

@@ -30,6 +30,7 @@ from fedpaper.papers._common import (
     learning,
     near,
     negate,
+    not_below,
     select,
     values,
 )
@@ -48,12 +49,6 @@ def acc(t, **key) -> dict:
     if not len(r):
         raise Missing("no accuracy row " + ", ".join(f"{k}={v}" for k, v in key.items()))
     return {row["method"]: cell_of(row).scaled(100) for _, row in sorted(r.iterrows(), key=lambda p: p[1]["method"])}
-
-
-def at_chance(rows) -> list:
-    """Methods at chance (the one rule) among `rows`, one row per method of one setting and L (the
-    figures' titles use it too, privlabels/draw.py)."""
-    return sorted(models_at_chance({r["method"]: cell_of(r).scaled(100) for _, r in rows.iterrows()}, CHANCE))
 
 
 def Ls(t) -> list:
@@ -170,7 +165,7 @@ def c9(t):
        "methods' mean seed std is larger, at every L below 10).")
 def c10(t):
     return per_L(t["fig3"], "private", TUNE + ADAPT, [], lambda m: all_of(
-        [(f"{a} not below {k}", negate(beats(m[k], m[a], (k, a)))) for k in TUNE for a in ADAPT]
+        [(f"{a} not below {k}", not_below(m[a], m[k], (a, k))) for k in TUNE for a in ADAPT]
         + [("spread", spread(m))], ""), "private")
 
 

@@ -33,8 +33,8 @@ def _wrap(text: str, fig) -> str:
 
 def interval_text(table: pd.DataFrame) -> str:
     """What the table's ci_low/ci_high are, named as the report and the csv `interval` column name
-    them (papers._common.claims.interval_name): with 3 seeds the seeds' min-max range, not a 95% CI."""
-    from fedpaper.papers._common.claims import interval_name
+    them (papers._common.summaries.interval_name): with 3 seeds the seeds' min-max range, not a 95% CI."""
+    from fedpaper.papers._common.summaries import interval_name
 
     ns = sorted({int(v) for v in table.get("n_seeds", pd.Series(dtype=float)).dropna()})
     if not ns:
@@ -50,9 +50,13 @@ SETTING_COLS = ("dataset", "setting", "labels_per_client", "local_epochs", "roun
 
 
 def _at_chance(table: pd.DataFrame) -> list[str]:
-    """Methods at chance at every setting of the figure, by the claims' rule (claims.at_chance: most
-    seeds at most chance + 2 points, or a one-class value shared by 3+ methods on a seed)."""
-    from .claims import at_chance
+    """Methods at chance at every setting of the figure, by the one rule of the claims
+    (papers._common.chance: most seeds at most chance + 2 points, or a score shared by 3+ methods
+    on a seed below that seed's best); accuracies are fractions, the rule reads percent."""
+    from fedpaper.papers._common import at_chance, cell_of
+
+    def low_in(g):
+        return set(at_chance({r["method"]: cell_of(r).scaled(100) for _, r in g.iterrows()}, CHANCE))
 
     if "metric" in table:
         table = table[table["metric"] == "accuracy"]
@@ -60,7 +64,7 @@ def _at_chance(table: pd.DataFrame) -> list[str]:
     if not len(table) or "mean" not in table:
         return []
     groups = [g for _, g in table.groupby(keys)] if keys else [table]
-    low = [set(at_chance(g)) for g in groups]
+    low = [low_in(g) for g in groups]
     return [m for m in _methods(table) if all(m in lo or m not in set(g["method"]) for lo, g in zip(low, groups))]
 
 

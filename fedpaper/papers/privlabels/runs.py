@@ -21,7 +21,7 @@ import pandas as pd
 from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.experiment import Execution, RunSpec, get_pools, layout, pools_key_of, run_specs
-from fedpaper.papers._common.claims import interval_name
+from fedpaper.papers._common.summaries import interval_name
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.partition import private_label_partition, privlabels_split
 from fedpaper.store import spec_json
@@ -201,7 +201,7 @@ SUMMARY_COLS = ["metric", "mean", "std", "ci_low", "ci_high", "n_seeds", "interv
 def summarise(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean, std (ddof=1) and the percentile-bootstrap interval (95%, 1000 resamples, vague-14) over
     seeds; the `interval` column says what ci_low/ci_high are (with 3 seeds: the seeds' min-max,
-    papers._common.claims.interval_name); `per_seed` the accuracies in seed order, joined by ';'
+    papers._common.summaries.interval_name); `per_seed` the accuracies in seed order, joined by ';'
     (so a check can see one-class models: the same value for 3+ methods on a seed)."""
     rows = []
     for k, g in df.groupby(keys, sort=False):
