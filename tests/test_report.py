@@ -253,8 +253,7 @@ def _report_with_data_root(tmp_path, monkeypatch, name, data_root):
     monkeypatch.setenv("FEDPAPER_README", str(readme))
     monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path / f"cache.{name}"))
     monkeypatch.setenv("FEDPAPER_DATA", str(data_root))
-    report = R.write_report(path=tmp_path / f"REPORT.{name}.md",
-                            claims=[c for c in R.registered_claims() if c.id not in READS_LOCAL_DATA])
+    report = R.write_report(path=tmp_path / f"REPORT.{name}.md")
     return report.read_bytes(), readme.read_bytes()
 
 
@@ -262,12 +261,6 @@ def _shared_data_available() -> bool:
     from fedpaper.paths import data_root
 
     return (data_root() / "cifar10").is_dir()
-
-
-#: On-code claims whose check reads a data set at report time, so their verdict depends on the
-#: machine (issue 32, item 4): fednca/claim-24 reads the ChestX-ray14 label table. Left out of the
-#: comparison below; test_a_claim_that_reads_local_data_is_machine_dependent records it.
-READS_LOCAL_DATA = ("fednca/claim-24",)
 
 
 def test_report_and_readme_do_not_depend_on_the_data_here(tmp_path, monkeypatch, capsys):
@@ -292,22 +285,22 @@ def test_report_and_readme_do_not_depend_on_the_data_here(tmp_path, monkeypatch,
     assert (tmp_path / "cache.empty" / "report" / "missing-here.txt").read_text().splitlines() == printed.splitlines()
 
 
-@pytest.mark.xfail(strict=True, reason="fednca/claim-24 reads the ChestX-ray14 label table at report time; "
-                   "it should read a committed csv (fedpaper/papers/fednca/claims.py)")
-def test_a_claim_that_reads_local_data_is_machine_dependent(tmp_path, monkeypatch):
+def test_claim24_reads_the_committed_csv_not_the_label_table(tmp_path, monkeypatch):
+    """fednca/claim-24 (the ChestX-ray14 No Finding shares) reads the label table's split counts from
+    the committed fig12a csv: the same verdict and detail with and without the data here."""
     if not _shared_data_available():
         pytest.skip("needs the offline data")
     from fedpaper.paths import data_root
 
-    claims = [c for c in R.registered_claims() if c.id in READS_LOCAL_DATA]
+    claims = [c for c in R.registered_claims() if c.id == "fednca/claim-24"]
     monkeypatch.setenv("FEDPAPER_FIGURES", str(Path(R.REPO_ROOT) / "figures"))
     out = []
     for name, root in (("data", data_root()), ("empty", tmp_path / "empty")):
         Path(root).mkdir(exist_ok=True)
         monkeypatch.setenv("FEDPAPER_DATA", str(root))
         tables = R.committed_tables(R.status_rows())
-        out.append([r["verdict"] for r in R.check_claims(claims, tables)])
-    assert out[0] == out[1]
+        out.append([(r["verdict"], r["detail"]) for r in R.check_claims(claims, tables)])
+    assert out[0] == out[1] and out[0][0][0] == "partial" and "No Finding" in out[0][0][1]
 
 
 def test_noise_cause_numbers_are_differences_of_committed_per_seed_values(monkeypatch):

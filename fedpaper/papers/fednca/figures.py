@@ -17,6 +17,10 @@ from .profiles import subtitle
 PAPER = "fednca"
 SETTINGS = {"cifar10": ("fig9", [0.5, 0.1], 0.5), "dermamnist": ("fig10", [0.5, 0.1], 0.71),
             "voc2007": ("fig11", [0.05, 0.01], 0.5), "chestxray14": ("fig12", [0.5, 0.1], 0.5)}
+#: the csv rows (client "all") of figs 12a/12b that record the label table's split: images and "No
+#: Finding" images of the training and test splits (claim-24 reads them from the committed csv)
+SPLIT_CLIENT = "all"
+SPLIT_CLASS = "(label table, {split}: {what})"
 TITLES = {"cifar10": "multi-label CIFAR-10", "dermamnist": "multi-label DermaMNIST", "voc2007": "PASCAL VOC 2007",
           "chestxray14": "ChestX-ray14"}
 
@@ -64,6 +68,21 @@ def _counts_table(part, names, beta, gamma, dataset):
     return pd.concat([df, neg], ignore_index=True) if part.meta["n_negative"] else df
 
 
+def split_rows(dataset: str, beta, gamma, data_root) -> list:
+    """Rows (client SPLIT_CLIENT) with the ChestX-ray14 label table's image and "No Finding" counts
+    per split (train, test) of the patient-wise split the figure partitions."""
+    from fedpaper.data import label_tables as lt
+
+    d = lt.chestxray14_labels(data_root)
+    rows = []
+    for split in ("train", "test"):
+        y = np.asarray(d[split])
+        for what, n in (("images", len(y)), ("No Finding", int((y.sum(axis=1) == 0).sum()))):
+            rows.append({"dataset": TITLES[dataset], "beta": beta, "gamma": gamma, "client": SPLIT_CLIENT,
+                         "class": SPLIT_CLASS.format(split=split, what=what), "images": n})
+    return rows
+
+
 def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
     """figXa / figXb: per-client class counts at the paper's two beta values."""
     from . import draw
@@ -79,6 +98,10 @@ def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
             part = class_presence_partition(y, int(pp["clients"]), beta, gamma, seed=int(pp["partition_seed"]))
             tab = _counts_table(part, names, beta, gamma, dataset)
             label_table = dataset in ("voc2007", "chestxray14") and pp["profile"] != "smoke"
+            if dataset == "chestxray14" and label_table:
+                import pandas as pd
+
+                tab = pd.concat([tab, pd.DataFrame(split_rows(dataset, beta, gamma, data_root))], ignore_index=True)
             notes = ([] if label_table else list(pp["notes"])) + [f"{part.meta['classes_per_client']} of {len(names)} classes allowed per "
                                          f"client; {part.meta['n_dropped']} images dropped (no client allowed all "
                                          f"their labels); {part.meta['n_negative']} label-free images spread evenly"]
@@ -93,7 +116,8 @@ def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
 
             from fedpaper.partition import Partition
 
-            t = tab[tab["class"] != "(no label: No Finding)"]
+            t = tab[(tab["class"] != "(no label: No Finding)") & (tab["client"].astype(str) != SPLIT_CLIENT)]
+            t = t.astype({"client": int})
             piv = t.pivot_table(index="client", columns="class", values="images", sort=False, aggfunc="sum")
             part = Partition(client_indices=[np.zeros(0)] * len(piv), counts=piv.to_numpy().astype(int), meta={})
             label_table = dataset in ("voc2007", "chestxray14") and pp["profile"] != "smoke"
