@@ -6,9 +6,10 @@ absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this o
 1. "the paper's own numbers contradict the claim": the same check run on the paper's reported
    table(s) (fedpaper/papers/reported/, :func:`reported_tables`) fails too ("within seed noise:
    the paper's own numbers are within noise too" where it is within noise there);
-2. "a setting differs from the paper's": the artifact's provenance json records how the run
+2. "a setting differs from the paper's": the artifacts' provenance json records how the run
    differs from the paper (its notes that name a shrinkage or a replacement, a lossy data copy,
-   data sets it was made without), quoted from the provenance;
+   data sets it was made without), quoted from the provenance, each distinct difference once
+   across the claim's artifacts (:func:`setting_differences`);
 3. "untested at this scale": the run is of a shrunk profile but its provenance names no
    difference (there is no compute ladder yet to say compute-limited or not);
 4. "ours disagree at the paper's setting": nothing above applies.
@@ -52,6 +53,34 @@ def setting_notes(rec: dict) -> list:
     if rec.get("missing_datasets"):
         notes.append("made without " + ", ".join(rec["missing_datasets"]))
     return notes
+
+
+def setting_differences(recs: dict) -> str:
+    """Each distinct difference from the paper's setting that the provenance records {artifact id:
+    record} name, once: "<artifacts>: <differences>", notes that share a lead ("long profile: ...")
+    under it once, a note that only some of the artifacts record followed by their ids; '' if none."""
+    where: dict = {}
+    for a, r in recs.items():
+        for n in setting_notes(r):
+            where.setdefault(n, []).append(a)
+    noted = list(dict.fromkeys(a for ids in where.values() for a in ids))
+    if not where:
+        return ""
+
+    def tagged(text: str, n: str) -> str:
+        return text if len(where[n]) == len(noted) else f"{text} (only {', '.join(where[n])})"
+
+    leads: dict = {}
+    for n in where:
+        lead, sep, rest = n.partition(": ")
+        leads.setdefault(lead if sep else n, []).append((n, rest if sep else ""))
+    groups = []
+    for lead, items in leads.items():
+        if len(items) == 1:
+            groups.append(tagged(items[0][0], items[0][0]))
+        else:
+            groups.append(lead + ": " + "; ".join(tagged(rest, n) for n, rest in items))
+    return ", ".join(noted) + ": " + " | ".join(groups)
 
 
 def reported_tables(artifact_ids) -> dict:
@@ -107,16 +136,11 @@ def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_d
         causes.insert(0, Cause(NOISE, f"the paper's own numbers are within noise too: {theirs.detail}"))
     if result.verdict == FAIL and not causes:
         recs = {a: provenance[a] for a in claim.artifacts if a in provenance}
-        by_notes: dict = {}
-        for a, r in recs.items():
-            notes = tuple(setting_notes(r))
-            if notes:
-                by_notes.setdefault(notes, []).append(a)
         shrunk = [f"{a} ran at the {r.get('profile')} profile" for a, r in recs.items()
                   if r.get("profile") not in (None, "paper")]
-        if by_notes:
-            causes.append(Cause(SETTING_DIFFERS, " | ".join(", ".join(ids) + ": " + "; ".join(notes)
-                                                           for notes, ids in by_notes.items())))
+        differences = setting_differences(recs)
+        if differences:
+            causes.append(Cause(SETTING_DIFFERS, differences))
         elif shrunk:
             causes.append(Cause(UNTESTED_AT_SCALE, "; ".join(shrunk) + ", whose provenance names no "
                                 "difference from the paper's setting; no compute ladder yet"))
