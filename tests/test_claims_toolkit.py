@@ -236,7 +236,8 @@ def test_a_setting_difference_is_named_once_across_the_claims_artifacts():
     from fedpaper.papers import Claim
 
     c = Claim("privlabels/claim-14", "x", ("privlabels/fig2", "privlabels/fig3"), lambda t: K.Verdict(K.FAIL, "no"))
-    shared = ["long profile (CPU): 200 samples per client instead of 2,000", "long profile (CPU): 10 rounds instead of 100"]
+    shared = ["long profile (CPU): 200 samples per client instead of 2,000",
+              "long profile (CPU): 10 rounds instead of 100"]
     recs = {"privlabels/fig2": {"profile": "long", "notes": shared, "lossy_datasets": ["cifar10"]},
             "privlabels/fig3": {"profile": "long", "notes": shared + ["patient split (not the paper's)"]}}
     (cause,) = KC.diagnose(c, K.Verdict(K.FAIL, "no"), recs, {}, {})
@@ -245,7 +246,8 @@ def test_a_setting_difference_is_named_once_across_the_claims_artifacts():
     assert ev.count("200 samples per client") == 1 and ev.count("10 rounds instead of 100") == 1
     assert ev.count("long profile (CPU)") == 1  # a shared lead once, its notes under it
     assert ev.startswith("privlabels/fig2, privlabels/fig3: ")
-    assert "lossy copy of cifar10 (only privlabels/fig2)" in ev and "patient split (not the paper's) (only privlabels/fig3)" in ev
+    assert "lossy copy of cifar10 (only privlabels/fig2)" in ev
+    assert "patient split (not the paper's) (only privlabels/fig3)" in ev
 
 
 def test_diagnose_names_the_setting_from_provenance_and_the_papers_contradiction():

@@ -135,7 +135,8 @@ def test_report_renders_not_testable_partial_and_code_marks(figures_tmp, readme_
         return Verdict(PASS, "ok")
     code.on_code = True
     _commit(figures_tmp, "fedpals/table2", ours_table2())
-    claims = [Claim("fedpals/claim-22", "at chance", ["fedpals/table2"], lambda t: Verdict(NOT_TESTABLE, "FedAvg at chance")),
+    claims = [Claim("fedpals/claim-22", "at chance", ["fedpals/table2"],
+                    lambda t: Verdict(NOT_TESTABLE, "FedAvg at chance")),
               Claim("fedpals/claim-1", "every row", ["fedpals/table2"], lambda t: Verdict(PARTIAL, "5 of 6 rows hold")),
               Claim("fedpals/claim-30", "numerical", [], code)]
     text = R.render_report(claims=claims)

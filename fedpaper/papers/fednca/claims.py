@@ -369,7 +369,8 @@ def c24(t):
     from .figures import SPLIT_CLASS, SPLIT_CLIENT
 
     def count(split, what):
-        return float(one(t["fig12a"], client=SPLIT_CLIENT, **{"class": SPLIT_CLASS.format(split=split, what=what)})["images"])
+        key = {"client": SPLIT_CLIENT, "class": SPLIT_CLASS.format(split=split, what=what)}
+        return float(one(t["fig12a"], **key)["images"])
 
     n = {s: count(s, "images") for s in ("train", "test")}
     share = {s: count(s, "No Finding") / n[s] for s in n}

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.experiment import default_device, run_specs, store_key
-from fedpaper.papers._common.chance import at_chance, chance_level
+from fedpaper.papers._common.chance import CHANCE_MARGIN, at_chance, chance_level
 from fedpaper.papers._common.rows import cell_of
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
@@ -167,7 +167,8 @@ def table_chance_caption(tab: pd.DataFrame) -> str:
         low = methods_at_chance(g[~g["method"].str.contains(r"\(", regex=True)])
         if low:
             parts.append(f"{', '.join(low)} in {ds} {ls}")
-    return ("At chance (most seeds within 2 points of a one-class model or of 0): " + "; ".join(parts)) if parts else ""
+    head = f"At chance (most seeds within {CHANCE_MARGIN:g} points of a one-class model or of 0): "
+    return (head + "; ".join(parts)) if parts else ""
 
 
 # ----------------------------------------------------------------------------- accuracy vs shift

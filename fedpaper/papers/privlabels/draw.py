@@ -10,6 +10,8 @@ import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND, Jupy
 import numpy as np
 import pandas as pd
 
+from fedpaper.papers._common.chance import CHANCE_MARGIN
+
 COLORS = {"FedAvg": "C0", "FedProx": "C1", "FedRS": "C2", "Tuning-MSE": "C3", "Tuning-Pairwise": "C4",
           "Tuning-Pairwise (all pairs)": "C5"}
 ORDER = list(COLORS)
@@ -51,8 +53,9 @@ SETTING_COLS = ("dataset", "setting", "labels_per_client", "local_epochs", "roun
 
 def _at_chance(table: pd.DataFrame) -> list[str]:
     """Methods at chance at every setting of the figure, by the one rule of the claims
-    (papers._common.chance: most seeds at most chance + 2 points, or a score shared by 3+ methods
-    on a seed below that seed's best); accuracies are fractions, the rule reads percent."""
+    (papers._common.chance.CHANCE_RULE: most seeds at most chance + CHANCE_MARGIN points, or a score
+    shared by 3+ methods on a seed below that seed's best); accuracies are fractions, the rule reads
+    percent."""
     from fedpaper.papers._common import at_chance, cell_of
 
     def low_in(g):
@@ -72,7 +75,7 @@ def _finish(fig, title: str, sub: str, table: pd.DataFrame | None = None, captio
     chance = _at_chance(table) if table is not None and len(table) else []
     if chance:
         title += "\n" + _wrap(f"{', '.join(chance)} at chance everywhere in this figure (most seeds <= "
-                              f"{CHANCE + 2:.0f}%, or one-class models)", fig)
+                              f"{CHANCE + CHANCE_MARGIN:.0f}%, or one-class models)", fig)
     fig.suptitle(title + (f"\n{_wrap(sub, fig)}" if sub else ""), fontsize=9 if sub else 11)
     if caption:
         fig.text(0.5, 0.0, _wrap(caption, fig), ha="center", va="top", fontsize=7.5, color="0.25")
