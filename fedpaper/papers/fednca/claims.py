@@ -4,7 +4,7 @@ Our tables hold one row per (setting, method or variant, metric) with the mean o
 over the whole test set) and the per-seed values. Every comparison goes through the toolkit's noise
 rule (pass, fail or within noise) and its chance rule (an AUC's one-class score is 50; an F1 near 0
 is a model that predicts no label). A stated margin ("exceeds the second best by 3.92 points") holds
-when the measured margin is within STATED_TOL points of it, or STATED_REL of it when that is larger,
+when the measured margin is within the toolkit's STATED_TOL points of it, or STATED_REL of it when larger,
 by the noise rule's equivalence test. Feature-figure claims (19-22) are exact properties of one
 model's features: 10-nearest-neighbour purity in the t-SNE plane (purity_lift: corrected for
 chance) and the cosine maps' mean off-diagonal similarity (features.MODEL_NOTE)."""
