@@ -19,7 +19,8 @@ the same one-line error for a bad value:
 
 A setting whose value names things (Table 1 rows, methods, data sets) is checked against the
 names the paper allows: the paper passes `choices={setting: allowed entries}` to
-`apply_overrides`; a value (a name, or a non-empty list of names) outside them is answered with
+`apply_overrides` (the engine's own names are added for `optimizer`, `lr_schedule`, `precision`
+and `backend`); a value (a name, or a non-empty list of names) outside them is answered with
 one line naming the bad entry and the valid ones, before any run. A setting with choices may be
 overridden even where the profile leaves it unset (e.g. fedpals' `table1_rows` outside smoke).
 
@@ -331,6 +332,30 @@ def _chosen(name: str, default, value, allowed) -> Any:
     return seen
 
 
+def _engine_choices(params: dict) -> dict:
+    """{dotted setting: the engine's names} for the engine settings a profile dict holds as a
+    string (`optimizer`, `lr_schedule`, `precision`, `backend`, at any depth), so that a bad name
+    is answered before any run rather than where the engine is built."""
+    from fedpaper.engine.backends import BACKENDS
+    from fedpaper.engine.optim import OPTIMIZERS, SCHEDULES
+    from fedpaper.engine.types import PRECISIONS
+
+    names = {"optimizer": OPTIMIZERS, "tuning_optimizer": OPTIMIZERS, "lr_schedule": SCHEDULES,
+             "precision": PRECISIONS, "backend": BACKENDS}
+    out = {}
+
+    def walk(node, path):
+        for k, v in node.items():
+            if path == () and k in NOT_OVERRIDABLE:
+                continue
+            if isinstance(v, dict):
+                walk(v, path + (k,))
+            elif isinstance(v, str) and k in names:
+                out[".".join(path + (k,))] = list(names[k])
+    walk(params, ())
+    return out
+
+
 def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: str = "",
                     choices: Optional[dict] = None) -> dict:
     """`params` (a profile dict, changed in place and returned) with the overrides applied.
@@ -343,7 +368,7 @@ def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: st
     overrides = current().overrides if overrides is None else check_overrides(overrides)
     if not overrides or params.get(APPLIED_KEY) == overrides:
         return params
-    choices = choices or {}
+    choices = {**_engine_choices(params), **(choices or {})}
     for key, value in overrides.items():
         path = _resolve_key(params, key, where, choices)
         node = params

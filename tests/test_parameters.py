@@ -78,6 +78,20 @@ def test_choices_check_names_and_allow_a_setting_the_profile_leaves_unset():
         assert "\n" not in str(e.value) and all(w in str(e.value) for w in words), (bad, str(e.value))
 
 
+@pytest.mark.parametrize("override, words", [
+    ({"optimizer": "sgdd"}, ["optimizer='sgdd'", "sgd, adam, adamw"]),
+    ({"epochs.tuning_optimizer": "lbfgs"}, ["epochs.tuning_optimizer='lbfgs'", "sgd, adam"]),
+    ({"precision": "fp8"}, ["precision='fp8'", "fp32, bf16"]),
+    ({"backend": "gpu"}, ["backend='gpu'", "auto, vmap, loop, grouped"]),
+])
+def test_engine_setting_names_are_checked_before_any_run(override, words, cache_tmp):
+    from fedpaper.papers.privlabels import rounds
+
+    msg = _one_line_error(rounds, overrides=override)
+    assert all(w in msg for w in words), msg
+    assert not (cache_tmp / "results").exists() or not any((cache_tmp / "results").rglob("*.pkl"))
+
+
 def test_a_bad_row_override_in_a_notebook_call_is_one_line_before_any_run(cache_tmp):
     from fedpaper.errors import FedpaperError as E
     from fedpaper.notebook import run
