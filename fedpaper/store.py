@@ -470,7 +470,7 @@ def _past_deadline(n_next: int, seconds_per_run: Optional[float]) -> bool:
     return now >= end or (seconds_per_run is not None and now + seconds_per_run * n_next > end)
 
 
-def _progress(total, initial, desc, enabled):
+def _progress(total, initial, desc, enabled, unit="runs"):
     """One bar per sweep: a widget in JupyterLab (tqdm.auto; ipywidgets is a dependency), text
     elsewhere. FEDPAPER_PROGRESS=0 turns it off, =text forces text (set by `fedpaper reproduce`
     and `make test` for the kernels they start, whose outputs nobody watches live). Its label is
@@ -491,7 +491,7 @@ def _progress(total, initial, desc, enabled):
     if mode == "0":
         enabled = False
     return tqdm(total=total, initial=initial, desc=bar_label(BAR_PREFIX.get(), desc), disable=not enabled,
-                leave=True, bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} runs [{elapsed}<{remaining}]")
+                leave=True, bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]")
 
 
 class _RunsBar:
