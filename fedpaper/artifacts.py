@@ -50,6 +50,7 @@ from fedpaper.papers.catalog import (
     reported_path,
 )
 from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir, unwritable_reason
+from fedpaper.progress import warnings_once
 from fedpaper.store import BAR_PREFIX, SWEEP_OWNER, atomic_path
 
 PROFILES = ("smoke", "quick", "long", "paper")
@@ -407,7 +408,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     token = BAR_PREFIX.set(artifact_id)
     owner = SWEEP_OWNER.set(None if explore.exploration else (artifact_id, profile))  # the store's index
     try:
-        result = compute(params)
+        with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars
+            result = compute(params)
     finally:
         SWEEP_OWNER.reset(owner)
         BAR_PREFIX.reset(token)

@@ -210,7 +210,7 @@ class RayExecutor:
         refs = {submit(g): (i, 0) for i, g in enumerate(groups)}
         counts = {"tasks": len(groups), "computed": 0, "skipped": 0, "retried": 0, "failed": 0}
         errors: list[str] = []
-        with _progress(len(groups), 0, f"{desc} [ray tasks]", progress) as bar:
+        with _progress(len(groups), 0, f"{desc} [ray]", progress, unit="tasks") as bar:
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 ref = ready[0]

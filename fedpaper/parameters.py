@@ -17,6 +17,13 @@ the same one-line error for a bad value:
   (fedpals' `rounds: {fashion-mnist: 15, cifar10: 15}`) sets every entry. `seeds` may be given
   here too.
 
+A setting whose value names things (Table 1 rows, methods, data sets) is checked against the
+names the paper allows: the paper passes `choices={setting: allowed entries}` to
+`apply_overrides` (the engine's own names are added for `optimizer`, `lr_schedule`, `precision`
+and `backend`); a value (a name, or a non-empty list of names) outside them is answered with
+one line naming the bad entry and the valid ones, before any run. A setting with choices may be
+overridden even where the profile leaves it unset (e.g. fedpals' `table1_rows` outside smoke).
+
 A run with overrides or explicit seeds is an *exploration* (`Parameters.exploration`): its
 artifacts go to a scratch folder under the cache unless out_dir is given, its provenance records
 what was changed, its figure says so, and the report never scores it.
@@ -190,22 +197,23 @@ def artifact_function(fn):
 
 
 # ------------------------------------------------------------------------------- overrides
-def overridable_keys(params: dict) -> list[str]:
-    """The settings of a profile dict an override may name (top level, then dotted nested ones)."""
+def overridable_keys(params: dict, choices: Optional[dict] = None) -> list[str]:
+    """The settings of a profile dict an override may name (top level, then dotted nested ones,
+    then settings with declared choices the profile leaves unset)."""
     top = [k for k in params if k not in NOT_OVERRIDABLE]
     nested = [f"{k}.{sub}" for k in top if isinstance(params[k], dict) for sub in params[k]]
-    return top + nested
+    return top + nested + [k for k in (choices or {}) if k not in top and k not in nested]
 
 
-def _allowed_line(params: dict, where: str) -> str:
-    keys = overridable_keys(params)
+def _allowed_line(params: dict, where: str, choices: Optional[dict] = None) -> str:
+    keys = overridable_keys(params, choices)
     shown = ", ".join(keys) if keys else "none (this artifact has no settings to change)"
     return f"settings of {where or 'this artifact'}: {shown}"
 
 
-def _resolve_key(params: dict, key: str, where: str) -> list[str]:
+def _resolve_key(params: dict, key: str, where: str, choices: Optional[dict] = None) -> list[str]:
     """The path (list of keys) an override key names in `params`."""
-    if key in params and key not in NOT_OVERRIDABLE:
+    if (key in params or key in (choices or {})) and key not in NOT_OVERRIDABLE:
         return [key]
     parts = key.split(".")
     if len(parts) > 1 and parts[0] in params and parts[0] not in NOT_OVERRIDABLE:
@@ -223,7 +231,7 @@ def _resolve_key(params: dict, key: str, where: str) -> list[str]:
     if len(hits) > 1:
         raise BadParameterError(f"override {key!r} is ambiguous; name one of "
                                 f"{', '.join('.'.join(h) for h in hits)}")
-    raise BadParameterError(f"unknown override {key!r}; {_allowed_line(params, where)}")
+    raise BadParameterError(f"unknown override {key!r}; {_allowed_line(params, where, choices)}")
 
 
 def _kind(v) -> str:
@@ -291,21 +299,86 @@ def _checked(name: str, default, value):
     return value
 
 
-def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: str = "") -> dict:
+def _name(entry) -> str:
+    return "[" + ", ".join(map(str, entry)) + "]" if isinstance(entry, (list, tuple)) else str(entry)
+
+
+def _chosen(name: str, default, value, allowed) -> Any:
+    """`value` if it names only entries of `allowed`: a non-empty list of distinct entries where the
+    profile's value is a list (or unset), else one entry. Otherwise a one-line BadParameterError
+    naming the bad entry and the valid ones."""
+    def norm(e):
+        return list(e) if isinstance(e, (list, tuple)) else e
+
+    allowed = [norm(a) for a in allowed]
+    valid = ", ".join(_name(a) for a in allowed)
+    if default is not None and not isinstance(default, (list, tuple)):  # one name
+        if norm(value) not in allowed:
+            raise BadParameterError(f"override {name}={value!r} is not allowed; valid values: {valid}")
+        return norm(value)
+    rows = bool(allowed) and isinstance(allowed[0], list)
+    if not isinstance(value, (list, tuple)) or (rows and value and not isinstance(value[0], (list, tuple))):
+        raise BadParameterError(f"override {name}={value!r} is not a list of entries; give a non-empty list "
+                                f"of: {valid}")
+    if not value:
+        raise BadParameterError(f"override {name}=[] names nothing; give a non-empty list of: {valid}")
+    seen = []
+    for e in map(norm, value):
+        if e not in allowed:
+            raise BadParameterError(f"override {name}: {_name(e)} is not a valid entry; valid entries: {valid}")
+        if e in seen:
+            raise BadParameterError(f"override {name}: {_name(e)} is given twice; name each entry once")
+        seen.append(e)
+    return seen
+
+
+def _engine_choices(params: dict) -> dict:
+    """{dotted setting: the engine's names} for the engine settings a profile dict holds as a
+    string (`optimizer`, `lr_schedule`, `precision`, `backend`, at any depth), so that a bad name
+    is answered before any run rather than where the engine is built."""
+    from fedpaper.engine.backends import BACKENDS
+    from fedpaper.engine.optim import OPTIMIZERS, SCHEDULES
+    from fedpaper.engine.types import PRECISIONS
+
+    names = {"optimizer": OPTIMIZERS, "tuning_optimizer": OPTIMIZERS, "lr_schedule": SCHEDULES,
+             "precision": PRECISIONS, "backend": BACKENDS}
+    out = {}
+
+    def walk(node, path):
+        for k, v in node.items():
+            if path == () and k in NOT_OVERRIDABLE:
+                continue
+            if isinstance(v, dict):
+                walk(v, path + (k,))
+            elif isinstance(v, str) and k in names:
+                out[".".join(path + (k,))] = list(names[k])
+    walk(params, ())
+    return out
+
+
+def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: str = "",
+                    choices: Optional[dict] = None) -> dict:
     """`params` (a profile dict, changed in place and returned) with the overrides applied.
 
     `overrides` None means those of the artifact function now running. Unknown keys and values
-    of the wrong type raise BadParameterError naming the key and what is allowed. The applied
+    of the wrong type raise BadParameterError naming the key and what is allowed; a setting in
+    `choices` ({dotted setting: allowed entries}) takes only those entries. The applied
     overrides are recorded under params["overrides"] (so they reach provenance, and a second
     call is a no-op)."""
     overrides = current().overrides if overrides is None else check_overrides(overrides)
     if not overrides or params.get(APPLIED_KEY) == overrides:
         return params
+    choices = {**_engine_choices(params), **(choices or {})}
     for key, value in overrides.items():
-        path = _resolve_key(params, key, where)
+        path = _resolve_key(params, key, where, choices)
         node = params
         for part in path[:-1]:
             node = node[part]
-        node[path[-1]] = _checked(".".join(path), node[path[-1]], value)
+        name = ".".join(path)
+        default = node.get(path[-1])
+        if name in choices:
+            node[path[-1]] = _chosen(name, default, value, choices[name])
+        else:
+            node[path[-1]] = _checked(name, default, value)
     params[APPLIED_KEY] = copy.deepcopy(overrides)
     return params

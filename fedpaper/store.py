@@ -470,10 +470,14 @@ def _past_deadline(n_next: int, seconds_per_run: Optional[float]) -> bool:
     return now >= end or (seconds_per_run is not None and now + seconds_per_run * n_next > end)
 
 
-def _progress(total, initial, desc, enabled):
+def _progress(total, initial, desc, enabled, unit="runs"):
     """One bar per sweep: a widget in JupyterLab (tqdm.auto; ipywidgets is a dependency), text
     elsewhere. FEDPAPER_PROGRESS=0 turns it off, =text forces text (set by `fedpaper reproduce`
-    and `make test` for the kernels they start, whose outputs nobody watches live)."""
+    and `make test` for the kernels they start, whose outputs nobody watches live). Its label is
+    `fedpaper.progress.bar_label` (the artifact id, plus the sweep's short name); it counts runs,
+    in tenths, as the engine's rounds finish (`_RunsBar`), with the time left."""
+    from fedpaper.progress import bar_label
+
     mode = os.environ.get("FEDPAPER_PROGRESS", "1")
     tqdm = None
     if mode != "text":
@@ -486,19 +490,44 @@ def _progress(total, initial, desc, enabled):
         from tqdm import tqdm
     if mode == "0":
         enabled = False
-    prefix = BAR_PREFIX.get()
-    desc = f"{prefix}: {desc}" if prefix else desc
-    return tqdm(total=total, initial=initial, desc=desc, disable=not enabled, leave=True)
+    return tqdm(total=total, initial=initial, desc=bar_label(BAR_PREFIX.get(), desc), disable=not enabled,
+                leave=True, bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]")
+
+
+class _RunsBar:
+    """Moves a sweep's bar inside a batch of `size` runs as the engine reports rounds
+    (`fedpaper.progress.round_done`: n_runs runs advanced one round of `rounds`), and to whole
+    runs as their results are stored, never past the batch's end."""
+
+    def __init__(self, bar, start: float, size: int):
+        self.bar, self.start, self.size, self.credit = bar, start, size, 0.0
+
+    def _to(self, target: float):
+        target = min(target, self.start + self.size)
+        if target > self.bar.n:
+            self.bar.update(target - self.bar.n)
+
+    def round(self, rnd: int, rounds: int, n_runs: int):
+        self.credit += n_runs / max(1, rounds)
+        self._to(self.start + self.credit)
+
+    def stored(self, n_done: int):
+        self.credit = max(self.credit, float(n_done))
+        self._to(self.start + n_done)
 
 
 @contextlib.contextmanager
 def _log_above(bar):
-    """fedpaper's log messages (e.g. partition notes) on their own lines above the bar."""
+    """fedpaper's log messages (e.g. partition notes) on their own lines above the bar; inside an
+    artifact they are collected instead and logged once each after its sweeps
+    (`fedpaper.progress.warnings_once`)."""
     import logging
 
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    if getattr(bar, "disable", True):
+    from fedpaper.progress import collecting
+
+    if getattr(bar, "disable", True) or collecting():
         yield
         return
     with logging_redirect_tqdm(loggers=[logging.getLogger("fedpaper")], tqdm_class=type(bar)):
@@ -554,28 +583,33 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
         if _past_deadline(n_next, _last_pace):
             raise SweepStopped(f"{BAR_PREFIX.get() + ': ' if BAR_PREFIX.get() else ''}{desc}", len(done), n_unique)
 
+    from fedpaper.progress import on_rounds
+
     with _progress(n_unique, len(done), desc, progress) as bar, _log_above(bar):
         if run_fn is not None:
             for s in pending:
                 check(1)
-                r = run_fn(s)
+                moves = _RunsBar(bar, float(len(done)), 1)
+                with on_rounds(moves.round):
+                    r = run_fn(s)
                 store.put(s, r)
                 done[store.key(s)] = r
                 n_run += 1
-                bar.update(1)
+                moves.stored(1)
         else:
             step = batch_size or max(1, len(pending))
             for i in range(0, len(pending), step):
                 chunk = pending[i:i + step]
                 check(len(chunk))
-                results = run_fn_many(chunk)
+                moves = _RunsBar(bar, float(len(done)), len(chunk))
                 n = 0
-                for s, r in zip(chunk, results):
-                    store.put(s, r)
-                    done[store.key(s)] = r
-                    bar.update(1)
-                    n += 1
-                    n_run += 1
+                with on_rounds(moves.round):
+                    for s, r in zip(chunk, run_fn_many(chunk)):
+                        store.put(s, r)
+                        done[store.key(s)] = r
+                        n += 1
+                        n_run += 1
+                        moves.stored(n)
                 if n != len(chunk):
                     raise RuntimeError(f"run_fn_many returned {n} results for {len(chunk)} specs")
     return [done[k] for k in keys]

@@ -103,19 +103,33 @@ def test_progress_is_one_clean_bar_per_sweep(executed, nb_id):
     assert err is None, err
     text = _stderr(nb)
     assert "IProgress not found" not in text and "TqdmWarning" not in text
-    labels = []
+    labels, others = [], []
     for line in text.split("\n"):
         parts = [p for p in line.split("\r") if p.strip()]
         if not parts:
             continue
         last = parts[-1]
-        assert not re.search(r"\d+/\d+ \[[^\]]*\]\S", last), f"text glued to a bar: {last!r}"
+        assert not re.search(r"\d+(\.\d)?/\d+ (runs )?\[[^\]]*\]\S", last), f"text glued to a bar: {last!r}"
         m = BAR.match(last)
         if m:
             labels.append(m.group("label").strip())
+        else:
+            others.append(last.strip())
     assert not [lb for lb in labels if re.search(r" x\d+$", lb)], f"per-method engine bars: {labels}"
     twice = [lb for lb, n in Counter(labels).items() if n > 1]
     assert not twice, f"bar labels used twice: {twice}"
+    # every bar starts with the id of the artifact it computes (this notebook's own, when the
+    # notebook is one artifact), then at most the sweep's short name: the paper named once
+    from fedpaper.papers.catalog import artifact_ids
+
+    paper, aid = nb_id.split("/")[0], nb_id.removesuffix(".ipynb")
+    ids = set(artifact_ids(paper))
+    wrong = [lb for lb in labels if lb.split(" ")[0] not in ids or (aid in ids and lb.split(" ")[0] != aid)
+             or lb.count(paper) != 1]
+    assert not wrong, f"bar labels that are not an artifact id (+ a short name): {wrong}"
+    # each warning once per artifact (counted), never once per run
+    repeated = [ln for ln, n in Counter(others).items() if n > 1]
+    assert not repeated, f"lines printed more than once: {repeated}"
 
 
 EXPLAINING = ["show_specs", "show_seeds", "show_vs_paper", "show_claims"]
@@ -163,16 +177,22 @@ def test_table_notebook_shows_ours_next_to_the_papers(executed, nb_id):
     assert "<th>paper</th>" in html and "<th>ours</th>" in html
 
 
-def test_a_bad_parameter_is_one_line_in_the_notebook(kernel_env, tmp_path):
+@pytest.mark.parametrize("nb_id, parameters, words", [
+    ("fedpals/fig9", {"seeds": "abc"}, ["seeds='abc'"]),
+    ("fedpals/table1", {"overrides": {"table1_rows": [["fashion-mnist", "C=4"]]}},
+     ["table1_rows", "[fashion-mnist, C=4]", "[cifar10, beta=0.1]"]),
+    ("fedpals/table1", {"overrides": {"shift_methods": ["FedAVG"]}}, ["FedAVG", "FedAvg"]),
+])
+def test_a_bad_parameter_is_one_line_in_the_notebook(kernel_env, tmp_path, nb_id, parameters, words):
     import papermill as pm
 
     out = tmp_path / "bad.ipynb"
     with pytest.raises(pm.PapermillExecutionError) as e:
-        _execute(REPO_ROOT / "notebooks/fedpals/fig9.ipynb", out, {"seeds": "abc"})
+        _execute(REPO_ROOT / "notebooks" / f"{nb_id}.ipynb", out, parameters)
     assert e.value.ename == "BadParameterError"
     errors = [o for o in _outputs(json.loads(out.read_text())) if o.get("output_type") == "error"]
     assert len(errors) == 1 and len(errors[0]["traceback"]) == 1
-    assert "ERROR" in errors[0]["traceback"][0] and "seeds='abc'" in errors[0]["traceback"][0]
+    assert "ERROR" in errors[0]["traceback"][0] and all(w in errors[0]["traceback"][0] for w in words)
 
 
 def test_nbval_runs_a_notebook_with_an_override(kernel_env, tmp_path):

@@ -38,6 +38,13 @@ def _one_line_error(fn, **kw) -> str:
     ({"overrides": {"shift_methods": "FedAvg"}}, ["shift_methods", "list"]),
     ({"overrides": {"seeds": "x"}}, ["overrides['seeds']='x'"]),
     ({"seeds": 2, "overrides": {"seeds": 3}}, ["given twice"]),
+    ({"overrides": {"table1_rows": [["fashion-mnist", "C=4"]]}},
+     ["table1_rows", "[fashion-mnist, C=4]", "[fashion-mnist, C=3]", "[cifar10, beta=0.1]"]),
+    ({"profile": "quick", "overrides": {"table1_rows": [["cifar10", "C=9"]]}}, ["[cifar10, C=9]", "[cifar10, C=2]"]),
+    ({"overrides": {"table1_rows": []}}, ["table1_rows=[]", "non-empty", "[cifar10, C=3]"]),
+    ({"overrides": {"table1_rows": ["cifar10", "C=3"]}}, ["not a list of entries", "[cifar10, C=3]"]),
+    ({"overrides": {"shift_methods": ["FedAvg", "FedAVG"]}}, ["FedAVG", "FedPALS, FedAvg, FedProx"]),
+    ({"overrides": {"fig7_methods": ["Oracle", "Oracle"]}}, ["Oracle is given twice"]),
 ])
 def test_bad_parameters_fail_with_one_line_before_any_work(kw, words, cache_tmp):
     from fedpaper.papers.fedpals import table1
@@ -53,6 +60,47 @@ def test_unknown_override_of_an_artifact_without_settings():
 
     msg = _one_line_error(fig1, overrides={"rounds": 3})
     assert "unknown override 'rounds'" in msg and "fedpals/fig1" in msg and "no settings" in msg
+
+
+def test_choices_check_names_and_allow_a_setting_the_profile_leaves_unset():
+    params = {"rounds": 3, "methods": ["A"], "mode": "x", "cfg": {"data": "d1"}}
+    choices = {"methods": ["A", "B"], "mode": ["x", "y"], "cfg.data": ["d1", "d2"], "rows": [["d1", "r1"], ["d2", "r2"]]}
+    got = P.apply_overrides(dict(params), {"methods": ("B", "A"), "mode": "y", "data": "d2", "rows": [("d2", "r2")]},
+                            choices=choices)
+    assert got["methods"] == ["B", "A"] and got["mode"] == "y" and got["cfg"]["data"] == "d2"
+    assert got["rows"] == [["d2", "r2"]]
+    for bad, words in [({"methods": ["C"]}, ["methods: C", "A, B"]), ({"mode": "z"}, ["mode='z'", "x, y"]),
+                       ({"mode": ["x"]}, ["mode=['x']", "x, y"]), ({"data": "d3"}, ["cfg.data='d3'", "d1, d2"]),
+                       ({"rows": [["d1", "r2"]]}, ["[d1, r2]", "[d1, r1], [d2, r2]"]),
+                       ({"rowz": 1}, ["unknown override 'rowz'", "rows"])]:
+        with pytest.raises(FedpaperError) as e:
+            P.apply_overrides(dict(params), bad, choices=choices)
+        assert "\n" not in str(e.value) and all(w in str(e.value) for w in words), (bad, str(e.value))
+
+
+@pytest.mark.parametrize("override, words", [
+    ({"optimizer": "sgdd"}, ["optimizer='sgdd'", "sgd, adam, adamw"]),
+    ({"epochs.tuning_optimizer": "lbfgs"}, ["epochs.tuning_optimizer='lbfgs'", "sgd, adam"]),
+    ({"precision": "fp8"}, ["precision='fp8'", "fp32, bf16"]),
+    ({"backend": "gpu"}, ["backend='gpu'", "auto, vmap, loop, grouped"]),
+])
+def test_engine_setting_names_are_checked_before_any_run(override, words, cache_tmp):
+    from fedpaper.papers.privlabels import rounds
+
+    msg = _one_line_error(rounds, overrides=override)
+    assert all(w in msg for w in words), msg
+    assert not (cache_tmp / "results").exists() or not any((cache_tmp / "results").rglob("*.pkl"))
+
+
+def test_a_bad_row_override_in_a_notebook_call_is_one_line_before_any_run(cache_tmp):
+    from fedpaper.errors import FedpaperError as E
+    from fedpaper.notebook import run
+    from fedpaper.papers.fedpals import table1
+
+    with pytest.raises(E) as e:
+        run(table1, profile="smoke", overrides={"table1_rows": [["fashion-mnist", "C=4"]]})
+    assert "\n" not in str(e.value) and "[fashion-mnist, C=4]" in str(e.value)
+    assert not (cache_tmp / "results").exists() or not any((cache_tmp / "results").rglob("*.pkl"))
 
 
 def test_overrides_apply_to_nested_and_broadcast_and_papermill_strings():

@@ -30,6 +30,7 @@ import torch
 from ..algorithms.base import Aggregation, Context
 from ..errors import BadParameterError
 from ..models import build_model, classifier_param_names, has_batchnorm
+from ..progress import round_done
 from .backends import SlotGradients, choose_backend
 from .batching import epoch_batches, gather
 from .cpu import _tune_cpu_allocator
@@ -234,6 +235,7 @@ class FederatedTrainer:
                 hist.extend(rows)
                 if best is not None:
                     best.update(rows, self.global_params)
+            round_done(rnd, cfg.rounds, self.R)  # progress inside the runs (the sweep's bar, if any)
         self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend,
                          "backend_rule": self.backend_rule, "precision": cfg.precision,
                          "layout": self.layout_rule}

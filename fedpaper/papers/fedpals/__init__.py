@@ -74,12 +74,17 @@ NB = "notebooks/fedpals/{}.ipynb"
 _DATA = ["fashion-mnist", "cifar10"]
 
 
+#: The names a row or method setting may take (overrides are checked against them before any run).
+CHOICES = {"table1_rows": [[d, R.label_setting(s)] for d, s in TR.TABLE1_SETTINGS],
+           **{k: R.TABLE1_METHODS for k in ("shift_methods", "fig7_methods", "fig8_methods")}}
+
+
 def _params(profile: str, section: str | None = None, **extra) -> dict:
     p = P.runs(profile)
     p.update(P.grid(profile))
     p["notes"] = P.notes(profile, section)
     p.update(extra)
-    return apply_overrides(p, where=f"the {PAPER} {profile} profile")
+    return apply_overrides(p, where=f"the {PAPER} {profile} profile", choices=CHOICES)
 
 
 def _run(aid, profile, p, compute, draw, datasets, data_root, out_dir, seeds, optional=()):

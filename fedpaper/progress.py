@@ -1,0 +1,122 @@
+"""What a long computation shows while it runs: bar labels, progress inside runs, warnings once.
+
+- `bar_label(artifact_id, desc)`: a sweep bar's label inside an artifact is the artifact id, plus
+  the sweep's own short name at most once (a desc that names the paper, the artifact or another
+  artifact adds nothing and is dropped: `fedmt/fig2a`, `fedpals/table1 cifar10 C=3`).
+- `on_rounds(callback)` / `round_done(rnd, rounds, n_runs)`: the engine reports each finished
+  round of the `n_runs` runs it trains together; the sweep that started the training turns that
+  into progress inside its runs (so a bar moves, with an ETA, while a long run trains). The engine
+  only calls `round_done`; it never knows who listens.
+- `warnings_once(where)`: fedpaper's log records inside the block are collected, and each distinct
+  message is logged once when the block ends, counted (`... (x12)`); messages that differ only in
+  their numbers count as one, the numbers shown as ranges (`6-12 images ...`). Nothing is printed
+  while a bar is drawn, so no warning lands inside a bar's line.
+
+This module imports nothing of fedpaper: every layer may use it.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import re
+from typing import Callable, Optional
+
+_ROUND_CALLBACK: contextvars.ContextVar[Optional[Callable[[int, int, int], None]]] = contextvars.ContextVar(
+    "fedpaper_round_callback", default=None)
+_COLLECTOR: contextvars.ContextVar[Optional["_Collector"]] = contextvars.ContextVar("fedpaper_warnings",
+                                                                                   default=None)
+_ARTIFACT_WORD = re.compile(r"^(fig|table)[0-9]\w*$")
+
+
+# ------------------------------------------------------------------------------ bar labels
+def bar_label(artifact_id: str, desc: str) -> str:
+    """The label of a sweep's bar: `desc` outside an artifact; inside one the artifact id plus
+    what `desc` adds (its words after the paper's name, less the artifact's own name and any
+    other artifact's name), so the label holds the artifact id once and no other artifact's."""
+    desc = (desc or "").strip()
+    if not artifact_id:
+        return desc or "runs"
+    paper, _, name = artifact_id.partition("/")
+    words = desc.replace(artifact_id, " ").split()
+    kept = [w for w in words if w not in (paper, name, artifact_id) and not w.startswith(paper + "/")
+            and not _ARTIFACT_WORD.match(w)]
+    return " ".join([artifact_id] + kept)
+
+
+# ------------------------------------------------------------------------ rounds in runs
+@contextlib.contextmanager
+def on_rounds(callback: Callable[[int, int, int], None]):
+    """Inside the block, `callback(rnd, rounds, n_runs)` is called after each training round."""
+    token = _ROUND_CALLBACK.set(callback)
+    try:
+        yield
+    finally:
+        _ROUND_CALLBACK.reset(token)
+
+
+def round_done(rnd: int, rounds: int, n_runs: int) -> None:
+    """Called by the engine after round `rnd` of `rounds` of the `n_runs` runs it trains."""
+    cb = _ROUND_CALLBACK.get()
+    if cb is not None:
+        cb(rnd, rounds, n_runs)
+
+
+# ------------------------------------------------------------------------ warnings once
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _fmt(values: list[str]) -> str:
+    nums = sorted(set(values), key=float)
+    return nums[0] if len(nums) == 1 else f"{nums[0]}-{nums[-1]}"
+
+
+class _Collector(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.seen: dict = {}  # (logger, level, template) -> [count, [numbers per occurrence]]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+        except Exception:  # a bad format string: keep the raw text
+            msg = str(record.msg)
+        key = (record.name, record.levelno, _NUMBER.sub("{}", msg.replace("{", "{{").replace("}", "}}")))
+        entry = self.seen.setdefault(key, [0, []])
+        entry[0] += 1
+        entry[1].append(_NUMBER.findall(msg))
+
+    def lines(self) -> list[tuple[str, int, str]]:
+        """(logger name, level, text) per distinct message, in order of first appearance."""
+        out = []
+        for (name, level, template), (count, numbers) in self.seen.items():
+            text = template.format(*[_fmt(list(col)) for col in zip(*numbers)]) if numbers[0] else \
+                template.format()
+            out.append((name, level, text + (f" (x{count})" if count > 1 else "")))
+        return out
+
+
+def collecting() -> bool:
+    """Whether fedpaper's log records are being collected (by `warnings_once`) now."""
+    return _COLLECTOR.get() is not None
+
+
+@contextlib.contextmanager
+def warnings_once(where: str = ""):
+    """fedpaper's log records inside the block, each distinct message logged once at its end
+    (prefixed by `where`, counted). Nested blocks leave the collecting to the outermost one."""
+    if collecting():
+        yield
+        return
+    root = logging.getLogger("fedpaper")
+    collector = _Collector()
+    saved = root.handlers[:], root.propagate
+    root.handlers, root.propagate = [collector], False
+    token = _COLLECTOR.set(collector)
+    try:
+        yield
+    finally:
+        _COLLECTOR.reset(token)
+        root.handlers, root.propagate = saved
+        for name, level, text in collector.lines():
+            logging.getLogger(name).log(level, f"{where}: {text}" if where else text)
