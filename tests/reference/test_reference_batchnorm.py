@@ -58,7 +58,7 @@ def test_batchnorm_statistics_are_averaged_not_taken_from_one_client():
 
 def test_batchnorm_statistics_use_sample_size_weights():
     """Clients of 4 and 8 rows: statistics weighted 4/12 and 8/12. Client 0's rows are copies of pool
-    row 0, so the padding of its full batch (pool row 0, see the xfail below) does not change them."""
+    row 0 (the padding row): kept from before the padding fix, when that made padding harmless."""
     p = _problem([np.zeros(4, dtype=np.int64), np.arange(8, 16)])
     cfg = config(model="ref_bn", batch_size=8)
     _, want_b, _ = _expected(p, cfg, [4 / 12, 8 / 12])
@@ -68,8 +68,6 @@ def test_batchnorm_statistics_use_sample_size_weights():
     assert float((uniform["features.running_mean"] - want_b["features.running_mean"]).abs().max()) > 0.01
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: BatchNorm batch statistics include the padding rows of a "
-                                       "client's last, partial batch (the loss masks them, BatchNorm does not)")
 def test_batchnorm_ignores_padding_rows():
     """Clients of 4 and 8 rows, batch 8: client 0's batch holds 4 real rows; its statistics and
     normalisation must come from those 4 rows only."""
@@ -81,8 +79,6 @@ def test_batchnorm_ignores_padding_rows():
     assert_params_close(got_p, want_p)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a client whose data is used up still runs BatchNorm forward "
-                                       "passes on padding batches, which update its running statistics")
 def test_batchnorm_statistics_of_a_finished_client_stay():
     """Clients of 4 and 8 rows, batch 4, cumulative averaging (momentum=None): client 0 takes one step,
     client 1 two; each client's running mean is the mean of its own rows (the batches' mean)."""
