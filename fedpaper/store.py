@@ -565,13 +565,16 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
                 bar.update(1)
         else:
             step = batch_size or max(1, len(pending))
+            # a run_fn_many that stores each result itself (under its lease: experiment.claimed)
+            stored_by_fn = bool(getattr(run_fn_many, "stores_results", False))
             for i in range(0, len(pending), step):
                 chunk = pending[i:i + step]
                 check(len(chunk))
                 results = run_fn_many(chunk)
                 n = 0
                 for s, r in zip(chunk, results):
-                    store.put(s, r)
+                    if not stored_by_fn:
+                        store.put(s, r)
                     done[store.key(s)] = r
                     bar.update(1)
                     n += 1
