@@ -74,13 +74,17 @@ def _masked_forward(self, x):
     return torch.zeros_like(x).index_copy(0, idx, real)
 
 
+# a pickled model (a bound method pickles as getattr(module, name)) unpickles with the layer's own
+# forward; mask_batchnorm patches it again
+_masked_forward.__name__ = "forward"
+
+
 def mask_batchnorm(model: nn.Module) -> int:
     """Patch every BatchNorm layer of `model` (in place, once) to honour `real_rows`; returns how many."""
     n = 0
     for mod in model.modules():
         if isinstance(mod, nn.modules.batchnorm._BatchNorm) and not isinstance(mod, nn.SyncBatchNorm):
-            if not getattr(mod, "_fedpaper_masked", False):
+            if getattr(mod.__dict__.get("forward"), "__func__", None) is not _masked_forward:
                 mod.forward = _masked_forward.__get__(mod)
-                mod._fedpaper_masked = True
             n += 1
     return n
