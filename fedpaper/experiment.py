@@ -269,7 +269,9 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
     engine call; every finished run is stored at once, so an interrupted sweep resumes. A run's
     result does not depend on its group (the engine is batch-invariant on CPU, bit for bit, checked
-    with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only.
+    with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only. Locally
+    each run is claimed with a lease before it trains (`claimed`): another process on the same
+    store waits for it and reads its result instead of training it again.
     `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
     $FEDPAPER_EXECUTOR (see fedpaper.executors)."""
     from .executors import get_executor
