@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Callable, Optional
@@ -26,7 +27,7 @@ import torch
 from .algorithms.methods import Method
 from .engine import Federation, Pools, TrainConfig, train
 from .errors import UnknownNameError
-from .store import run_sweep, spec_json
+from .store import ResultStore, run_sweep, spec_json
 
 #: Models whose input shape (channels, image size) is read from the data set at build time.
 IMAGE_MODELS = ("lenet", "privlabels_cnn")
@@ -268,7 +269,9 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
     engine call; every finished run is stored at once, so an interrupted sweep resumes. A run's
     result does not depend on its group (the engine is batch-invariant on CPU, bit for bit, checked
-    with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only.
+    with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only. Locally
+    each run is claimed with a lease before it trains (`claimed`): another process on the same
+    store waits for it and reads its result instead of training it again.
     `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
     $FEDPAPER_EXECUTOR (see fedpaper.executors)."""
     from .executors import get_executor
@@ -280,7 +283,7 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     if not executor.is_local:
         return executor.run_specs(keys, build, desc=desc, max_batch=max_batch, progress=progress, store=store)
 
-    def many(chunk):
+    def train_all(chunk):
         setups = [build(k) for k in chunk]
         out = [None] * len(chunk)
         groups: dict = {}
@@ -294,4 +297,63 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
                     out[i] = r
         return out
 
+    store = store if store is not None else ResultStore()
+    return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
+                     progress=progress, store=store)
+
+
+def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:
+    """`train_all` (a run_sweep run_fn_many) made safe for several processes on one store: each
+    run is claimed with a lease (fedpaper.leases) before it is trained, and stored (store.put)
+    before its lease is released; a run another live process holds is waited for (one line says
+    so) and then read from the store; a run whose holder died or let its lease expire is claimed
+    and trained here. So two `fedpaper reproduce` processes (or a notebook and the CLI) on one
+    cache train each run once (tests/test_concurrent_runs.py). The returned function stores its
+    results itself (`stores_results`), so run_sweep does not write them again."""
+    from .leases import claim_free, holder
+
+    force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
+
+    def many(chunk):
+        hashes = [store.key(k) for k in chunk]
+        spec_of = dict(zip(hashes, chunk))
+        out: dict = {}  # store key -> result
+        todo = list(spec_of)
+        waited = False
+        while todo:
+            claim = claim_free(store.root, todo)
+            try:
+                mine = [h for h in todo if h in claim.keys]
+                # a run another process finished while we were not holding it is read, not retrained
+                # (--force recomputes the runs claimed at once, and reads the ones waited for)
+                for h in mine:
+                    r = None if force and not waited else store.get(spec_of[h], None)
+                    if r is not None:
+                        out[h] = r
+                fresh = [h for h in mine if h not in out]
+                if fresh:
+                    for h, r in zip(fresh, train_all([spec_of[h] for h in fresh])):
+                        store.put(spec_of[h], r)
+                        out[h] = r
+            finally:
+                claim.release()
+            for h in todo:  # held by another process: its result once it is stored
+                if h not in out:
+                    r = store.get(spec_of[h], None)
+                    if r is not None:
+                        out[h] = r
+            todo = [h for h in todo if h not in out]
+            if todo and not waited:
+                owners = sorted({held["owner"].rsplit(":", 1)[0] for held in
+                                 (holder(store.root, h) for h in todo) if held})
+                print(f"{desc}: waiting for {len(todo)} run(s) being trained by another process "
+                      f"({', '.join(owners) or 'lease just released'}); their results will be read from the store",
+                      flush=True)
+                waited = True
+            if todo:
+                time.sleep(poll)
+        return [out[h] for h in hashes]
+
+    many.stores_results = True
+    return many
     return run_sweep(keys, run_fn_many=many, batch_size=max_batch, desc=desc, progress=progress, store=store)

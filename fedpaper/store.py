@@ -598,6 +598,8 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
                 moves.stored(1)
         else:
             step = batch_size or max(1, len(pending))
+            # a run_fn_many that stores each result itself (under its lease: experiment.claimed)
+            stored_by_fn = bool(getattr(run_fn_many, "stores_results", False))
             for i in range(0, len(pending), step):
                 chunk = pending[i:i + step]
                 check(len(chunk))
@@ -605,7 +607,8 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
                 n = 0
                 with on_rounds(moves.round):
                     for s, r in zip(chunk, run_fn_many(chunk)):
-                        store.put(s, r)
+                        if not stored_by_fn:
+                            store.put(s, r)
                         done[store.key(s)] = r
                         n += 1
                         n_run += 1

@@ -3,7 +3,10 @@
 tests/fixtures/engine_before.json holds, per (case, backend), the sha256 of each final parameter
 tensor's bytes after 2 rounds of training on tiny synthetic data (2 runs batched together, 3 clients
 with different label sets and sizes), recorded with the engine as it was BEFORE the engine refactor
-of issue 13 (commit 8bc9045). Equal digests mean bitwise-equal parameters (torch.equal).
+of issue 13 (commit 8bc9045). Equal digests mean bitwise-equal parameters (torch.equal). The one
+BatchNorm case ("batchnorm resnet18|loop") was re-recorded for issue 31, when BatchNorm statistics
+came to be taken from a client's real rows only (engine/batchnorm.py): its client of 12 rows has a
+padded batch of 8; every other entry is the issue 13 recording.
 
 Regenerate (only when a change is MEANT to move results, and say so in the commit):
     PYTHONPATH=$PWD python tests/test_engine_fixture.py

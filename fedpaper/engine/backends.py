@@ -17,6 +17,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from ..errors import BadParameterError
+from .batchnorm import input_keep, mask_batchnorm, real_rows
 from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout, stacked_layout
 from .randomness import global_rng_from
 
@@ -54,6 +55,8 @@ class SlotGradients:
         self.layout = fast_layout if channels_last else (lambda t: t)
         # opt-in (model attribute): the loop backend skips the slots that will not step (see __call__)
         self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
+        # BatchNorm (loop backend): statistics from each slot's real rows only (batchnorm.py)
+        self.batchnorm = backend == "loop" and mask_batchnorm(template) > 0
 
     def _slot_loss(self, params, buffers, batch, present, anchor, objective):
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
@@ -67,9 +70,10 @@ class SlotGradients:
         the others (zero gradients and loss): an inactive slot's step leaves its params and
         optimiser state as they are whatever its gradient, so nothing changes but the wasted passes,
         provided the forward pass draws no random numbers (dropout: skipping would shift the
-        random stream of the later slots) and a finished client's BatchNorm statistics should stay
-        as they are (rather than be updated from padding rows). Other models: every slot, as
-        before (tests/test_engine_fixture.py). gens (optional): a torch.Generator per slot, its run's
+        random stream of the later slots). BatchNorm models (loop backend) take their batch
+        statistics from each slot's real rows only (batchnorm.py), and an inactive slot's running
+        statistics are restored after its pass, so a finished client's statistics stay as they are
+        (tests/reference/test_reference_batchnorm.py). gens (optional): a torch.Generator per slot, its run's
         (randomness.RunGenerators), for what the forward pass draws (dropout) in the loop and grouped
         backends; vmap draws from the global RNG."""
         if self.backend == "grouped":
@@ -85,10 +89,18 @@ class SlotGradients:
             if skip[g]:
                 outs.append(None)
                 continue
-            with global_rng_from(gens[g] if gens is not None else None):
-                outs.append(gfn(self.layout({k: v[g] for k, v in params.items()}),
-                                {k: v[g] for k, v in buffers.items()}, self.layout({k: v[g] for k, v in batch.items()}),
+            slot_bufs = {k: v[g] for k, v in buffers.items()}
+            # a slot that will not step (its data used up) keeps its BatchNorm statistics too
+            kept = {k: v.clone() for k, v in slot_bufs.items()} if self.batchnorm and active is not None \
+                and not bool(active[g]) else None
+            with global_rng_from(gens[g] if gens is not None else None), \
+                    real_rows(input_keep(batch, g) if self.batchnorm else None):
+                outs.append(gfn(self.layout({k: v[g] for k, v in params.items()}), slot_bufs,
+                                self.layout({k: v[g] for k, v in batch.items()}),
                                 present[g], {k: v[g] for k, v in anchor.items()}))
+            if kept is not None:
+                for k, v in kept.items():
+                    slot_bufs[k].copy_(v)
         if any(skip):
             done = next((o for o in outs if o is not None), None)
             zero = ({k: torch.zeros_like(v[0]) for k, v in params.items()},

@@ -58,7 +58,7 @@ def test_batchnorm_statistics_are_averaged_not_taken_from_one_client():
 
 def test_batchnorm_statistics_use_sample_size_weights():
     """Clients of 4 and 8 rows: statistics weighted 4/12 and 8/12. Client 0's rows are copies of pool
-    row 0, so the padding of its full batch (pool row 0, see the xfail below) does not change them."""
+    row 0 (the padding row): kept from before the padding fix, when that made padding harmless."""
     p = _problem([np.zeros(4, dtype=np.int64), np.arange(8, 16)])
     cfg = config(model="ref_bn", batch_size=8)
     _, want_b, _ = _expected(p, cfg, [4 / 12, 8 / 12])
@@ -68,8 +68,6 @@ def test_batchnorm_statistics_use_sample_size_weights():
     assert float((uniform["features.running_mean"] - want_b["features.running_mean"]).abs().max()) > 0.01
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: BatchNorm batch statistics include the padding rows of a "
-                                       "client's last, partial batch (the loss masks them, BatchNorm does not)")
 def test_batchnorm_ignores_padding_rows():
     """Clients of 4 and 8 rows, batch 8: client 0's batch holds 4 real rows; its statistics and
     normalisation must come from those 4 rows only."""
@@ -81,8 +79,6 @@ def test_batchnorm_ignores_padding_rows():
     assert_params_close(got_p, want_p)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a client whose data is used up still runs BatchNorm forward "
-                                       "passes on padding batches, which update its running statistics")
 def test_batchnorm_statistics_of_a_finished_client_stay():
     """Clients of 4 and 8 rows, batch 4, cumulative averaging (momentum=None): client 0 takes one step,
     client 1 two; each client's running mean is the mean of its own rows (the batches' mean)."""
@@ -92,3 +88,32 @@ def test_batchnorm_statistics_of_a_finished_client_stay():
     means = [p.client_xy(i)[0].mean(0) for i in range(2)]
     want = 4 / 12 * means[0] + 8 / 12 * means[1]
     torch.testing.assert_close(got_b["features.running_mean"], want, rtol=0, atol=1e-6)
+
+
+def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
+    """The keep mask of a model input that stacks views of the batch (FedMT: weak, strong, mixed:
+    3B rows) or appends unlabeled rows (B + B_u, umask); a patched BatchNorm2d then normalises the
+    kept rows exactly as torch's BatchNorm on those rows alone, and updates its statistics from them."""
+    from torch import nn
+
+    from fedpaper.engine.batchnorm import input_keep, mask_batchnorm, real_rows
+
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    assert input_keep({"x": torch.zeros(1, 3, 2), "mask": mask}, 0).tolist() == [True, True, False]
+    assert input_keep({"x": torch.zeros(1, 9, 2), "mask": mask}, 0).tolist() == [True, True, False] * 3
+    umask = torch.tensor([[0.0, 1.0]])
+    assert input_keep({"x": torch.zeros(1, 5, 2), "mask": mask, "umask": umask}, 0).tolist() == \
+        [True, True, False, False, True]
+    assert input_keep({"x": torch.zeros(1, 3, 2), "mask": torch.ones(1, 3)}, 0) is None  # nothing to drop
+    bn, ref = nn.BatchNorm2d(2), nn.BatchNorm2d(2)
+    assert mask_batchnorm(bn) == 1
+    x = torch.randn(5, 2, 3, 3)
+    keep = torch.tensor([True, False, True, True, False])
+    with real_rows(keep):
+        out = bn(x).detach()
+    want = ref(x[keep]).detach()
+    torch.testing.assert_close(out[keep], want, rtol=0, atol=0)
+    assert float(out[~keep].abs().sum()) == 0
+    torch.testing.assert_close(bn.running_mean, ref.running_mean, rtol=0, atol=0)
+    torch.testing.assert_close(bn.running_var, ref.running_var, rtol=0, atol=0)
+    assert int(bn.num_batches_tracked) == 1

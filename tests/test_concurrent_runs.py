@@ -1,0 +1,152 @@
+"""Two local processes on one results cache train each run once (issue 31 item 4): runs are claimed
+with leases (fedpaper.leases) by experiment.run_specs; a process waiting on a run another holds
+says so and reads the result from the store; a killed or expired holder's claims are taken over.
+
+Trainings are counted by wrapping experiment._train_group in each process (one line per run
+trained, appended to a counter file)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fedpaper.leases import lease_path, new_owner
+from fedpaper.store import ResultStore
+
+N_SPECS = 4
+
+# A driver: a tiny FedPALS smoke sweep (synthetic stand-in data, 1 round) through run_specs on the
+# store at argv[1]; every run trained appends its seed to argv[2]; each training then sleeps argv[3]
+# seconds (so that a second process meets the first one's claims); prints the results as JSON.
+DRIVER = textwrap.dedent("""
+    import json, sys, time
+    from fedpaper import experiment as E
+    from fedpaper.papers.fedpals import profiles as P, runs as R
+    from fedpaper.store import ResultStore
+
+    root, counter, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    inner = E._train_group
+
+    def counted(setups, progress):
+        out = inner(setups, progress)
+        with open(counter, "a") as f:
+            f.write("".join(f"{s.federation.seed}\\n" for s in setups))
+        time.sleep(pause)
+        return out
+
+    E._train_group = counted
+    p = P.runs("smoke")
+    p.update(P.grid("smoke"))
+    specs = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=s, rounds=1) for s in range(%d)]
+    res = E.run_specs(specs, store=ResultStore(root), max_batch=2, progress=False)
+    print("RESULTS " + json.dumps([r["final"] for r in res], sort_keys=True, default=str), flush=True)
+""" % N_SPECS)
+
+
+def _start(root, counter, pause):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    return subprocess.Popen([sys.executable, "-c", DRIVER, str(root), str(counter), str(pause)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_training(counter, proc, timeout=300):
+    """Until proc has trained its first group (it then pauses, holding its claims)."""
+    t0 = time.monotonic()
+    while not _trained(counter):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() - t0 < timeout, "the first process never trained a run"
+        time.sleep(0.05)
+
+
+def _trained(counter) -> list:
+    return sorted(Path(counter).read_text().split()) if Path(counter).exists() else []
+
+
+def _results(out: str) -> list:
+    line = [x for x in out.splitlines() if x.startswith("RESULTS ")]
+    assert line, out
+    return json.loads(line[-1][len("RESULTS "):])
+
+
+def test_two_processes_train_each_run_once(tmp_path):
+    root, counter = tmp_path / "results", tmp_path / "trained.txt"
+    a = _start(root, counter, 3.0)
+    _wait_for_training(counter, a)
+    b = _start(root, counter, 3.0)
+    out_a, out_b = a.communicate(timeout=600)[0], b.communicate(timeout=600)[0]
+    assert a.returncode == 0 and b.returncode == 0, out_a + out_b
+    assert _trained(counter) == [str(s) for s in range(N_SPECS)], (out_a, out_b)  # each run once
+    assert "waiting for" in out_b, out_b  # b met a's claims and said so
+    assert _results(out_a) == _results(out_b)  # b read a's results (and a b's) from the store
+    assert len(ResultStore(root)) == N_SPECS and not list(Path(root).glob("*/*.lease"))
+
+
+def test_a_killed_holders_claims_are_taken_over(tmp_path):
+    root, counter = tmp_path / "results", tmp_path / "trained.txt"
+    a = _start(root, counter, 600.0)  # trains its first group, then hangs holding the next claims
+    _wait_for_training(counter, a)
+    os.kill(a.pid, signal.SIGKILL)
+    a.wait()
+    assert list(Path(root).glob("*/*.lease"))  # a's leases are left behind, naming a dead pid
+    b = _start(root, counter, 0.0)
+    out_b = b.communicate(timeout=600)[0]
+    assert b.returncode == 0, out_b
+    # a stored nothing (it was killed before its results were written): b trains all, each once more
+    trained = _trained(counter)
+    assert sorted(set(trained)) == [str(s) for s in range(N_SPECS)], out_b
+    assert len(trained) == N_SPECS + 2, (trained, out_b)  # a's first group (2 runs) + b's 4
+
+
+def test_an_expired_lease_of_another_host_is_taken_over(tmp_path):
+    """A lease written by a process on another host (its pid cannot be checked here) is respected
+    until it expires, then claimed: here it expired a second ago, so the run trains at once."""
+    root, counter = tmp_path / "results", tmp_path / "trained.txt"
+    scratch = _scratch_results(tmp_path)  # its keys are the ones the driver claims
+    for p in scratch.glob("*/*.pkl"):
+        path = lease_path(root, p.stem)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(new_owner(), host="elsewhere", pid=1, owner="elsewhere:1:x",
+                                        expires=time.time() - 1.0, ttl=120)))
+    t0 = time.monotonic()
+    b = _start(root, counter, 0.0)
+    out_b = b.communicate(timeout=600)[0]
+    assert b.returncode == 0, out_b
+    assert _trained(counter) == [str(s) for s in range(N_SPECS)]
+    assert "waiting for" not in out_b, out_b
+    assert time.monotonic() - t0 < 300
+
+
+def _scratch_results(tmp_path) -> Path:
+    """A store holding the driver's results (its keys are the ones the driver claims)."""
+    scratch = tmp_path / "scratch"
+    first = _start(scratch, tmp_path / "scratch.txt", 0.0)
+    assert first.wait(timeout=600) == 0, first.communicate()[0]
+    assert len(list(scratch.glob("*/*.pkl"))) == N_SPECS
+    return scratch
+
+
+def test_a_live_claim_is_waited_for_and_its_result_read(tmp_path):
+    """Runs claimed by a live holder on another host: the process waits (saying so), trains
+    nothing, and returns the results the holder stores."""
+    scratch = _scratch_results(tmp_path)
+    root, counter = tmp_path / "results", tmp_path / "trained.txt"
+    for p in scratch.glob("*/*.pkl"):
+        path = lease_path(root, p.stem)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(new_owner(), host="elsewhere", pid=1, owner="elsewhere:1:x",
+                                        expires=time.time() + 600, ttl=600)))
+    b = _start(root, counter, 0.0)
+    time.sleep(20)  # b imports, builds its specs and meets the claims
+    assert b.poll() is None, b.communicate()[0]
+    for p in scratch.glob("*/*.pkl"):  # the holder stores its results and releases its claims
+        os.replace(p, root / p.parent.name / p.name)
+        lease_path(root, p.stem).unlink()
+    out_b = b.communicate(timeout=600)[0]
+    assert b.returncode == 0, out_b
+    assert "waiting for 2 run(s) being trained by another process (elsewhere:1)" in out_b, out_b
+    assert _trained(counter) == []
