@@ -19,6 +19,7 @@ from fedpaper import provenance as prov
 from fedpaper.artifacts import committed_paths, load_committed
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, as_verdict
 from fedpaper.papers._common.causes import diagnose, reported_tables
+from fedpaper.papers._common.rows import norm
 from fedpaper.papers import (
     PAPER_TITLES,
     PAPERS,
@@ -136,21 +137,8 @@ def status_table(rows: list[dict], link_prefix: str = "") -> str:
 
 
 # ------------------------------------------------------------------------------ comparisons
-def _norm(v) -> str:
-    """Join-key normal form: 10, 10.0 and '10' agree; NaN and '' agree."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, str):
-        s = v.strip()
-        try:
-            f = float(s)
-        except ValueError:
-            return s
-        v = f
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        f = float(v)
-        return str(int(f)) if f.is_integer() else repr(round(f, 10))
-    return str(v)
+# Join keys compare in the claims toolkit's normal form (10, 10.0 and '10' agree; NaN and '' agree).
+_norm = norm
 
 
 def _fmt(mean, std=None) -> str:
