@@ -22,7 +22,10 @@ into read-only cells after the run).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pandas as pd
 
 from fedpaper.errors import FedpaperError
 
@@ -142,14 +145,13 @@ _FIRST = ("rounds", "num_clients", "clients", "local_epochs", "epochs", "lr", "b
 
 
 def _short(v, width: int = 90) -> str:
-    t = v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)
+    t = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
     return t if len(t) <= width else t[: width - 3] + "..."
 
 
 def run_specs(result) -> tuple[list[str], "object"]:
     """(summary lines, parameter table) of one result, from its provenance: methods, seeds, data
     sets, device and time, what differs from the paper (the run's notes), then every parameter."""
-    import pandas as pd
 
     rec = result.provenance or {}
     params = dict(rec.get("params") or {})
@@ -181,7 +183,7 @@ def show_specs(result) -> None:
     for r in _results(result):
         lines, table = run_specs(r)
         display(Markdown(_title(r, "run specs") + "\n\n" + "\n".join(f"- {x}" for x in lines)))
-        with __import__("pandas").option_context("display.max_colwidth", 100, "display.max_rows", 200):
+        with pd.option_context("display.max_colwidth", 100, "display.max_rows", 200):
             display(table)
 
 
@@ -189,7 +191,6 @@ def seed_table(result):
     """The per-seed values behind a result: its table with the `per_seed` column (';'-joined, one
     value per seed, '-' for none) spread into one column per seed; a table with a `seed` column is
     already per seed; None when the table has neither."""
-    import pandas as pd
 
     t = result.table
     if t is None:
@@ -219,7 +220,7 @@ def show_seeds(result) -> None:
             print(f"{r.artifact_id}: its table holds no per-seed values (not a per-seed result); the table above is all")
             continue
         display(Markdown(_title(r, "per seed") + f"; {len(t)} rows"))
-        with __import__("pandas").option_context("display.max_rows", 500):
+        with pd.option_context("display.max_rows", 500):
             display(t)
 
 
