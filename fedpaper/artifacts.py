@@ -478,6 +478,12 @@ def rerender_requested() -> bool:
     return os.environ.get(RERENDER_ENV, "") not in ("", "0")
 
 
+#: Profile settings resolved from the machine at hand (engine.cpu.resolve_precision, and the notes that
+#: state it); a re-render uses
+#: the committed run's values.
+MACHINE_RESOLVED = ("precision", "precision_rule", "notes")
+
+
 def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=False) -> ArtifactResult:
     """A needed data set is missing (or `asked`: --rerender): re-render from the committed csv,
     or raise DataMissingError.
@@ -503,7 +509,11 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=Fa
     record["rerendered"] = {"status": status, "profile": profile, "timestamp": prov.now_iso(),
                             "git": prov.git_info(), "command": prov.command_line(),
                             "missing_datasets": missing, "data_root": str(root)}
-    params = dict(params, missing_datasets=list((committed_record or {}).get("missing_datasets") or []))
+    # Settings this machine resolves for itself (the precision a CPU runs natively) are taken from the
+    # committed run too, so the subtitle drawn is the committed one on any CPU.
+    ran = (committed_record or {}).get("params") or {}
+    params = dict(params, **{k: ran[k] for k in MACHINE_RESOLVED if k in ran},
+                  missing_datasets=list((committed_record or {}).get("missing_datasets") or []))
     fig = draw(table, params)
     try:
         if (committed_record or {}).get("synthetic"):

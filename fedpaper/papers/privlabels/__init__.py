@@ -237,12 +237,12 @@ def appb(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 def tables(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Tables 1 and 2: the configuration of this profile next to the paper's."""
     p = _params(profile, seeds)
-    sub = subtitle(p)
     t1 = _run("table1", p, lambda q: (tabs.table1(q), {"notes": q["notes"]}),
-              lambda t, q: draw.table_figure(t, "Table 1: the CNN (paper's layer list | the model we build)", sub),
+              lambda t, q: draw.table_figure(t, "Table 1: the CNN (paper's layer list | the model we build)",
+                                             subtitle(q)),
               [], data_root, out_dir)
     t2 = _run("table2", p, lambda q: (tabs.table2(q), {"notes": q["notes"]}),
-              lambda t, q: draw.table_figure(t, "Table 2: hyperparameters (paper | ours)", sub),
+              lambda t, q: draw.table_figure(t, "Table 2: hyperparameters (paper | ours)", subtitle(q)),
               [], data_root, out_dir)
     return [t1, t2]
 
