@@ -305,6 +305,27 @@ def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
     return results
 
 
+def ladder_section() -> list[str]:
+    """REPORT.md's compute ladders (issue 29), one table per committed `<paper>/scaling` csv: each
+    quantity's trend, slope and its SE per decade of compute, and the projection to the paper's
+    compute where the trend is clear. Nothing while no ladder is committed."""
+    from fedpaper.papers._common.scaling import read_trends
+
+    out = []
+    for a in LADDERS:
+        table, rec = load_committed(a)
+        if table is None or (rec or {}).get("exploration") or (rec or {}).get("synthetic"):
+            continue
+        rows = [[t.quantity, ", ".join(f"`{c}`" for c in t.claim.split(";") if c) or "–", t.trend,
+                 f"{t.slope:+.2f} ± {t.se:.2f}", str(t.rungs),
+                 "–" if t.projection is None else f"{t.projection:.3g} (projection)"] for t in read_trends(table)]
+        md, _ = _frame_to_md(pd.DataFrame(rows, columns=["quantity", "claims", "trend", "slope per decade",
+                                                         "rungs", "at the paper's compute"]), drop_constant=False)
+        out += [f"### Compute ladder `{a}` ({(rec or {}).get('profile', '?')} profile)", "",
+                _md_escape("; ".join(((rec or {}).get("notes") or [])[:2])), "", md, ""]
+    return (["## Compute ladders", ""] + out) if out else []
+
+
 def committed_ladder() -> dict:
     """{claim id: [Trend]} from the committed compute ladders (`<paper>/scaling` csvs, most
     faithful profile present; explorations never count)."""
@@ -465,6 +486,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
         for c in pr:
             out.append("- " + verdict_line(c))
         out.append("")
+
+    out += ladder_section()
 
     # 3. not regenerated
     out += ["## 3. Not regenerated", ""]

@@ -111,3 +111,23 @@ def test_a_ladder_of_another_claim_changes_nothing():
     (c,) = KC.diagnose(_claim(), K.Verdict(K.FAIL, "no"), {"fedpals/table1": {"profile": "long", "notes": []}},
                        {}, {}, ladder)
     assert c.kind == K.UNTESTED_AT_SCALE
+
+
+def test_the_report_reads_a_committed_ladder(figures_tmp):
+    from fedpaper import report as R
+
+    assert R.ladder_section() == [] and R.committed_ladder() == {}
+    d = figures_tmp / "long" / "fedpals"
+    d.mkdir(parents=True)
+    t = _csv(5.0)
+    t.to_csv(d / "scaling.csv", index=False)
+    (d / "scaling.json").write_text('{"profile": "long", "notes": ["rungs on the long profile"]}')
+    (tr,) = R.committed_ladder()["fedpals/claim-4"]
+    assert tr.trend == S.NARROWING
+    text = "\n".join(R.ladder_section())
+    assert "Compute ladder `fedpals/scaling` (long profile)" in text and "(projection)" in text
+    fit = t[t["row"] == "fit"].iloc[0]
+    assert f"{fit['slope']:+.2f} ± {fit['slope_se']:.2f}" in text
+    # an exploration is never read
+    (d / "scaling.json").write_text('{"profile": "long", "exploration": {"changes": {"rounds": 1}}}')
+    assert R.ladder_section() == [] and R.committed_ladder() == {}
