@@ -8,20 +8,27 @@ alike), the LeNet fixed: the training sample-steps of a run are proportional to 
 Rungs (overrides of the base profile, `RUNGS`; the same 3 seeds at every rung):
 
 - quick (base quick): 1/16 (5 rounds, 2.5 %), 1/4 (10 rounds, 5 %), 1 (the quick profile): 16x.
-- long (base long): 1/4 (10 rounds, 5 %), 1 (the long profile), 2.5 (25 rounds, 20 %): 10x.
+- long (base long): 1/8 (5 rounds, 5 %), 1 (the long profile), 1.5 (30 rounds, 10 %): 12x.
 - smoke: 1 round at 10 %, the smoke profile (2 rounds, 25 %), 4 rounds at 50 % (synthetic, seconds).
 
-Cost (a run's training work scales with its rung's compute; the base is what the rung's artifact
-functions train at the quick size: Table 1 + Figs. 2c, 6b, 5c (`accuracy_vs_shift` makes the three),
-132 runs, 9.33 M training sample-steps, ~1,779 CPU s at 4,256 CIFAR-10 / 7,690 Fashion-MNIST
-samples per CPU second, counted from the specs by benchmarks/results/fedpals_quick_cost.md):
+Cost, counted from the specs the rungs build (benchmarks/fedpals_cost.py's `count`: every distinct
+run's client images x local epochs x participation x rounds, no training) for the rung's artifact
+functions (Table 1 and `accuracy_vs_shift`: Figs. 2c, 6b, 5c), in CPU s at the measured 4,256
+CIFAR-10 / 7,690 Fashion-MNIST samples per CPU second (fedpals/profiles.py):
 
-- quick ladder: 3 x 132 = 396 runs, of which the top rung's 132 are the quick profile's own
-  (cached when it ran with the same FEDPAPER_CACHE); new work (1/16 + 1/4) x 9.33 M = 2.9 M
-  sample-steps, ~560 CPU s (~9 min) on one core.
-- long ladder: 396 runs plus FedPALS' lambda grid (long's, same work per run); new work
-  (1/4 + 5/2) x 9.33 M = 25.7 M sample-steps, ~4,890 CPU s (~82 min), on top of the long profile's
-  ~63 min: about 2.4 h, inside long's 2.5 h on one core here.
+| ladder | rung | runs | sample-steps | ~CPU s |
+|---|---|---|---|---|
+| quick | r1 | 132 | 0.59 M | 112 |
+| quick | r2 | 132 | 2.33 M | 445 |
+| quick | r3 = quick | 132 | 9.33 M | 1,780 |
+| long | r1 | 174 | 1.52 M | 294 |
+| long | r2 = long | 174 | 12.19 M | 2,349 |
+| long | r3 | 174 | 18.29 M | 3,523 |
+
+The rung equal to the profile reuses the profile's runs from the cache (same specs; checked on
+smoke), so the ladder adds its other two rungs' work: quick (r1 + r2) ~560 CPU s (~9 min) beyond the quick profile (itself
+~41 min by the same count: over quick's 30 min already, benchmarks/results/fedpals_quick_cost.md); long
+(r1 + r3) ~3,820 CPU s (~64 min) beyond the long profile's ~63 min: ~2.1 h, inside long's 2.5 h on one core here.
 """
 from __future__ import annotations
 
@@ -42,8 +49,8 @@ RUNGS = {
                         Rung("r3", {"rounds": 4, "data_fraction": 0.5}))),
     "quick": ("quick", (Rung("r1", {"rounds": 5, "data_fraction": 0.025}),
                         Rung("r2", {"rounds": 10, "data_fraction": 0.05}), Rung("r3"))),
-    "long": ("long", (Rung("r1", {"rounds": 10, "data_fraction": 0.05}), Rung("r2"),
-                      Rung("r3", {"rounds": 25, "data_fraction": 0.2}))),
+    "long": ("long", (Rung("r1", {"rounds": 5, "data_fraction": 0.05}), Rung("r2"),
+                      Rung("r3", {"rounds": 30}))),
 }
 
 
