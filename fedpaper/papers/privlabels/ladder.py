@@ -16,15 +16,23 @@ Rungs (`RUNGS`; the same 3 seeds at every rung):
   profile): 10x.
 - smoke: 1 round x 8, the smoke profile (2 x 16), 4 x 32 (synthetic, seconds).
 
-Cost (the base: Figs. 2 + 3, the main sweep: 2 data sets x 4 L x (private + public methods) x 3 seeds,
-~130 runs; measured at the long size 1,425 s CIFAR-10 + 1,060 s Fashion-MNIST CPU s =
-2,485 s, benchmarks/results/privlabels_quick_sizing.md; at the quick size the whole quick profile
-took 747 s, so at most that):
+Cost, counted from the specs Figs. 2 and 3 build at each rung (benchmarks/privlabels_ladder_cost.py:
+the unique runs of `runs.main_specs`, L = 10 shared, no training; CPU s at the per-run rates of
+benchmarks/results/privlabels_quick_sizing.md; the long profile's main sweep measured 2,485 s there,
+counted 2,766 s here):
 
-- quick ladder: 3 x ~130 runs, the top rung the quick profile's own (cached with the same
-  FEDPAPER_CACHE); new work (1/12 + 1/2) x <= 747 s = <= 440 CPU s (<= 7.3 min).
-- long ladder: new work (1/10 + 1/2) x 2,485 s = ~1,490 CPU s (~25 min) on top of the long
-  profile's ~75 min: ~1.7 h, inside 2.5 h.
+| ladder | rung | runs | sample-steps | ~CPU s |
+|---|---|---|---|---|
+| quick | r1 | 198 | 0.07 M | 35 |
+| quick | r2 | 198 | 0.42 M | 208 |
+| quick | r3 = quick | 198 | 0.83 M | 415 |
+| long | r1 | 198 | 0.55 M | 277 |
+| long | r2 | 198 | 2.77 M | 1,383 |
+| long | r3 = long | 198 | 5.54 M | 2,766 |
+
+The rung equal to the profile reuses its cached runs, so the quick ladder adds ~240 CPU s (~4 min) to
+the quick profile (747 s measured: ~17 min together), the long one ~1,660 CPU s (~28 min) to the long
+profile's ~75 min: ~1.7 h, inside 2.5 h.
 """
 from __future__ import annotations
 
