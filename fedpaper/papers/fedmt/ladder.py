@@ -18,15 +18,22 @@ Rungs (`RUNGS`; the same 3 seeds at every rung):
   long profile): 12x.
 - smoke: 1 round x 8 images, the smoke profile (2 x 24), 4 x 48 (synthetic, seconds).
 
-Cost (the base: what the rungs' artifact functions train, `main` (Table 2, Fig. 2a, Table 6) and
-`scaling` (Figs. 2b, 2c), at the quick size; the quick profile measured <= 20 min on one core for all of
-its artifacts, benchmarks/results/fedmt_sizing.md; these five are most of it, so <= 1,200 CPU s):
+Cost: runs counted from the specs of `main` and `scaling` at each rung (benchmarks/ladder_runs.py, no
+training), CPU s = the quick profile's <= 1,200 s for these artifacts (the quick profile measured <=
+20 min on one core in all, benchmarks/results/fedmt_sizing.md; an upper bound) x the rung's work / quick's:
 
-- quick ladder: the top rung is the quick profile's own runs (cached with the same FEDPAPER_CACHE);
-  new work (1/10.7 + 3/8) x <= 1,200 s = <= 560 CPU s (<= 9.4 min).
-- long ladder: the long profile measured <= 60 min (same source), these artifacts <= 3,600 s; new work
-  (1/12 + 2/3) x <= 3,600 s = <= 2,700 CPU s (<= 45 min, less where the quick profile's runs are
-  cached: the 2/3 rung has quick's size but long's grid): long with its ladder <= 1.75 h.
+| ladder | rung | runs | work (x quick) | ~CPU s |
+|---|---|---|---|---|
+| quick | r1 | 54 | 0.105 | <= 127 |
+| quick | r2 | 54 | 0.422 | <= 506 |
+| quick | r3 = quick | 48 | 1 | <= 1,200 |
+| long | r1 | 120 | 0.312 | <= 375 |
+| long | r2 | 114 | 2.38 | <= 2,850 |
+| long | r3 = long | 114 | 3.56 | <= 4,275 (long measured <= 60 min in all) |
+
+The rung equal to the profile reuses its cached runs: the quick ladder adds <= 630 CPU s (<= 11 min) to
+the quick profile (<= 20 min); the long one <= 3,225 CPU s (<= 54 min) to the long profile (<= 60 min):
+<= 1.9 h, inside 2.5 h.
 """
 from __future__ import annotations
 

@@ -12,19 +12,26 @@ Rungs (`RUNGS`; the same 3 seeds and one partition seed at every rung):
 
 - quick (base quick: 4 rounds, convnet width 16): 1/16 (1 round, width 8), 9/32 (2 rounds, width 12),
   1 (the quick profile): 16x.
-- long (base long: 12 rounds, width 16): 1/3 (4 rounds: quick's runs), 1 (the long profile), 4
-  (12 rounds, width 32): 12x, rounds and width.
+- long (base long: 12 rounds, width 16): 1/2 (2 rounds), 3 (the long profile), 6.75 (12 rounds, width
+  24): 13.5x, rounds and width.
 - smoke: 1 round, the smoke profile (2 rounds, width 4), 4 rounds at width 8 (synthetic, seconds).
 
-Cost (the base: Tables 1, 5, 7 at the quick size: measured 240 + 73 + 81 = 394 s wall in the quick
-regeneration from an empty cache, commit 4bb137a's provenance; ~90 runs; long's 12 rounds: Table 1
-704 s, Tables 5 and 7 ~3x their quick time):
+Cost: runs counted from the specs of Tables 1, 5, 7 at each rung (benchmarks/ladder_runs.py, no
+training: 69 runs per rung), CPU s = the quick profile's measured 394 s wall for the three (240 + 73 +
+81 s from an empty cache, commit 4bb137a's provenance) x the rung's work / quick's (a narrow net runs
+below its share of the multiply-adds on a CPU, a wide one may run above: measure the top rung first):
 
-- quick ladder: the top rung is the quick profile's own runs (cached with the same FEDPAPER_CACHE);
-  new work (1/16 + 9/32) x 394 s = ~135 s (~2.3 min; a narrower net runs below its share of the
-  multiply-adds on a CPU, so up to ~2x that).
-- long ladder: the 1/3 rung is quick's runs (cached after quick); new work 4 x (704 + ~460) s =
-  ~4,660 s (~78 min) for the width-32 rung, on top of the long profile (~60 min): ~2.3 h, inside 2.5 h.
+| ladder | rung | runs | work (x quick) | ~CPU s |
+|---|---|---|---|---|
+| quick | r1 | 69 | 0.0625 | 25 |
+| quick | r2 | 69 | 0.281 | 111 |
+| quick | r3 = quick | 69 | 1 | 394 |
+| long | r1 | 69 | 0.5 | 197 |
+| long | r2 = long | 69 | 3 | 1,182 |
+| long | r3 | 69 | 6.75 | 2,660 |
+
+The rung equal to the profile reuses its cached runs: the quick ladder adds ~140 CPU s (~2.3 min), the
+long one ~2,860 CPU s (~48 min) to the long profile (~60 min): ~1.8 h, inside 2.5 h.
 """
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ RUNGS = {
     "smoke": ("smoke", (Rung("r1", {"rounds": 1}), Rung("r2"), Rung("r3", {"rounds": 4, "model.width": 8}))),
     "quick": ("quick", (Rung("r1", {"rounds": 1, "model.width": 8}), Rung("r2", {"rounds": 2, "model.width": 12}),
                         Rung("r3"))),
-    "long": ("long", (Rung("r1", {"rounds": 4}), Rung("r2"), Rung("r3", {"rounds": 12, "model.width": 32}))),
+    "long": ("long", (Rung("r1", {"rounds": 2}), Rung("r2"), Rung("r3", {"model.width": 24}))),
 }
 
 
