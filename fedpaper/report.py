@@ -18,9 +18,10 @@ import pandas as pd
 from fedpaper import provenance as prov
 from fedpaper.artifacts import committed_paths, load_committed
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, as_verdict
-from fedpaper.papers._common.causes import diagnose, reported_tables
+from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
 from fedpaper.papers._common.rows import norm
 from fedpaper.papers import (
+    LADDERS,
     PAPER_TITLES,
     PAPERS,
     Claim,  # noqa: F401  (exported here too)
@@ -58,17 +59,18 @@ def _shown(needs) -> str:
     return ", ".join(d.replace(":labels", " (labels)") for d in needs)
 
 
-def status_rows(data_root=None, paper: Optional[str] = None) -> list[dict]:
+def status_rows(data_root=None, paper: Optional[str] = None, ladders: bool = True) -> list[dict]:
     """One dict per artifact: id, kind, title, data, implemented, committed, status, reason, missing, here.
 
     `status`, `data` and `reason` come from the committed results, their provenance and the
     catalog only, never from this machine: the README table and REPORT.md are the same wherever
     they are made (issue 32, item 4). What this machine lacks is in `missing` (the data sets absent
     under `data_root`) and `here` (one clause on what that means for the artifact here, '' if
-    nothing), for the terminal (`fedpaper list`, `missing_here_lines`)."""
+    nothing), for the terminal (`fedpaper list`, `missing_here_lines`). ladders: with the compute
+    ladders (`fedpaper list`); REPORT.md and the README table count the TARGETS artifacts only."""
     root = _data_root(data_root)
     rows = []
-    for art in all_artifacts(paper):
+    for art in all_artifacts(paper, ladders=ladders):
         missing = [d for d in art.needed if not dataset_available(d, root)]
         _, rec = load_committed(art.id) if committed_paths(art.id)["json"].is_file() else (None, None)
         has_csv = committed_paths(art.id)["csv"].is_file()
@@ -296,10 +298,43 @@ def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
     prov_ = {r["id"]: r["provenance"] or {} for r in rows if r["committed"]}
     missing = {r["id"]: list(artifact(r["id"]).needed) for r in rows if not r["committed"]}
     reported = reported_tables([r["id"] for r in rows if r["reported"]])
+    ladder = committed_ladder()
     for res in results:
         v = Verdict(res["verdict"], res["detail"], tuple(res["causes"]))
-        res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing))
+        res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing, ladder))
     return results
+
+
+def ladder_section() -> list[str]:
+    """REPORT.md's compute ladders (issue 29), one table per committed `<paper>/scaling` csv: each
+    quantity's trend, slope and its SE per decade of compute, and the projection to the paper's
+    compute where the trend is clear. Nothing while no ladder is committed."""
+    from fedpaper.papers._common.scaling import read_trends
+
+    out = []
+    for a in LADDERS:
+        table, rec = load_committed(a)
+        if table is None or (rec or {}).get("exploration") or (rec or {}).get("synthetic"):
+            continue
+        rows = [[t.quantity, ", ".join(f"`{c}`" for c in t.claim.split(";") if c) or "–", t.trend,
+                 f"{t.slope:+.2f} ± {t.se:.2f}", str(t.rungs),
+                 "–" if t.projection is None else f"{t.projection:.3g} (projection)"] for t in read_trends(table)]
+        md, _ = _frame_to_md(pd.DataFrame(rows, columns=["quantity", "claims", "trend", "slope per decade",
+                                                         "rungs", "at the paper's compute"]), drop_constant=False)
+        out += [f"### Compute ladder `{a}` ({(rec or {}).get('profile', '?')} profile)", "",
+                _md_escape("; ".join(((rec or {}).get("notes") or [])[:2])), "", md, ""]
+    return (["## Compute ladders", ""] + out) if out else []
+
+
+def committed_ladder() -> dict:
+    """{claim id: [Trend]} from the committed compute ladders (`<paper>/scaling` csvs, most
+    faithful profile present; explorations never count)."""
+    tables = []
+    for a in LADDERS:
+        table, rec = load_committed(a)
+        if table is not None and not (rec or {}).get("exploration") and not (rec or {}).get("synthetic"):
+            tables.append(table)
+    return ladder_trends(tables)
 
 
 def artifact_claims(artifact_id: str, table: pd.DataFrame, provenance: Optional[dict] = None,
@@ -316,9 +351,10 @@ def artifact_claims(artifact_id: str, table: pd.DataFrame, provenance: Optional[
     prov_[artifact_id] = provenance or {}
     missing = {a: list(artifact(a).needed) for a in ids if a not in prov_}
     reported = reported_tables([a for a in ids if artifact(a).reported])
+    ladder = committed_ladder()
     for res in results:
         v = Verdict(res["verdict"], res["detail"], tuple(res["causes"]))
-        res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing))
+        res["causes"] = list(diagnose(res["claim"], v, prov_, reported, missing, ladder))
     return results
 
 
@@ -386,13 +422,13 @@ def _profiles_note(rows, paper: str) -> str:
 def committed_tables(rows=None, data_root=None) -> dict:
     """{artifact id: our committed csv as a DataFrame} for every committed artifact (most faithful
     profile present), what the claims are checked on."""
-    rows = rows if rows is not None else status_rows(data_root)
+    rows = rows if rows is not None else status_rows(data_root, ladders=False)
     return {r["id"]: load_committed(r["id"])[0] for r in rows if r["committed"]}
 
 
 def render_report(data_root=None, claims=None, rows=None) -> str:
     """The text of REPORT.md."""
-    rows = rows if rows is not None else status_rows(data_root)
+    rows = rows if rows is not None else status_rows(data_root, ladders=False)
     claims = list(registered_claims() if claims is None else claims)
     tables = committed_tables(rows)
     n_reg = sum(r["committed"] for r in rows)
@@ -450,6 +486,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
         for c in pr:
             out.append("- " + verdict_line(c))
         out.append("")
+
+    out += ladder_section()
 
     # 3. not regenerated
     out += ["## 3. Not regenerated", ""]
@@ -531,7 +569,7 @@ def write_report(data_root=None, path: Optional[Path] = None, readme: Optional[P
     """Write figures/REPORT.md (atomically) and refresh the README status table, both from the
     committed results only; print what this machine lacks (missing_here_lines) and keep it, untracked,
     in the cache (cache/report/missing-here.txt)."""
-    rows = status_rows(data_root)
+    rows = status_rows(data_root, ladders=False)
     text = render_report(data_root, claims=claims, rows=rows)
     path = Path(path) if path is not None else figures_dir() / "REPORT.md"
     old = path.read_text(encoding="utf-8") if path.is_file() else None

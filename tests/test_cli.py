@@ -61,7 +61,7 @@ def test_only_not_implemented_is_one_line(capsys, empty_data_root):
 def test_only_paper_lists_skipped_without_failing(capsys, figures_tmp, readme_tmp, empty_data_root):
     assert cli.main(["reproduce", "--profile", "quick", "--only", "fedmt"]) == 0
     out = capsys.readouterr().out
-    assert ("artifacts: 0 regenerated, 0 re-rendered from committed results, 11 not regenerated, 0 failed; "
+    assert ("artifacts: 0 regenerated, 0 re-rendered from committed results, 12 not regenerated, 0 failed; "
             "notebooks: 0 ok, 0 failed") in out
     assert "\nnot regenerated fedmt/table3: Fitzpatrick 17k is not available here" in out
     assert (figures_tmp / "REPORT.md").is_file()
@@ -85,13 +85,13 @@ def test_list_and_report(capsys, figures_tmp, readme_tmp):
     readme_tmp.write_text("intro\n<!-- artifact-status:start -->\nold\n<!-- artifact-status:end -->\ntail\n")
     assert cli.main(["list", "--paper", "fedmt"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 11
+    assert len(out) == 12 and out[-1].startswith("fedmt/scaling  ladder")  # 11 artifacts and the compute ladder
     assert any(ln.startswith("fedmt/fig2d") and "ImageNet" in ln for ln in out)
     assert cli.main(["report"]) == 0
     assert (figures_tmp / "REPORT.md").is_file()
     text = readme_tmp.read_text()
     assert text.startswith("intro\n") and text.endswith("tail\n") and "old" not in text
-    assert "`fedmt/table2`" in text
+    assert "`fedmt/table2`" in text and "`fedmt/scaling`" not in text  # the README table: the TARGETS artifacts
 
 
 DEMO = textwrap.dedent(

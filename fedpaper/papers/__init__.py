@@ -30,6 +30,7 @@ from fedpaper.paths import REPO_ROOT
 
 from .catalog import (  # noqa: F401  (re-exported)
     ARTIFACTS,
+    LADDERS,
     DATASETS,
     PAPER_TITLES,
     PAPERS,
@@ -138,14 +139,16 @@ def artifact(artifact_id: str) -> Artifact:
     return replace(art, notebook=impl.notebook) if impl else art
 
 
-def all_artifacts(paper: str | None = None) -> list[Artifact]:
+def all_artifacts(paper: str | None = None, ladders: bool = False) -> list[Artifact]:
+    """The catalog entries with their notebooks; ladders=True adds the compute ladders."""
     load_papers()
     index = _notebook_metadata_index()
     out = []
-    for a in artifact_ids(paper):
+    for a in artifact_ids(paper, ladders=ladders):
         impl = _IMPLEMENTATIONS.get(a)
         nb = impl.notebook if impl else index.get(a)
-        out.append(replace(ARTIFACTS[a], notebook=nb) if nb else ARTIFACTS[a])
+        art = get_artifact(a)
+        out.append(replace(art, notebook=nb) if nb else art)
     return out
 
 

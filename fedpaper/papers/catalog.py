@@ -182,23 +182,38 @@ ARTIFACTS: dict[str, Artifact] = {
     for row in _ROWS
 }
 
+#: The compute ladders (issue 29): one `<paper>/scaling` artifact per paper, beside the TARGETS list
+#: (not in ARTIFACTS: the report's artifact counts stay those of the papers). `fedpaper list` and
+#: `reproduce` see them (artifact_ids); the report reads their trends into the claims' causes.
+LADDER = "scaling"
+LADDERS: dict[str, Artifact] = {
+    f"{p}/{LADDER}": Artifact(id=f"{p}/{LADDER}", kind="ladder", title=f"Compute ladder: {PAPER_TITLES[p]}'s "
+                              "headline claims and gaps to the paper against training compute",
+                              datasets=d)
+    for p, d in (("fedpals", ("fashion-mnist", "cifar10")), ("privlabels", ("fashion-mnist", "cifar10")),
+                 ("fedmt", ("cifar100",)), ("fednca", ("cifar10", "dermamnist")))
+}
+
 REPORTED_DIR = Path(__file__).resolve().parent / "reported"
 
 
 def get_artifact(artifact_id: str) -> Artifact:
     """The catalog entry (with the notebook of a registered implementation, if any)."""
     try:
-        art = ARTIFACTS[artifact_id]
+        art = ARTIFACTS[artifact_id] if artifact_id in ARTIFACTS else LADDERS[artifact_id]
     except KeyError:
-        raise UnknownNameError(unknown_message("artifact id", artifact_id, ARTIFACTS)
+        raise UnknownNameError(unknown_message("artifact id", artifact_id, {**ARTIFACTS, **LADDERS})
                                + " (run `fedpaper list` for all ids)") from None
     return art
 
 
-def artifact_ids(paper: str | None = None) -> list[str]:
+def artifact_ids(paper: str | None = None, ladders: bool = True) -> list[str]:
+    """The ids of a paper's (or every paper's) artifacts, its compute ladder last (ladders=False:
+    the TARGETS list only)."""
     if paper is not None and paper not in PAPERS:
         raise UnknownNameError(unknown_message("paper", paper, PAPERS))
-    return [a for a in ARTIFACTS if paper is None or a.startswith(paper + "/")]
+    ids = list(ARTIFACTS) + (list(LADDERS) if ladders else [])
+    return [a for a in ids if paper is None or a.startswith(paper + "/")]
 
 
 def reported_path(artifact_id: str) -> Optional[Path]:

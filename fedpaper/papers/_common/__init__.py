@@ -77,6 +77,13 @@ The paper's own numbers (hook for "the paper's own numbers contradict the claim"
   unpaired one (SE from std and n_seeds). A test converter may add a per_seed column synthesised
   from mean and std (then the paired rule applies); the report uses the packaged tables as they
   are (no converter in the package).
+
+Compute-ladder trends (``scaling``, issue 29): ``fit(compute, per_seed)`` -> Fit (slope per
+  decade of compute and its SE, paired by seed or OLS on seed means), ``classify(fit, direction)``
+  -> narrowing / flat / widening (one-sided 90% bound, ``noise.t_quantile``) or "too few rungs",
+  ``projection`` (clear trends on >= 3 rungs only), ``ladder_rows`` / ``read_trends`` (the
+  ``<paper>/scaling`` csv); ``causes.ladder_trends`` / ``ladder_cause`` turn them into the
+  "compute-limited" / "not compute-limited" causes.
 """
 from .chance import CHANCE_MARGIN, CHANCE_RULE, at_chance, chance_cause, chance_level, learning  # noqa: F401
 from .noise import (  # noqa: F401

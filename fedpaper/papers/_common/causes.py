@@ -10,9 +10,15 @@ absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this o
    differs from the paper (its notes that name a shrinkage or a replacement, a lossy data copy,
    data sets it was made without), quoted from the provenance, each distinct difference once
    across the claim's artifacts (:func:`setting_differences`);
-3. "untested at this scale": the run is of a shrunk profile but its provenance names no
-   difference (there is no compute ladder yet to say compute-limited or not);
-4. "ours disagree at the paper's setting": nothing above applies.
+3. "compute-limited" / "not compute-limited": the claim's rows of a committed compute ladder
+   (`<paper>/scaling`, issue 29; `ladder_trends` reads them) say whether its margin (or the
+   gap to the paper) narrows as compute grows: compute-limited when one of its quantities narrows
+   (slope and its SE per decade of compute, and the projection to the paper's compute where the
+   trend is clear), not compute-limited when all are flat or widening; a verdict within noise gets
+   it too;
+4. "untested at this scale": the run is of a shrunk profile but its provenance names no
+   difference and no compute ladder covers the claim;
+5. "ours disagree at the paper's setting": nothing above applies.
 
 No string here holds a digit: every number comes from the data (tests/test_claims_toolkit.py).
 """
@@ -21,12 +27,15 @@ from __future__ import annotations
 import re
 
 from .registry import as_verdict
+from .scaling import NARROWING, TOO_FEW, read_trends
 from .verdicts import (
     ABSENT,
     AT_PAPER_SETTING,
+    COMPUTE_LIMITED,
     FAIL,
     NOISE,
     NOT_CHECKABLE,
+    NOT_COMPUTE_LIMITED,
     PAPER_CONTRADICTS,
     PASS,
     SETTING_DIFFERS,
@@ -110,11 +119,35 @@ def on_reported(claim, reported: dict):
     return None if v.verdict == NOT_CHECKABLE else v
 
 
-def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_datasets: dict) -> tuple:
+def ladder_trends(tables) -> dict:
+    """{claim id: [scaling.Trend]} from committed ladder tables (DataFrames of `<paper>/scaling`
+    csvs; a quantity names its claims in its `claim` column, separated by ';')."""
+    out: dict = {}
+    for t in tables:
+        for tr in read_trends(t):
+            for cid in filter(None, tr.claim.split(";")):
+                out.setdefault(cid.strip(), []).append(tr)
+    return out
+
+
+def ladder_cause(trends) -> Cause | None:
+    """"compute-limited" when a quantity of the claim narrows along the ladder, "not
+    compute-limited" when every classified one is flat or widening, None without a classified trend."""
+    known = [t for t in trends or () if t.trend != TOO_FEW]
+    if not known:
+        return None
+    narrowing = [t for t in known if t.trend == NARROWING]
+    kind = COMPUTE_LIMITED if narrowing else NOT_COMPUTE_LIMITED
+    return Cause(kind, "compute ladder: " + "; ".join(t.text() for t in (narrowing or known)))
+
+
+def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_datasets: dict,
+             ladder: dict | None = None) -> tuple:
     """Causes for `result` of `claim`: those the check found, plus the report-time ones above.
     provenance: {artifact id: provenance record}; reported: {artifact id: paper's table};
     missing_datasets: {artifact id without committed results: [data sets it needs]} (never what one
-    machine lacks: the report is the same wherever it is made)."""
+    machine lacks: the report is the same wherever it is made); ladder: {claim id: [Trend]}
+    (`ladder_trends` of the committed `<paper>/scaling` tables)."""
     if result.verdict == PASS:
         return ()
     causes = list(result.causes)
@@ -134,6 +167,7 @@ def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_d
         causes.insert(0, Cause(PAPER_CONTRADICTS, f"on the paper's numbers the check fails too: {theirs.detail}"))
     elif theirs is not None and theirs.verdict == WITHIN_NOISE:
         causes.insert(0, Cause(NOISE, f"the paper's own numbers are within noise too: {theirs.detail}"))
+    scale = ladder_cause((ladder or {}).get(claim.id))
     if result.verdict == FAIL and not causes:
         recs = {a: provenance[a] for a in claim.artifacts if a in provenance}
         shrunk = [f"{a} ran at the {r.get('profile')} profile" for a, r in recs.items()
@@ -142,9 +176,12 @@ def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_d
         if differences:
             causes.append(Cause(SETTING_DIFFERS, differences))
         elif shrunk:
-            causes.append(Cause(UNTESTED_AT_SCALE, "; ".join(shrunk) + ", whose provenance names no "
-                                "difference from the paper's setting; no compute ladder yet"))
+            if scale is None:
+                causes.append(Cause(UNTESTED_AT_SCALE, "; ".join(shrunk) + ", whose provenance names no "
+                                    "difference from the paper's setting; no compute ladder yet"))
         else:
             causes.append(Cause(AT_PAPER_SETTING, "the provenance of " + ", ".join(recs)
                                 + " names no difference from the paper's setting"))
+    if scale is not None:
+        causes.append(scale)
     return tuple(dict.fromkeys(causes))

@@ -55,6 +55,14 @@ CONFIDENCE = 0.90  # one-sided
 STATED_TOL, STATED_REL = 2.0, 0.25
 
 
+def t_quantile(df: int) -> float:
+    """k: the one-sided CONFIDENCE quantile of Student's t with df >= 1 degrees of freedom (the one
+    bar of NOISE_RULE; the compute ladder's trends use it too, `_common.scaling`)."""
+    from scipy.stats import t
+
+    return float(t.ppf(CONFIDENCE, df))
+
+
 def const(x: float) -> Cell:
     """A fixed number (a threshold, a paper's value) as a Cell without noise."""
     return Cell(float(x), 0.0, 0, ())
@@ -77,9 +85,7 @@ class Diff:
         estimate)."""
         if self.df < 1 or math.isnan(self.se):
             return 0.0
-        from scipy.stats import t
-
-        return float(t.ppf(CONFIDENCE, self.df))
+        return t_quantile(self.df)
 
     @property
     def bound(self) -> float:

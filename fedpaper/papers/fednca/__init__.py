@@ -27,7 +27,7 @@ from . import runs as runs
 from .profiles import backbone_name, settings, subtitle
 
 #: Modules that only read results (not part of the runs' cache key).
-RESULTS_READ_ONLY = ("claims", "diagnoses", "draw", "figures")
+RESULTS_READ_ONLY = ("claims", "diagnoses", "draw", "figures", "ladder")
 
 PAPER = "fednca"
 TABLE_NOTES = ["numbers compared with the paper: over the whole test set (mean, std); the official code's "
@@ -177,6 +177,7 @@ def fig5(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 for _t in ("table1", "table2", "table5", "table6", "table7", "table8", "fig5", "fig8"):
     implement(f"{PAPER}/{_t}", notebook=f"notebooks/{PAPER}/{_t}.ipynb")
+implement(f"{PAPER}/scaling", notebook=f"notebooks/{PAPER}/ladder.ipynb")  # the compute ladder (ladder.py)
 for _f in ("fig9", "fig10", "fig11", "fig12"):
     for _panel in "ab":
         implement(f"{PAPER}/{_f}{_panel}", notebook=f"notebooks/{PAPER}/{_f}.ipynb")

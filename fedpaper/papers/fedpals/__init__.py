@@ -67,7 +67,7 @@ from fedpaper.papers.fedpals import train as TR
 
 #: Modules of this package that only read results; every other file here is part of the cache key
 #: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
-RESULTS_READ_ONLY = ("claims",)
+RESULTS_READ_ONLY = ("claims", "ladder")
 
 PAPER = "fedpals"
 NB = "notebooks/fedpals/{}.ipynb"
@@ -453,6 +453,7 @@ def _register():
     for nb, ids in groups.items():
         for aid in ids:
             implement(aid, notebook=NB.format(nb))
+    implement("fedpals/scaling", notebook=NB.format("ladder"))  # the compute ladder (ladder.py)
 
 
 _register()

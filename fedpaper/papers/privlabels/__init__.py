@@ -60,7 +60,7 @@ from .profiles import settings, subtitle
 
 #: Modules of this package that only read results; every other file here is part of the cache key
 #: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
-RESULTS_READ_ONLY = ("claims", "draw", "config_tables", "probe")
+RESULTS_READ_ONLY = ("claims", "draw", "config_tables", "probe", "ladder")
 
 PAPER = "privlabels"
 NAMES = {"cifar10": "CIFAR-10", "fashion-mnist": "Fashion-MNIST"}
@@ -254,4 +254,5 @@ _NOTEBOOKS = {"tables": ["table1", "table2"], "appB": ["appB"], "accuracy_vs_lab
 for _nb, _ids in _NOTEBOOKS.items():
     for _a in _ids:
         implement(f"{PAPER}/{_a}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb")
+implement(f"{PAPER}/scaling", notebook=f"notebooks/{PAPER}/ladder.ipynb")  # the compute ladder (ladder.py)
 add_claims(CLAIMS)

@@ -1,0 +1,194 @@
+"""Trends along a compute ladder (issue 29, item 1): does a gap close as compute grows?
+
+Pure (numpy/scipy, no torch). Input: for one quantity, per rung (a compute budget c_r > 0, in any
+unit proportional to training work) the per-seed values, the same seeds at every rung.
+
+Fit, against x = log10(c):
+
+- paired by seed (the ladder reruns the same seeds, partitions and initialisations at every rung):
+  when at least 2 seeds have a value at every rung, each seed's ordinary least-squares slope b_s,
+  slope = mean(b_s), SE = std(b_s, ddof=1) / sqrt(n), df = n - 1: the paired rule of
+  `noise.NOISE_RULE` applied to slopes;
+- otherwise OLS on the seed-averaged points (`scipy.stats.linregress`: the slope and its standard
+  error), df = rungs - 2.
+
+Classification, with `direction` +1 for a quantity that should rise (a claim's margin, an
+agreement with the paper's ordering) and -1 for one that should fall (|ours - paper|), and
+k = `noise.t_quantile(df)` (the one-sided 90 % quantile of NOISE_RULE; no second copy of it):
+
+- NARROWING  when direction * slope - k SE > 0 (the gap shrinks, the margin grows),
+- WIDENING   when direction * slope + k SE < 0,
+- FLAT       otherwise (the one-sided 90 % bounds include 0),
+- TOO_FEW    with fewer than MIN_RUNGS rungs (or no noise estimate): not classified.
+
+A projection to the paper's compute (intercept + slope * log10(c_paper)) is made only for a clear
+trend (narrowing or widening) fitted on at least MIN_RUNGS rungs, and is always labelled a
+projection: a straight line in log-compute, extrapolated.
+
+`ladder_rows` writes the csv rows of a ladder (one per rung x quantity x seed, then one fit row per
+quantity); `read_trends` reads the fit rows back (for the report's causes, `causes.ladder_cause`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .noise import t_quantile
+
+NARROWING, FLAT, WIDENING, TOO_FEW = "narrowing", "flat", "widening", "too few rungs"
+TRENDS = (NARROWING, FLAT, WIDENING, TOO_FEW)
+MIN_RUNGS = 3
+PROJECTION = "projection"
+
+#: csv columns of a ladder table (row = "seed" or "fit")
+COLUMNS = ["row", "quantity", "claim", "direction", "rung", "compute", "seed", "value", "slope", "slope_se",
+           "df", "k", "fit", "trend", "paper_compute", "projection", "label"]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A quantity's straight-line fit against log10(compute)."""
+
+    slope: float  # per decade of compute
+    se: float
+    df: int
+    intercept: float
+    rungs: int
+    method: str  # "paired by seed" | "OLS on seed means"
+
+    @property
+    def k(self) -> float:
+        return t_quantile(self.df) if self.df >= 1 and not math.isnan(self.se) else float("nan")
+
+    def at(self, compute: float) -> float:
+        return self.intercept + self.slope * math.log10(compute)
+
+
+def _ols(x: np.ndarray, y: np.ndarray) -> tuple:
+    from scipy.stats import linregress
+
+    r = linregress(x, y)
+    return float(r.slope), float(r.intercept), float(r.stderr) if len(x) > 2 else float("nan")
+
+
+def fit(compute: Sequence[float], per_seed: Sequence[Sequence[float]]) -> Optional[Fit]:
+    """The fit of per_seed[r] (the seeds' values at rung r, seeds in one order at every rung; nan
+    for a missing value) against log10(compute[r]); None with fewer than two rungs with a value."""
+    if len(compute) != len(per_seed):
+        raise ValueError("one list of per-seed values per rung")
+    x_all = np.log10(np.asarray(compute, dtype=float))
+    means = np.array([np.nanmean(v) if len(v) and not np.all(np.isnan(np.asarray(v, float))) else np.nan
+                      for v in per_seed])
+    ok = ~np.isnan(means)
+    if ok.sum() < 2:
+        return None
+    x, ybar = x_all[ok], means[ok]
+    n_seeds = {len(v) for v in per_seed}
+    if len(n_seeds) == 1 and n_seeds.pop() >= 2:
+        grid = np.asarray(per_seed, dtype=float)  # rungs x seeds
+        full = ~np.isnan(grid).any(axis=0)
+        if full.sum() >= 2 and ok.all():
+            slopes = np.array([_ols(x_all, grid[:, s])[0] for s in np.flatnonzero(full)])
+            slope = float(slopes.mean())
+            se = float(slopes.std(ddof=1) / math.sqrt(len(slopes)))
+            return Fit(slope, se, len(slopes) - 1, float(ybar.mean() - slope * x.mean()), int(ok.sum()),
+                       "paired by seed")
+    slope, intercept, se = _ols(x, ybar)
+    return Fit(slope, se, int(ok.sum()) - 2, intercept, int(ok.sum()), "OLS on seed means")
+
+
+def classify(f: Optional[Fit], direction: int) -> str:
+    """NARROWING / WIDENING / FLAT by the one-sided 90 % bound (see the module docstring), TOO_FEW
+    without MIN_RUNGS rungs or a noise estimate."""
+    if direction not in (1, -1):
+        raise ValueError("direction is +1 (should rise) or -1 (should fall)")
+    if f is None or f.rungs < MIN_RUNGS or f.df < 1 or math.isnan(f.se):
+        return TOO_FEW
+    s, bound = direction * f.slope, f.k * f.se
+    if s - bound > 0:
+        return NARROWING
+    if s + bound < 0:
+        return WIDENING
+    return FLAT
+
+
+def projection(f: Optional[Fit], trend: str, paper_compute: Optional[float]) -> Optional[float]:
+    """The fitted line at the paper's compute, only for a clear trend on >= MIN_RUNGS rungs."""
+    if f is None or paper_compute is None or trend not in (NARROWING, WIDENING) or f.rungs < MIN_RUNGS:
+        return None
+    return f.at(paper_compute)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A quantity's fitted trend, as the csv records it (read back by `read_trends`)."""
+
+    quantity: str
+    claim: str  # "" for a gap to the paper not tied to one claim
+    direction: int
+    trend: str
+    slope: float
+    se: float
+    rungs: int
+    projection: Optional[float]
+    paper_compute: Optional[float]
+
+    def text(self) -> str:
+        """"<quantity>: narrowing, slope +1.2 +- 0.3 per decade of compute over 3 rungs[; projection ...]"."""
+        proj = "" if self.projection is None else (f"; {PROJECTION} at the paper's compute "
+                                                   f"({self.paper_compute:.3g}x ours): {self.projection:.3g}")
+        return (f"{self.quantity}: {self.trend}, slope {self.slope:+.3g} +- {self.se:.2g} per decade of compute "
+                f"over {self.rungs} rungs{proj}")
+
+
+def ladder_rows(quantities: Sequence[dict], rungs: Sequence[dict], paper_compute: Optional[float]) -> list[dict]:
+    """The csv rows of a ladder. quantities: [{"quantity", "claim", "direction", "values": {rung
+    name: {seed: value}}}], rungs: [{"name", "compute"}] in compute order."""
+    rows = []
+    for q in quantities:
+        base = {"quantity": q["quantity"], "claim": q.get("claim") or "", "direction": q["direction"]}
+        seeds = sorted({s for r in rungs for s in q["values"].get(r["name"], {})})
+        grid = []
+        for r in rungs:
+            vals = q["values"].get(r["name"], {})
+            grid.append([float(vals.get(s, np.nan)) for s in seeds])
+            rows += [dict(base, row="seed", rung=r["name"], compute=r["compute"], seed=s, value=vals[s])
+                     for s in seeds if s in vals]
+        f = fit([r["compute"] for r in rungs], grid) if seeds else None
+        trend = classify(f, q["direction"])
+        proj = projection(f, trend, paper_compute)
+        label = "" if f is None else (f"{trend}: slope {f.slope:+.3g} +- {f.se:.2g} per decade ({f.method}, "
+                                      f"{f.rungs} rungs)" + (f"; {PROJECTION} at the paper's compute "
+                                                             f"{proj:.3g}" if proj is not None else ""))
+        rows.append(dict(base, row="fit", slope=None if f is None else f.slope, slope_se=None if f is None else f.se,
+                         df=None if f is None else f.df, k=None if f is None else f.k,
+                         fit=None if f is None else f.method, trend=trend, paper_compute=paper_compute,
+                         projection=proj, label=label))
+    return rows
+
+
+def _num(v) -> Optional[float]:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def read_trends(table) -> list[Trend]:
+    """The fit rows of a ladder csv (a DataFrame) as Trends."""
+    if table is None or "row" not in getattr(table, "columns", ()):
+        return []
+    out = []
+    for _, r in table[table["row"] == "fit"].iterrows():
+        claim = r.get("claim")
+        claim = "" if claim is None or (isinstance(claim, float) and math.isnan(claim)) else str(claim)
+        out.append(Trend(str(r["quantity"]), claim, int(r["direction"]), str(r["trend"]),
+                         _num(r.get("slope")) or 0.0, _num(r.get("slope_se")) or 0.0,
+                         int(((table["row"] == "seed") & (table["quantity"] == r["quantity"])).pipe(
+                             lambda m: table.loc[m, "rung"].nunique())),
+                         _num(r.get("projection")), _num(r.get("paper_compute"))))
+    return out

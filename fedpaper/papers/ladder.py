@@ -1,0 +1,247 @@
+"""A paper's compute ladder (issue 29): the numbers behind its headline claims, rerun at >= 3
+compute budgets, and the trend of each claim's margin and gap to the paper.
+
+A paper declares a `Ladder` in `papers/<paper>/ladder.py`: the artifact functions whose tables its
+quantities read, the rungs per profile (each rung = overrides of a base profile, applied by the
+paper's own `parameters.apply_overrides`; the same seeds, hence the same partitions and
+initialisations, at every rung), the quantities (a function of the tables giving per-seed values:
+a claim's margin, positive where the claim holds, or the gap |ours - paper|), and `work`: the
+training work of one run from the profile dict (rounds x data x model width, as each paper
+states). A rung's compute is its work relative to the quick profile's, the paper's compute is the
+paper profile's work on the same scale (both computed, never typed).
+
+`run_ladder` is the `<paper>/scaling` artifact: for each rung it calls the artifact functions with
+the rung's overrides and explicit seeds (an exploration: their files go to a scratch folder in the
+cache; their runs are cached by the store like any other, so a rung equal to the profile itself
+costs nothing after that profile ran with the same cache), then writes, through `run_artifact`,
+the csv of `_common.scaling.ladder_rows` (one row per rung x quantity x seed, then the fit, its SE,
+the trend and any projection), the provenance and a figure: each quantity against compute on a
+log axis, seeds and their spread, the paper's compute marked, projections dashed and labelled.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fedpaper.artifacts import STATUS_FILE_ENV, run_artifact
+from fedpaper.parameters import apply_overrides
+from fedpaper.papers._common import scaling as S
+from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
+from fedpaper.paths import cache_dir
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str
+    overrides: dict = field(default_factory=dict)  # {} = the base profile itself
+
+
+@dataclass(frozen=True)
+class Quantity:
+    name: str
+    claims: tuple  # claim numbers it decides ((): a gap to the paper)
+    direction: int  # +1: should rise (margin, agreement); -1: should fall (|ours - paper|)
+    value: Callable  # {artifact name: DataFrame} -> Cell (per-seed values in seed order)
+
+
+@dataclass(frozen=True)
+class Ladder:
+    paper: str
+    functions: tuple  # artifact functions run at every rung
+    rungs: dict  # profile -> (base profile, (Rung, ...))
+    quantities: tuple
+    settings: Callable  # profile -> the profile dict the overrides apply to
+    work: Callable  # profile dict -> training work of one run (any unit)
+    work_unit: str
+    datasets: tuple
+
+    def rung_settings(self, profile: str, rung: Rung) -> dict:
+        base = self.rungs[profile][0]
+        return apply_overrides(copy.deepcopy(self.settings(base)), rung.overrides or {},
+                               where=f"the {self.paper} ladder rung {rung.name}")
+
+    def compute(self, profile: str, rung: Rung) -> float:
+        """The rung's training work per run relative to the quick profile's."""
+        return self.work(self.rung_settings(profile, rung)) / self.work(self.settings("quick"))
+
+    def paper_compute(self) -> float:
+        return self.work(self.settings("paper")) / self.work(self.settings("quick"))
+
+
+# ------------------------------------------------------------------------------ quantities
+def seeds_of(c: Cell) -> np.ndarray:
+    if not c.seeds:
+        raise Missing("per-seed values")
+    return np.asarray(c.seeds, dtype=float)
+
+
+def as_cell(values) -> Cell:
+    a = np.asarray(values, dtype=float)
+    return Cell(float(np.nanmean(a)), float(np.nanstd(a, ddof=1)) if len(a) > 1 else float("nan"), len(a),
+                tuple(float(x) for x in a))
+
+
+def worst(arrays: Sequence[np.ndarray]) -> Cell:
+    """Per seed, the smallest of several margins (a claim "in every row" holds where all do)."""
+    if not arrays:
+        raise Missing("rows for the margin")
+    return as_cell(np.min(np.vstack(arrays), axis=0))
+
+
+def method_cells(t: pd.DataFrame, **key) -> dict:
+    """{method: Cell} of the rows matching key (by normal form)."""
+    sel = t
+    for k, v in key.items():
+        sel = sel[sel[k].map(norm) == norm(v)]
+    return {r["method"]: cell_of(r) for _, r in sel.iterrows()}
+
+
+#: columns that hold values or say how big a run was: never join keys against the paper
+_NOT_KEYS = {"mean", "std", "n_seeds", "ci_low", "ci_high", "source", "sem", "per_seed", "N_c", "backbone",
+             "init", "val_mean", "lambda_per_seed", "batch_mean", "batch_std", "best_rounds", "our_backbone",
+             "interval"}
+
+
+def gap_to_paper(ours: pd.DataFrame, paper: Optional[pd.DataFrame], metric: Optional[str] = None) -> Cell:
+    """Per seed, the mean over the cells both tables have of |ours_s - paper mean| (points)."""
+    if paper is None:
+        raise Missing("the paper's numbers")
+    keys = [c for c in paper.columns if c in ours.columns and c not in _NOT_KEYS]
+    if metric is not None:
+        ours, paper = ours[ours["metric"] == metric], paper[paper["metric"] == metric]
+    ref = {tuple(norm(r[k]) for k in keys): float(r["mean"]) for _, r in paper.iterrows()}
+    gaps = []
+    for _, r in ours.iterrows():
+        p = ref.get(tuple(norm(r[k]) for k in keys))
+        c = cell_of(r)
+        if p is not None and not math.isnan(p) and c.seeds:
+            gaps.append(np.abs(np.asarray(c.seeds, dtype=float) - p))
+    if not gaps or len({len(g) for g in gaps}) != 1:
+        raise Missing("cells shared with the paper")
+    return as_cell(np.mean(np.vstack(gaps), axis=0))
+
+
+# ------------------------------------------------------------------------------ the artifact
+@contextlib.contextmanager
+def _quiet_status():
+    """The rungs' artifacts are not the artifacts `fedpaper reproduce` tracks: keep them out of its
+    status file."""
+    saved = os.environ.pop(STATUS_FILE_ENV, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[STATUS_FILE_ENV] = saved
+
+
+def _rung_tables(ladder: Ladder, profile: str, rung: Rung, seeds, data_root) -> dict:
+    base = ladder.rungs[profile][0]
+    out_dir = cache_dir("ladder", profile, ladder.paper, rung.name)
+    tables = {}
+    with _quiet_status():
+        for fn in ladder.functions:
+            res = fn(profile=base, data_root=data_root, out_dir=out_dir, seeds=list(seeds),
+                     overrides=copy.deepcopy(rung.overrides) or None)
+            for r in res if isinstance(res, list) else [res]:
+                tables[r.artifact_id.split("/", 1)[1]] = r.table
+    return tables
+
+
+def claim_ids(ladder: Ladder, q: Quantity) -> str:
+    return ";".join(f"{ladder.paper}/claim-{n}" for n in q.claims)
+
+
+def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
+    profile = p["profile"]
+    seeds = p["seeds"]
+    rungs = [{"name": r.name, "compute": ladder.compute(profile, r), "rung": r} for r in ladder.rungs[profile][1]]
+    rungs.sort(key=lambda r: r["compute"])
+    values = {q.name: {} for q in ladder.quantities}
+    notes = []
+    for r in rungs:
+        tables = _rung_tables(ladder, profile, r["rung"], seeds, data_root)
+        for q in ladder.quantities:
+            try:
+                c = q.value(tables)
+            except (Missing, KeyError) as e:
+                notes.append(f"{q.name}: no value at rung {r['name']} ({e})")
+                continue
+            values[q.name][r["name"]] = dict(zip(seeds, c.seeds))
+    qs = [{"quantity": q.name, "claim": claim_ids(ladder, q), "direction": q.direction, "values": values[q.name]}
+          for q in ladder.quantities]
+    paper = ladder.paper_compute()
+    rows = S.ladder_rows(qs, [{"name": r["name"], "compute": r["compute"]} for r in rungs], paper)
+    table = pd.DataFrame(rows, columns=S.COLUMNS)
+    base = ladder.rungs[profile][0]
+    notes = [f"rungs on the {base} profile, compute = {ladder.work_unit} per run relative to the quick profile: "
+             + "; ".join(f"{r['name']} {r['compute']:.3g}x ({_describe(r['rung'].overrides)})" for r in rungs),
+             f"the paper's compute: {paper:.3g}x the quick profile's (its profile dict, the same measure)",
+             f"the same seeds {list(seeds)} at every rung; trends by the one-sided 90% bound of the slope "
+             "(papers/_common/scaling.py); a projection is a straight line in log-compute, extrapolated"] + notes
+    return table, {"notes": notes, "rungs": [{"name": r["name"], "compute": r["compute"],
+                                              "overrides": r["rung"].overrides} for r in rungs]}
+
+
+def _describe(overrides: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in overrides.items()) or "the profile itself"
+
+
+def draw(table: pd.DataFrame, p: dict):
+    import matplotlib.pyplot as plt
+
+    fits = table[table["row"] == "fit"]
+    n = max(1, len(fits))
+    cols = min(3, n)
+    rows_ = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.6 * cols, 3.4 * rows_), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    for ax, (_, f) in zip(axes.flat, fits.iterrows()):
+        pts = table[(table["row"] == "seed") & (table["quantity"] == f["quantity"])]
+        if len(pts):
+            ax.scatter(pts["compute"], pts["value"], s=10, color="0.6", label="seeds", zorder=2)
+            g = pts.groupby("compute")["value"]
+            m, sd = g.mean(), g.std(ddof=1).fillna(0.0)
+            ax.errorbar(m.index, m.values, yerr=sd.values, marker="o", color="C0", capsize=3, label="mean ± std",
+                        zorder=3)
+        paper_c = f.get("paper_compute")
+        if paper_c is not None and not pd.isna(paper_c):
+            ax.axvline(paper_c, color="C3", ls=":", lw=1)
+            ax.annotate("paper's compute", (paper_c, 0.02), xycoords=("data", "axes fraction"), rotation=90,
+                        fontsize=7, color="C3", ha="right", va="bottom")
+        proj = f.get("projection")
+        if proj is not None and not pd.isna(proj) and len(pts):
+            x0 = float(pts["compute"].max())
+            y0 = float(f["slope"]) * math.log10(x0) + (float(proj) - float(f["slope"]) * math.log10(float(paper_c)))
+            ax.plot([x0, paper_c], [y0, proj], ls="--", color="C1", label=S.PROJECTION)
+            ax.annotate(f"{S.PROJECTION}: {float(proj):.3g}", (paper_c, proj), fontsize=7, color="C1",
+                        ha="right", va="bottom")
+        if int(f["direction"]) > 0:
+            ax.axhline(0.0, color="k", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_xlabel("training compute per run (x quick profile)")
+        ax.set_ylabel("margin (points)" if int(f["direction"]) > 0 else "|ours - paper| (points)")
+        slope = "" if pd.isna(f.get("slope")) else f", slope {float(f['slope']):+.2f} ± {float(f['slope_se']):.2f}/decade"
+        ax.set_title(f"{f['quantity']}\n{f['trend']}{slope}", fontsize=7.5)
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=6, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def run_ladder(ladder: Ladder, *, profile="smoke", data_root=None, out_dir=None, seeds=None):
+    """The `<paper>/scaling` artifact of `ladder` (see the module docstring)."""
+    base = ladder.rungs[profile][0]
+    base_seeds = ladder.settings(base)["seeds"]
+    params = {"rungs": {r.name: r.overrides for r in ladder.rungs[profile][1]}, "base_profile": base,
+              "seeds": base_seeds, "work": ladder.work_unit}
+    return run_artifact(f"{ladder.paper}/scaling", profile=profile, params=params,
+                        compute=lambda q: compute_table(ladder, q, data_root), draw=draw,
+                        datasets=list(ladder.datasets), data_root=data_root, out_dir=out_dir, seeds=seeds)

@@ -1,0 +1,120 @@
+"""privlabels' compute ladder, the `privlabels/scaling` artifact (issue 29): claims 5 and 14 (central
+tuning against adapted FedAvg/FedProx, private setting) and 9 (private ~ public for FedAvg and
+FedProx), from Figs. 2 (CIFAR-10) and 3 (Fashion-MNIST), rerun at >= 3 budgets of rounds x data.
+
+Work of one run: rounds x images per client x (last conv width)^2 (the CNN's multiply-adds grow with
+its width squared); the server set keeps the paper's ratio to the clients' data at every rung
+(`profiles.paper_ratio_server`), so central tuning scales with the rung too. The paper's 100 rounds x
+2,000 images x width 64 are computed from its profile dict like every rung. The paper reports no
+table for these figures: the quantities are the claims' margins only (no gap to the paper).
+
+Rungs (`RUNGS`; the same 3 seeds at every rung):
+
+- quick (base quick: 3 rounds, 100 images per client): 1/12 (1 round, 25), 1/2 (2 rounds, 75), 1 (the
+  quick profile): 12x.
+- long (base long: 10 rounds, 200 per client): 1/10 (2 rounds, 100), 1/2 (5 rounds, 200), 1 (the long
+  profile): 10x.
+- smoke: 1 round x 8, the smoke profile (2 x 16), 4 x 32 (synthetic, seconds).
+
+Cost, counted from the specs Figs. 2 and 3 build at each rung (benchmarks/privlabels_ladder_cost.py:
+the unique runs of `runs.main_specs`, L = 10 shared, no training; CPU s at the per-run rates of
+benchmarks/results/privlabels_quick_sizing.md; the long profile's main sweep measured 2,485 s there,
+counted 2,766 s here):
+
+| ladder | rung | runs | sample-steps | ~CPU s |
+|---|---|---|---|---|
+| quick | r1 | 198 | 0.07 M | 35 |
+| quick | r2 | 198 | 0.42 M | 208 |
+| quick | r3 = quick | 198 | 0.83 M | 415 |
+| long | r1 | 198 | 0.55 M | 277 |
+| long | r2 | 198 | 2.77 M | 1,383 |
+| long | r3 = long | 198 | 5.54 M | 2,766 |
+
+The rung equal to the profile reuses its cached runs, so the quick ladder adds ~240 CPU s (~4 min) to
+the quick profile (747 s measured: ~17 min together), the long one ~1,660 CPU s (~28 min) to the long
+profile's ~75 min: ~1.7 h, inside 2.5 h.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fedpaper.papers import privlabels as PL
+from fedpaper.parameters import artifact_function
+from fedpaper.papers.ladder import Ladder, Quantity, Rung, as_cell, method_cells, run_ladder, seeds_of, worst
+from fedpaper.papers.privlabels import profiles as P
+from fedpaper.papers.privlabels.claims import ADAPT, TUNE
+
+#: claim 9's tolerance as its check states it ("within 3 points"; privlabels/claims.py)
+CLOSE = 3.0
+
+
+def _sized(rounds: int, spc: int) -> dict:
+    return {"rounds": rounds, "samples_per_client": spc, "server_size": P.paper_ratio_server(spc)}
+
+
+RUNGS = {
+    "smoke": ("smoke", (Rung("r1", {"rounds": 1, "samples_per_client": 8}), Rung("r2"),
+                        Rung("r3", {"rounds": 4, "samples_per_client": 32}))),
+    "quick": ("quick", (Rung("r1", _sized(1, 25)), Rung("r2", _sized(2, 75)), Rung("r3"))),
+    "long": ("long", (Rung("r1", _sized(2, 100)), Rung("r2", _sized(5, 200)), Rung("r3"))),
+}
+
+
+def _acc(t, **key) -> dict:
+    m = method_cells(t[t["metric"] == "accuracy"], **key)
+    return {k: v.scaled(100) for k, v in m.items()}
+
+
+def _Ls(t) -> list:
+    return sorted({float(x) for x in t["labels_per_client"] if float(x) < 10})
+
+
+def c5(tabs):
+    """The worse tuning method minus the better of adapted FedAvg/FedProx, CIFAR-10 private, worst L < 10."""
+    t = tabs["fig2"]
+    out = []
+    for L in _Ls(t):
+        m = _acc(t, setting="private", labels_per_client=L)
+        out.append(np.min([seeds_of(m[k]) for k in TUNE], axis=0) - np.max([seeds_of(m[k]) for k in ADAPT], axis=0))
+    return worst(out)
+
+
+def c14(tabs):
+    """The better tuning method minus adapted FedAvg at the smallest L, private, the worse data set."""
+    out = []
+    for name in ("fig2", "fig3"):
+        t = tabs[name]
+        m = _acc(t, setting="private", labels_per_client=_Ls(t)[0])
+        out.append(np.max([seeds_of(m[k]) for k in TUNE], axis=0) - seeds_of(m["FedAvg"]))
+    return worst(out)
+
+
+def c9(tabs):
+    """Claim 9's tolerance minus the largest |private - public| of FedAvg/FedProx over L and data sets."""
+    diffs = []
+    for name in ("fig2", "fig3"):
+        t = tabs[name]
+        for L in _Ls(t):
+            pr, pu = _acc(t, setting="private", labels_per_client=L), _acc(t, setting="public", labels_per_client=L)
+            diffs += [np.abs(seeds_of(pr[k]) - seeds_of(pu[k])) for k in ADAPT]
+    return as_cell(CLOSE - np.max(np.vstack(diffs), axis=0))
+
+
+def work(p: dict) -> float:
+    return p["rounds"] * p["samples_per_client"] * p["widths"][-1] ** 2
+
+
+LADDER = Ladder(
+    paper="privlabels", functions=(PL.accuracy_vs_labels,), rungs=RUNGS,
+    quantities=(Quantity("claim 5: worse tuning - better adapted FedAvg/FedProx (CIFAR-10 private, worst L)", (5,), 1,
+                         c5),
+                Quantity("claim 14: better tuning - adapted FedAvg at the smallest L (worse data set)", (14,), 1, c14),
+                Quantity("claim 9: tolerance - largest |private - public| of FedAvg/FedProx", (9,), 1, c9)),
+    settings=P.settings, work=work, work_unit="rounds x images per client x width^2",
+    datasets=("fashion-mnist", "cifar10"))
+
+
+@artifact_function
+def scaling(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+    """The `privlabels/scaling` artifact: the compute ladder (module docstring)."""
+    return run_ladder(LADDER, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)

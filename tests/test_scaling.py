@@ -1,0 +1,133 @@
+"""The compute ladder's trend rule (papers/_common/scaling.py) and the causes that read a ladder csv."""
+import math
+
+import pandas as pd
+import pytest
+
+from fedpaper.papers import Claim
+from fedpaper.papers import _common as K
+from fedpaper.papers._common import causes as KC
+from fedpaper.papers._common import noise as KN
+from fedpaper.papers._common import scaling as S
+
+COMPUTE = [1.0, 4.0, 16.0, 64.0]
+
+
+def _ladder(per_decade, noise=(0.0, 0.3, -0.3), start=10.0):
+    """Per rung, three seeds: start + per_decade * log10(c) + a per-seed offset that changes by rung."""
+    out = []
+    for i, c in enumerate(COMPUTE):
+        base = start + per_decade * math.log10(c)
+        out.append([base + n * (1 if (i + j) % 2 else -1) for j, n in enumerate(noise)])
+    return out
+
+
+def test_a_rising_margin_narrows_and_is_projected():
+    f = S.fit(COMPUTE, _ladder(5.0))
+    assert f.method == "paired by seed" and f.df == 2 and f.slope == pytest.approx(5.0, abs=0.5)
+    assert S.classify(f, +1) == S.NARROWING
+    proj = S.projection(f, S.NARROWING, 1000.0)
+    assert proj == pytest.approx(f.intercept + 3 * f.slope)
+
+
+def test_a_falling_margin_widens_and_a_falling_gap_narrows():
+    f = S.fit(COMPUTE, _ladder(-5.0))
+    assert S.classify(f, +1) == S.WIDENING
+    assert S.classify(f, -1) == S.NARROWING
+
+
+def test_noise_without_a_slope_is_flat_and_not_projected():
+    f = S.fit(COMPUTE, _ladder(0.2, noise=(0.0, 3.0, -3.0)))
+    assert S.classify(f, +1) == S.FLAT
+    assert S.projection(f, S.FLAT, 1000.0) is None
+
+
+def test_two_rungs_are_too_few_to_classify_or_project():
+    f = S.fit(COMPUTE[:2], _ladder(5.0)[:2])
+    assert S.classify(f, +1) == S.TOO_FEW and S.projection(f, S.TOO_FEW, 1000.0) is None
+
+
+def test_one_seed_falls_back_to_ols_on_the_means():
+    f = S.fit(COMPUTE, [[10.0], [13.1], [15.9], [19.0]])
+    assert f.method == "OLS on seed means" and f.df == 2 and f.rungs == 4
+    assert S.classify(f, +1) == S.NARROWING
+
+
+def test_the_rule_uses_the_noise_modules_t_quantile(monkeypatch):
+    """One t quantile: with noise.t_quantile made huge, no trend is clear any more."""
+    f = S.fit(COMPUTE, _ladder(5.0))
+    assert S.classify(f, +1) == S.NARROWING
+    assert f.k == pytest.approx(KN.t_quantile(2))
+    monkeypatch.setattr(S, "t_quantile", lambda df: 1e6)
+    assert S.classify(f, +1) == S.FLAT
+    assert not hasattr(S, "t") and "ppf" not in open(S.__file__).read()
+
+
+def _csv(per_decade, claim="fedpals/claim-4"):
+    rungs = [{"name": f"r{i}", "compute": c} for i, c in enumerate(COMPUTE)]
+    vals = {f"r{i}": dict(enumerate(v)) for i, v in enumerate(_ladder(per_decade, start=-8.0))}
+    rows = S.ladder_rows([{"quantity": "claim 4: FedPALS - FedAvg - 10", "claim": claim, "direction": 1,
+                           "values": vals}], rungs, paper_compute=75.0)
+    return pd.DataFrame(rows, columns=S.COLUMNS)
+
+
+def test_ladder_rows_write_one_row_per_rung_and_seed_then_the_fit():
+    t = _csv(5.0)
+    assert (t["row"] == "seed").sum() == len(COMPUTE) * 3 and (t["row"] == "fit").sum() == 1
+    fit = t[t["row"] == "fit"].iloc[0]
+    assert fit["trend"] == S.NARROWING and "projection" in fit["label"]
+    (tr,) = S.read_trends(t)
+    assert tr.rungs == len(COMPUTE) and tr.slope == pytest.approx(fit["slope"])
+
+
+def _claim():
+    return Claim("fedpals/claim-4", "FedPALS beats FedAvg by 10 points", artifacts=("fedpals/table1",))
+
+
+def test_a_failing_claim_with_a_narrowing_ladder_is_compute_limited():
+    t = _csv(5.0)
+    ladder = KC.ladder_trends([t])
+    rec = {"fedpals/table1": {"profile": "long", "notes": []}}
+    causes = KC.diagnose(_claim(), K.Verdict(K.FAIL, "no"), rec, {}, {}, ladder)
+    assert [c.kind for c in causes] == [K.COMPUTE_LIMITED]
+    fit = t[t["row"] == "fit"].iloc[0]
+    assert f"{fit['slope']:+.3g}" in causes[0].evidence and f"{fit['slope_se']:.2g}" in causes[0].evidence
+    assert f"{fit['projection']:.3g}" in causes[0].evidence
+    # without the ladder the same claim is "untested at this scale"
+    (c,) = KC.diagnose(_claim(), K.Verdict(K.FAIL, "no"), rec, {}, {})
+    assert c.kind == K.UNTESTED_AT_SCALE
+
+
+def test_a_flat_or_widening_ladder_is_not_compute_limited():
+    for per_decade in (-5.0,):
+        ladder = KC.ladder_trends([_csv(per_decade)])
+        causes = KC.diagnose(_claim(), K.Verdict(K.WITHIN_NOISE, "no"), {"fedpals/table1": {"profile": "long"}},
+                             {}, {}, ladder)
+        assert [c.kind for c in causes] == [K.NOT_COMPUTE_LIMITED] and S.WIDENING in causes[0].evidence
+
+
+def test_a_ladder_of_another_claim_changes_nothing():
+    ladder = KC.ladder_trends([_csv(5.0, claim="fedpals/claim-1")])
+    (c,) = KC.diagnose(_claim(), K.Verdict(K.FAIL, "no"), {"fedpals/table1": {"profile": "long", "notes": []}},
+                       {}, {}, ladder)
+    assert c.kind == K.UNTESTED_AT_SCALE
+
+
+def test_the_report_reads_a_committed_ladder(figures_tmp):
+    from fedpaper import report as R
+
+    assert R.ladder_section() == [] and R.committed_ladder() == {}
+    d = figures_tmp / "long" / "fedpals"
+    d.mkdir(parents=True)
+    t = _csv(5.0)
+    t.to_csv(d / "scaling.csv", index=False)
+    (d / "scaling.json").write_text('{"profile": "long", "notes": ["rungs on the long profile"]}')
+    (tr,) = R.committed_ladder()["fedpals/claim-4"]
+    assert tr.trend == S.NARROWING
+    text = "\n".join(R.ladder_section())
+    assert "Compute ladder `fedpals/scaling` (long profile)" in text and "(projection)" in text
+    fit = t[t["row"] == "fit"].iloc[0]
+    assert f"{fit['slope']:+.2f} ± {fit['slope_se']:.2f}" in text
+    # an exploration is never read
+    (d / "scaling.json").write_text('{"profile": "long", "exploration": {"changes": {"rounds": 1}}}')
+    assert R.ladder_section() == [] and R.committed_ladder() == {}

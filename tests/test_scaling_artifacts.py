@@ -1,0 +1,123 @@
+"""The `<paper>/scaling` compute ladders (issue 29): rung plans, the artifact machinery on a fake
+paper (no training), the gap to the paper, and their registration. The real smoke ladders run in
+the notebooks (nbval: notebooks/<paper>/ladder.ipynb)."""
+import copy
+import importlib
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedpaper import papers
+from fedpaper.papers import catalog
+from fedpaper.papers import ladder as LD
+from fedpaper.papers._common import scaling as S
+from fedpaper.parameters import current
+from fedpaper.store import PACKAGE_DIR, read_only_modules
+
+PAPERS = ("fedpals", "privlabels", "fedmt", "fednca")
+
+
+def _ladder(paper):
+    return importlib.import_module(f"fedpaper.papers.{paper}.ladder").LADDER
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+@pytest.mark.parametrize("profile", ["smoke", "quick", "long"])
+def test_rungs_span_ten_times_the_compute_with_valid_overrides(paper, profile):
+    lad = _ladder(paper)
+    base, rungs = lad.rungs[profile]
+    assert base == profile and len(rungs) >= S.MIN_RUNGS
+    comp = [lad.compute(profile, r) for r in rungs]  # applies each rung's overrides (a bad key raises)
+    assert max(comp) / min(comp) >= 10 and len(set(comp)) == len(comp)
+    assert any(not r.overrides for r in rungs)  # the profile itself is a rung
+    for r in rungs:  # seeds are never a rung's business: the same seeds at every rung
+        assert "seeds" not in r.overrides
+    if profile != "smoke":
+        assert lad.paper_compute() > max(comp)
+
+
+def test_fednca_ladder_climbs_rounds_and_width():
+    lad = _ladder("fednca")
+    keys = {k for r in lad.rungs["long"][1] for k in r.overrides}
+    assert {"rounds", "model.width"} <= keys
+
+
+def test_paper_compute_is_computed_from_the_profiles():
+    assert _ladder("fedpals").paper_compute() == pytest.approx(75.0)  # 150 rounds x 1 / (20 x 0.1)
+
+
+def _fake_artifact(calls):
+    """An artifact function of a pretend paper: FedPALS - FedAvg grows with log10(rounds)."""
+    def fn(*, profile, data_root=None, out_dir=None, seeds=None, overrides=None):
+        rounds = (overrides or {}).get("rounds", 4)
+        calls.append({"seeds": list(seeds), "overrides": copy.deepcopy(overrides), "profile": profile,
+                      "outer": dict(current().overrides)})
+        rows = []
+        for m, gain in (("FedPALS", 6.0), ("FedAvg", 1.0)):
+            per = [20 + gain * math.log10(rounds) + 0.4 * s * (-1) ** (s + rounds) for s in seeds]
+            rows.append({"dataset": "CIFAR-10", "label_split": "C=2", "method": m, "metric": "accuracy_pct",
+                         "mean": sum(per) / len(per), "std": 1.0, "n_seeds": len(per),
+                         "per_seed": ";".join(f"{v:.4f}" for v in per)})
+        return SimpleNamespace(artifact_id="fedpals/table1", table=pd.DataFrame(rows))
+    return fn
+
+
+def _margin(tabs):
+    m = LD.method_cells(tabs["table1"], label_split="C=2")
+    return LD.as_cell(LD.seeds_of(m["FedPALS"]) - LD.seeds_of(m["FedAvg"]))
+
+
+def test_run_ladder_writes_rows_fit_figure_and_provenance(tmp_path):
+    calls = []
+    rungs = (LD.Rung("a", {"rounds": 1}), LD.Rung("b"), LD.Rung("c", {"rounds": 40}))
+    lad = LD.Ladder(
+        paper="fedpals", functions=(_fake_artifact(calls),), rungs={"smoke": ("smoke", rungs)},
+        quantities=(LD.Quantity("claim 4: FedPALS - FedAvg", (4,), 1, _margin),),
+        settings=lambda profile: {"rounds": {"quick": 20, "paper": 150}.get(profile, 4), "seeds": 3},
+        work=lambda p: p["rounds"], work_unit="rounds", datasets=("cifar10",))
+    res = LD.run_ladder(lad, profile="smoke", out_dir=tmp_path)
+    t = pd.read_csv(res.paths["csv"])
+    assert list(t.columns) == S.COLUMNS
+    seeds = t[t["row"] == "seed"]
+    assert len(seeds) == 3 * 3 and sorted(seeds.groupby("rung")["seed"].apply(tuple).unique()) == [(0, 1, 2)]
+    assert [c["seeds"] for c in calls] == [[0, 1, 2]] * 3 and [c["overrides"] for c in calls] == [
+        {"rounds": 1}, None, {"rounds": 40}]
+    assert seeds.groupby("rung")["compute"].first().to_dict() == pytest.approx({"a": 1 / 20, "b": 4 / 20, "c": 2.0})
+    (fit,) = t[t["row"] == "fit"].to_dict("records")
+    assert fit["trend"] == S.NARROWING and fit["claim"] == "fedpals/claim-4"
+    assert fit["slope"] == pytest.approx(5.0, abs=0.5) and fit["paper_compute"] == pytest.approx(7.5)
+    x = np.log10(seeds.groupby("rung")["compute"].first())
+    y = seeds.groupby("rung")["value"].mean()
+    assert fit["projection"] == pytest.approx(y.mean() + fit["slope"] * (math.log10(7.5) - x.mean()))
+    assert res.paths["png"].is_file() and res.paths["pdf"].is_file()
+    rec = json.loads(res.paths["json"].read_text())
+    assert any("rungs on the smoke profile" in n for n in rec["notes"])
+    # the causes read this csv back
+    from fedpaper.papers._common.causes import ladder_trends
+    (tr,) = ladder_trends([t])["fedpals/claim-4"]
+    assert tr.trend == S.NARROWING and tr.rungs == 3
+
+
+def test_gap_to_paper_joins_by_key_per_seed():
+    ours = pd.DataFrame([{"dataset": "A", "method": "m", "metric": "acc", "mean": 11.0, "per_seed": "10;12",
+                          "n_seeds": 2, "backbone": "lenet"},
+                         {"dataset": "B", "method": "m", "metric": "acc", "mean": 5.0, "per_seed": "4;6", "n_seeds": 2,
+                          "backbone": "lenet"}])
+    paper = pd.DataFrame([{"dataset": "A", "method": "m", "metric": "acc", "mean": 20.0, "backbone": "resnet"},
+                          {"dataset": "B", "method": "m", "metric": "acc", "mean": 5.0, "backbone": "resnet"}])
+    c = LD.gap_to_paper(ours, paper)
+    assert c.seeds == pytest.approx(((10 + 1) / 2, (8 + 1) / 2))
+
+
+def test_ladders_are_registered_and_read_only():
+    papers.load_papers()
+    for p in PAPERS:
+        impl = papers.implementation(f"{p}/scaling")
+        assert impl.notebook == f"notebooks/{p}/ladder.ipynb"
+        assert catalog.get_artifact(f"{p}/scaling").kind == "ladder"
+        assert "ladder" in read_only_modules(PACKAGE_DIR / "papers" / p)
+    assert len(catalog.ARTIFACTS) == 78 and set(catalog.LADDERS) == {f"{p}/scaling" for p in PAPERS}
