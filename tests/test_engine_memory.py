@@ -79,6 +79,9 @@ def test_groups_keep_max_batch_when_memory_is_plenty(monkeypatch, capsys):
 
 
 def test_the_budget_shrinks_groups_with_one_notice(monkeypatch, capsys):
+    from fedpaper import experiment
+
+    monkeypatch.setattr(experiment, "_BUDGET_NOTICES", set())  # whatever ran before in this process
     setups = _setups(7)
     s0 = setups[0]
     fit = MEM.runs_that_fit(s0.method, s0.config, get_pools(POOL), 4, 16)
