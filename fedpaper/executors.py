@@ -42,19 +42,17 @@ class ExecutorMissingError(FedpaperError, ImportError):
 
 
 # ----------------------------------------------------------------------------- planning
-def plan_groups(specs: list, build: Callable, max_batch: int) -> list[list]:
+def plan_groups(specs: list, build: Callable, max_batch: int, desc: str = "runs") -> list[list]:
     """The groups of specs the engine trains together, as the local executor forms them: chunks of
-    `max_batch` pending specs, each split by (method, config, pools key) in order, `max_batch` per
-    group. Every spec lands in exactly one group."""
+    `max_batch` pending specs, each split by (method, config, pools key) in order, at most
+    `max_batch` per group and no more than fit this machine's device memory
+    (experiment.group_setups). Every spec lands in exactly one group."""
+    from fedpaper.experiment import group_setups
+
     out = []
     for c in range(0, len(specs), max_batch):
         chunk = specs[c:c + max_batch]
-        groups: dict = {}
-        for s in chunk:
-            st = build(s)
-            groups.setdefault((st.method, st.config, st.pools_key), []).append(s)
-        for g in groups.values():
-            out += [g[j:j + max_batch] for j in range(0, len(g), max_batch)]
+        out += [[chunk[i] for i in part] for part in group_setups([build(s) for s in chunk], max_batch, desc)]
     return out
 
 
@@ -245,7 +243,7 @@ class RayExecutor:
 
         store = store if store is not None else ResultStore()
         force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
-        groups = plan_groups(pending_specs(specs, store, force), build, max_batch)
+        groups = plan_groups(pending_specs(specs, store, force), build, max_batch, desc)
         self.last_counts = self.run_groups(groups, build, store, force=force, desc=desc, progress=progress)
         out = []
         for s in specs:

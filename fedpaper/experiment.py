@@ -240,6 +240,31 @@ def _result(res, r: int) -> dict:
             "log": dict(res.log)}
 
 
+_BUDGET_NOTICES: set = set()
+
+
+def group_setups(setups: list[RunSetup], max_batch: int, desc: str = "runs") -> list[list[int]]:
+    """Which setups the engine trains together (indices, in order): those sharing a method, a
+    TrainConfig and a pools key, at most `max_batch` per engine call and at most as many runs as
+    fit the device's memory budget (engine.memory.runs_that_fit). One line says so, once per
+    process and setting, when the budget makes a group smaller than it would be."""
+    from .engine.memory import runs_that_fit
+
+    groups: dict = {}
+    for i, st in enumerate(setups):
+        groups.setdefault((st.method, st.config, st.pools_key), []).append(i)
+    out = []
+    for key, idx in groups.items():
+        s0 = setups[idx[0]]
+        fit = runs_that_fit(s0.method, s0.config, get_pools(s0.pools_key), len(s0.federation.client_indices),
+                            max_batch)
+        if fit.runs < min(len(idx), max_batch) and key not in _BUDGET_NOTICES:
+            _BUDGET_NOTICES.add(key)
+            print(fit.notice(desc), flush=True)
+        out += [idx[j:j + fit.runs] for j in range(0, len(idx), fit.runs)]
+    return out
+
+
 def _train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
     s0 = setups[0]
     res = train(s0.method, s0.config, get_pools(s0.pools_key), [s.federation for s in setups], progress=progress)
@@ -267,7 +292,7 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     """Result dict of every spec (history records, best-validation snapshot, final metrics).
 
     Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
-    engine call; every finished run is stored at once, so an interrupted sweep resumes. A run's
+    engine call and no more than fit the device's memory (`group_setups`); every finished run is stored at once, so an interrupted sweep resumes. A run's
     result does not depend on its group (the engine is batch-invariant on CPU, bit for bit, checked
     with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only. Locally
     each run is claimed with a lease before it trains (`claimed`): another process on the same
@@ -286,15 +311,10 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     def train_all(chunk):
         setups = [build(k) for k in chunk]
         out = [None] * len(chunk)
-        groups: dict = {}
-        for i, st in enumerate(setups):
-            groups.setdefault((st.method, st.config, st.pools_key), []).append(i)
-        for idx in groups.values():
-            for j in range(0, len(idx), max_batch):
-                part = idx[j:j + max_batch]
-                # the sweep's own bar is the one bar; the engine's per-method bar stays off here
-                for i, r in zip(part, _train_group([setups[i] for i in part], False)):
-                    out[i] = r
+        for part in group_setups(setups, max_batch, desc):
+            # the sweep's own bar is the one bar; the engine's per-method bar stays off here
+            for i, r in zip(part, _train_group([setups[i] for i in part], False)):
+                out[i] = r
         return out
 
     store = store if store is not None else ResultStore()

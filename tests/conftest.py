@@ -56,3 +56,16 @@ def pytest_terminal_summary(terminalreporter, config):
         seed = config.getoption("randomly_seed")
         terminalreporter.write_line(f"tests ran in random order, seed {seed}; repeat this order with "
                                     f"`pytest -p randomly --randomly-seed={seed}`")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` skip where torch sees no CUDA device, saying so (CI has no GPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    reason = (f"no CUDA GPU (torch {torch.__version__}, torch.cuda.is_available() is False): "
+              "the gpu tests run on a machine with one, e.g. `pytest -m gpu tests/test_gpu.py`")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -45,7 +45,7 @@ def pools64(pools):
     float64), restored afterwards."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
-    yield Pools(pools.x_train.double(), pools.y_train, pools.x_test.double(), pools.y_test, pools.num_classes)
+    yield Pools(pools.x_train[:].double(), pools.y_train, pools.x_test[:].double(), pools.y_test, pools.num_classes)
     torch.set_default_dtype(old)
 
 

@@ -191,7 +191,7 @@ def test_feature_model_is_the_best_validation_model_with_its_batchnorm_statistic
     best = runs.best_round_metrics(runs.sweep([spec], p)[0])
     assert net.best_round == best["round"]
     with torch.no_grad():
-        scores = net(pl.x_test)["logits"].sigmoid().numpy()
+        scores = net(pl.x_test[:])["logits"].sigmoid().numpy()
     assert 100 * roc_auc_score(pl.y_test.numpy(), scores, average="macro") == pytest.approx(best["macro-AUC"][0],
                                                                                          abs=1e-6)
     assert not torch.equal(net.backbone.body[1].running_mean, torch.zeros_like(net.backbone.body[1].running_mean))

@@ -39,10 +39,17 @@ class ImageDataset:
         x = self.x_train.float().div_(255)
         return x.mean(dim=(0, 2, 3)), x.std(dim=(0, 2, 3))
 
+    def compact(self, x: torch.Tensor, size: int | None = None):
+        """uint8 images as a compact pool (fedpaper.data.compact.CompactImages) standardised per
+        channel with the training statistics (and resized to `size` per batch, if given)."""
+        from .compact import CompactImages
+
+        return CompactImages(x, *self.channel_stats_cached(), size=size)
+
     def standardize(self, x: torch.Tensor) -> torch.Tensor:
-        """uint8 images -> float32, standardised per channel with the training statistics."""
-        mean, std = self.channel_stats_cached()
-        return (x.float().div(255) - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)
+        """uint8 images -> float32, standardised per channel with the training statistics (all
+        rows at once; training pools stay compact: `compact`)."""
+        return self.compact(x).full()
 
     def channel_stats_cached(self):
         if "_stats" not in self.extra:

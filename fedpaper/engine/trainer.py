@@ -48,6 +48,15 @@ def as_algorithm(method):
     return method.algorithm()
 
 
+def check_device(pools: Pools, device: torch.device) -> None:
+    """The pools must live on the device the run trains on (they move there once, when built:
+    experiment.get_pools; never per batch)."""
+    have = torch.device(pools.x_train.device)
+    if have.type != device.type or (device.index is not None and have.index not in (None, device.index)):
+        raise BadParameterError(f"the data pools are on {have} but the run trains on {device}; build the pools "
+                                f"on {device} (experiment.get_pools / Pools.from_dataset(..., device={str(device)!r}))")
+
+
 class FederatedTrainer:
     """Trains R runs of one method at once (see the module docstring)."""
 
@@ -56,6 +65,7 @@ class FederatedTrainer:
         self.algo = as_algorithm(method)
         self.progress = progress
         self.device = torch.device(config.device)
+        check_device(pools, self.device)
         self.K = pools.num_classes
         self.R = len(feds)
         self.M = len(feds[0].client_indices)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..data.compact import CompactImages
 from ..errors import BadParameterError
 from .optim import OptimSpec
 
@@ -15,9 +16,12 @@ from .optim import OptimSpec
 # ----------------------------------------------------------------------------- data layout
 @dataclass
 class Pools:
-    """Standardised float tensors of the training and test pools, on the device, loaded once.
+    """The training and test pools, on the device, loaded once.
 
-    y_train/y_test are the default label space (class indices [N], or multi-hot [N, K]: BCE).
+    x_train/x_test: image pools are fedpaper.data.compact.CompactImages (uint8 at their native size,
+    standardised and resized per batch on the device: `pool[idx]` gives float32 rows), other pools
+    (feature vectors) float32 tensors; both are read the same way (`pool[idx]`, `.index_select`,
+    `.shape`, `len`). y_train/y_test are the default label space (class indices [N], or multi-hot [N, K]: BCE).
     `labels` may carry further label spaces of the same rows, by name, e.g. {"coarse": (y_train,
     y_test)} or a multi-hot view; `label_space(name)` returns one, "default" being y_train/y_test."""
 
@@ -30,17 +34,20 @@ class Pools:
 
     @classmethod
     def from_dataset(cls, ds, device="cpu") -> "Pools":
+        """Compact pools of an ImageDataset (standardised with its training images' statistics)."""
         to = dict(device=device)
-        return cls(ds.standardize(ds.x_train).to(**to), ds.y_train.to(**to),
-                   ds.standardize(ds.x_test).to(**to), ds.y_test.to(**to), ds.num_classes)
+        return cls(ds.compact(ds.x_train).to(**to), ds.y_train.to(**to),
+                   ds.compact(ds.x_test).to(**to), ds.y_test.to(**to), ds.num_classes)
 
     @classmethod
     def from_arrays(cls, x_train, y_train, x_test, y_test, num_classes, device="cpu", labels=None) -> "Pools":
+        """Pools of arrays: x a float array/tensor (kept as float32) or a CompactImages (moved to
+        `device`); y class indices [N] (int64) or multi-hot [N, K] (float32: BCE)."""
         t = lambda a, dt: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
+        tx = lambda x: x.to(device) if isinstance(x, CompactImages) else t(x, torch.float32)  # noqa: E731
         ydt = lambda y: torch.float32 if np.ndim(y) == 2 else torch.int64  # noqa: E731 - multi-hot: BCE
         extra = {name: (t(a, ydt(a)), t(b, ydt(b))) for name, (a, b) in (labels or {}).items()}
-        return cls(t(x_train, torch.float32), t(y_train, ydt(y_train)),
-                   t(x_test, torch.float32), t(y_test, ydt(y_test)), num_classes, extra)
+        return cls(tx(x_train), t(y_train, ydt(y_train)), tx(x_test), t(y_test, ydt(y_test)), num_classes, extra)
 
     def __post_init__(self):
         for name, pair in self.labels.items():

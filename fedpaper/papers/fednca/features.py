@@ -98,6 +98,12 @@ def load_state(path) -> dict | None:
         return None
 
 
+def _rows_for(net, pool, rows) -> torch.Tensor:
+    """Pool rows (standardised floats) on the device of `net` (a cached model loads on the CPU;
+    the pools live on the run's device, e.g. a GPU)."""
+    return pool[torch.as_tensor(np.asarray(rows))].to(next(net.parameters()).device)
+
+
 @torch.no_grad()
 def test_features(net, pools, max_images: int = 2000, seed: int = 0):
     """(features [n, d], class of each point [n], label count of its image [n], image row [n])."""
@@ -106,8 +112,8 @@ def test_features(net, pools, max_images: int = 2000, seed: int = 0):
     feats, cls, count, img = [], [], [], []
     for i in range(0, len(rows), 256):
         r = rows[i:i + 256]
-        out = net(pools.x_test[torch.as_tensor(r)])
-        f = out["features"].float().numpy()
+        out = net(_rows_for(net, pools.x_test, r))
+        f = out["features"].float().cpu().numpy()
         for j, row in enumerate(r):
             pos = np.flatnonzero(y[row] > 0.5)
             if f.ndim == 3:  # LADM: one point per positive class
@@ -127,7 +133,7 @@ def prototypes(net, pools, C: int, max_images: int = 2000, seed: int = 0) -> np.
     sums, n = None, np.zeros(C)
     for i in range(0, len(rows), 256):
         r = rows[i:i + 256]
-        f = net(pools.x_test[torch.as_tensor(r)])["features"].float().numpy()
+        f = net(_rows_for(net, pools.x_test, r))["features"].float().cpu().numpy()
         yy = y[r] > 0.5
         per = np.einsum("bc,bcd->cd", yy, f) if f.ndim == 3 else yy.T.astype(float) @ f
         sums = per if sums is None else sums + per
@@ -163,7 +169,7 @@ def attention_maps(net, x: torch.Tensor, top: int = 3) -> np.ndarray:
     k = min(top, att.shape[1])
     m = att.topk(k, dim=1).values.mean(1)  # [B, C, S]
     m = m / m.sum(-1, keepdim=True).clamp(min=1e-12)
-    return m.reshape(*m.shape[:2], h, w).numpy()
+    return m.reshape(*m.shape[:2], h, w).cpu().numpy()
 
 
 def quadrant_mass(amap: np.ndarray, corner: str) -> float:
@@ -183,7 +189,7 @@ def composite_attention(net, pools, test_split, classes, n_images: int = 6, seed
 
     comp = np.flatnonzero(test_split.parts[:, 1] >= 0)
     rows = np.sort(np.random.default_rng(seed).permutation(comp)[:n_images])
-    maps = attention_maps(net, pools.x_test[torch.as_tensor(rows)])
+    maps = attention_maps(net, _rows_for(net, pools.x_test, rows))
     recs, shown = [], []
     y = test_split.y
     for i, r in enumerate(rows):

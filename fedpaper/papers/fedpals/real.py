@@ -373,8 +373,9 @@ def _load_iwild(p, data_root):
     a = load_iwildcam(data_root, max_per_split=m)
     b = load_iwildcam(data_root, max_per_split=m, test_split="val")
     x = torch.cat([a.x_train, b.x_test])
-    pl = Pools(a.standardize(x).to(default_device()), torch.cat([a.y_train, b.y_test]).to(default_device()),
-               a.standardize(a.x_test).to(default_device()), a.y_test.to(default_device()), a.num_classes)
+    dev = default_device()
+    pl = Pools(a.compact(x).to(dev), torch.cat([a.y_train, b.y_test]).to(dev), a.compact(a.x_test).to(dev),
+               a.y_test.to(dev), a.num_classes)
     pl.description = dict(a.describe(), validation="WILDS OOD val split")
     split = np.array(["train"] * a.y_train.numel() + ["val"] * b.y_test.numel())
     loc = np.concatenate([a.extra["location_train"].numpy(), b.extra["location_test"].numpy()])

@@ -1,0 +1,105 @@
+"""Memory budget of an engine call (fedpaper.engine.memory): the saved-for-backward measurement,
+its linear model in the batch size, and groups of runs bounded by the device's available memory
+(never more than max_batch, so today's CPU groups do not change)."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from fedpaper.algorithms import get_method
+from fedpaper.engine import Federation, TrainConfig
+from fedpaper.engine import memory as MEM
+from fedpaper.experiment import RunSetup, get_pools, group_setups, pools_key_of
+from fedpaper.models import build_model
+
+POOL = pools_key_of({"name": "synthetic-images", "options": dict(num_classes=4, n_train=200, n_test=40, seed=0)},
+                    device="cpu")
+
+
+def test_saved_tensors_are_counted_once_without_parameters_or_input():
+    """Linear saves its input (the batch: not counted) and weight (a parameter: not counted); ReLU
+    saves its output, which the second Linear saves again (one storage, counted once)."""
+    net = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 5))
+    assert MEM.saved_tensor_bytes(net, torch.zeros(3, 10)) == 3 * 20 * 4
+    assert MEM.saved_tensor_bytes(net, torch.zeros(7, 10)) == 7 * 20 * 4
+
+
+def test_step_memory_is_linear_in_the_batch_and_counts_parameters():
+    cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28), optimizer="adam", batch_size=32)
+    m = MEM.step_memory(cfg, (1, 28, 28))
+    net = build_model("lenet", in_channels=1, image_size=28)
+    assert m.param_bytes == sum(p.numel() * 4 for p in net.parameters())
+    assert m.state_copies == 2 and m.input_row_bytes == 28 * 28 * 4
+    assert m.activations(9) == MEM.saved_tensor_bytes(net.train(), torch.zeros(9, 1, 28, 28))
+    assert m.backend == "grouped"  # the CPU rule for a grouped-capable CNN (backends.choose_backend)
+    sgd = MEM.step_memory(TrainConfig("lenet", dict(in_channels=1, image_size=28), momentum=0.9), (1, 28, 28))
+    assert sgd.state_copies == 1 and MEM.step_memory(TrainConfig("lenet", dict(in_channels=1, image_size=28)),
+                                                     (1, 28, 28)).state_copies == 0
+
+
+def test_measuring_leaves_the_global_rng_alone():
+    torch.manual_seed(5)
+    want = torch.rand(3)
+    torch.manual_seed(5)
+    MEM.step_memory(TrainConfig("privlabels_cnn", dict(in_channels=3, image_size=16, widths=(2, 2, 4, 4), hidden=8)),
+                    (3, 16, 16))
+    assert torch.equal(torch.rand(3), want)
+
+
+def test_vmap_holds_every_slots_activations_loop_one():
+    base = dict(param_bytes=100, state_copies=2, saved_fixed=10, saved_per_sample=50, input_row_bytes=4)
+    vmap, loop = MEM.StepMemory(backend="vmap", **base), MEM.StepMemory(backend="loop", **base)
+    assert vmap.run_bytes(slots=3, batch=8) == 3 * (6 * 100 + 8 * 4 + 10 + 8 * 50)
+    assert loop.run_bytes(slots=3, batch=8) == 3 * (6 * 100 + 8 * 4)
+    assert loop.group_bytes(batch=8, eval_batch=16) == 10 + 8 * 50 + 16 * 4
+    assert vmap.group_bytes(batch=8, eval_batch=16) == 16 * 4
+
+
+def test_available_memory_of_the_cpu_is_read():
+    total = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal:"))
+    assert 0 < MEM.available_bytes("cpu") <= total
+
+
+def _setups(n, clients=4):
+    y = get_pools(POOL).y_train.numpy()
+    cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28, num_classes=4), batch_size=16, rounds=1)
+    out = []
+    for s in range(n):
+        rows = np.random.default_rng(s).permutation(len(y))
+        fed = Federation(np.array_split(rows, clients), np.arange(40), seed=s)
+        out.append(RunSetup(get_method("FedAvg"), cfg, POOL, fed))
+    return out
+
+
+def test_groups_keep_max_batch_when_memory_is_plenty(monkeypatch, capsys):
+    monkeypatch.setattr(MEM, "available_bytes", lambda device: 1 << 40)
+    assert group_setups(_setups(5), 2) == [[0, 1], [2, 3], [4]]
+    assert group_setups(_setups(20), 16) == [list(range(16)), [16, 17, 18, 19]]
+    assert "memory budget" not in capsys.readouterr().out
+
+
+def test_the_budget_shrinks_groups_with_one_notice(monkeypatch, capsys):
+    from fedpaper import experiment
+
+    monkeypatch.setattr(experiment, "_BUDGET_NOTICES", set())  # whatever ran before in this process
+    setups = _setups(7)
+    s0 = setups[0]
+    fit = MEM.runs_that_fit(s0.method, s0.config, get_pools(POOL), 4, 16)
+    # room for exactly 3 runs besides the shared part, at MEMORY_FRACTION of what is available
+    avail = (fit.fixed + 3 * fit.per_run + fit.per_run // 2) / MEM.MEMORY_FRACTION
+    monkeypatch.setattr(MEM, "available_bytes", lambda device: int(avail))
+    assert group_setups(setups, 16, "table9") == [[0, 1, 2], [3, 4, 5], [6]]
+    assert group_setups(setups, 16, "table9") == [[0, 1, 2], [3, 4, 5], [6]]
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("table9: memory budget: 3 run(s) per engine call instead of 16")
+    monkeypatch.setattr(MEM, "available_bytes", lambda device: 0)  # nothing fits: still one run at a time
+    assert group_setups(setups, 16) == [[i] for i in range(7)]
+
+
+@pytest.mark.parametrize("participation,slots", [(1.0, 4), (0.5, 2)])
+def test_a_run_counts_its_participating_clients(participation, slots):
+    s0 = _setups(1)[0]
+    cfg = TrainConfig(**{**s0.config.__dict__, "participation": participation})
+    fit = MEM.runs_that_fit(s0.method, cfg, get_pools(POOL), 4, 16)
+    mem = MEM.step_memory(cfg, (1, 28, 28))
+    assert fit.per_run == mem.run_bytes(slots, 16)

@@ -1,0 +1,132 @@
+"""The engine and the artifacts on CUDA (issue #30 item 4). Tests marked `gpu` skip without a CUDA
+device (tests/conftest.py prints why; CI has none); run them on a GPU machine with
+
+    FEDPAPER_DATA=<data> python -m pytest -m gpu tests/test_gpu.py
+
+Stated tolerance: with TF32 off (torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 =
+False), a run's final parameters on CUDA are within atol 1e-4 + rtol 1e-4 of the same run on the
+CPU, and its per-round training losses within rtol 1e-4, for each backend (vmap, loop, grouped;
+loop also with a BatchNorm model): float sums in another order, nothing else.
+
+The unmarked tests at the end check on the CPU what the GPU tests rely on (the paper cut's
+overrides are valid settings)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fedpaper.algorithms import get_method
+from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.data import synthetic_images
+from fedpaper.partition import sparsity_partition
+
+ATOL, RTOL = 1e-4, 1e-4
+
+# fednca/table1 at the paper profile (ResNet-18 at 224 px, 10 clients, AdamW, the paper's metrics),
+# cut to 1 round, 1 seed and a few composites per client
+PAPER_CUT = {"rounds": 1,
+             "data.cifar10.singles": {"train": 12, "val": 2, "test": 4},
+             "data.cifar10.pairs": {"train": 1, "val": 1, "test": 1}}
+
+
+@pytest.fixture
+def no_tf32():
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _runs(device, backend, model="lenet", kwargs=None, dropout=False):
+    ds = synthetic_images(num_classes=4, n_train=240, n_test=60, shape=(3, 16, 16), seed=0)
+    pools = Pools.from_dataset(ds, device=device)
+    y = ds.y_train.numpy()
+    feds = [Federation([np.asarray(c) for c in sparsity_partition(y, 3, 2, seed=s).client_indices],
+                       np.arange(60), seed=s) for s in (0, 1)]
+    kw = kwargs or dict(in_channels=3, image_size=16, num_classes=4)
+    cfg = TrainConfig(model, kw, optimizer="sgd", lr=0.05, momentum=0.9, batch_size=16, rounds=2, device=device,
+                      backend=backend)
+    return train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+
+
+def _agree(cpu, gpu):
+    for k, v in cpu.final_params.items():
+        torch.testing.assert_close(gpu.final_params[k], v, atol=ATOL, rtol=RTOL, msg=lambda m: f"{k}: {m}")
+    np.testing.assert_allclose(gpu.history["train_loss"], cpu.history["train_loss"], rtol=RTOL)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["vmap", "loop", "grouped"])
+def test_cpu_and_cuda_agree_per_backend(backend, no_tf32):
+    cpu, gpu = _runs("cpu", backend), _runs("cuda", backend)
+    assert gpu.log["backend"] == backend and gpu.final_params["classifier.weight"].device.type == "cpu"
+    _agree(cpu, gpu)
+
+
+@pytest.mark.gpu
+def test_cpu_and_cuda_agree_with_batchnorm(no_tf32):
+    """A BatchNorm model (loop backend: running statistics per slot from its real rows)."""
+    kw = dict(num_classes=4, backbone="convnet", width=4, dim=16, norm="batch", heads=2, in_channels=3)
+    cpu = _runs("cpu", "auto", "fednca_net", kw)
+    gpu = _runs("cuda", "auto", "fednca_net", kw)
+    assert cpu.log["backend"] == gpu.log["backend"] == "loop"
+    _agree(cpu, gpu)
+
+
+@pytest.mark.gpu
+def test_auto_picks_vmap_on_cuda_and_bf16_is_native():
+    from fedpaper.engine.cpu import bf16_native, resolve_precision
+
+    assert _runs("cuda", "auto").log["backend"] == "vmap"
+    native, why = bf16_native("cuda")
+    if native:
+        assert resolve_precision("bf16", "cuda")[0] == "bf16"
+        ds = synthetic_images(num_classes=4, n_train=120, n_test=30, shape=(3, 16, 16), seed=0)
+        cfg = TrainConfig("lenet", dict(in_channels=3, image_size=16, num_classes=4), batch_size=16, rounds=1,
+                          device="cuda", precision="bf16")
+        res = train(get_method("FedAvg"), cfg, Pools.from_dataset(ds, device="cuda"),
+                    [Federation([np.arange(60), np.arange(60, 120)], np.arange(30), seed=0)], progress=False)
+        assert np.isfinite(res.history["train_loss"]).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("paper,name", [("fedpals", "table1"), ("privlabels", "tables"), ("fedmt", "main"),
+                                        ("fednca", "table1"), ("fednca", "fig3_fig4")])
+def test_smoke_artifact_runs_on_cuda(paper, name, monkeypatch, tmp_path, cache_tmp):
+    import importlib
+
+    from fedpaper.notebook import run
+
+    monkeypatch.setenv("FEDPAPER_DEVICE", "cuda")
+    fn = getattr(importlib.import_module(f"fedpaper.papers.{paper}"), name)
+    res = run(fn, profile="smoke", out_dir=tmp_path)
+    res = res[0] if isinstance(res, (list, tuple)) else res
+    rec = json.loads(res.paths["json"].read_text())
+    assert rec["profile"] == "smoke"
+
+
+@pytest.mark.gpu
+def test_paper_artifact_cut_runs_on_cuda(monkeypatch, tmp_path, cache_tmp):
+    """fednca/table1 at the paper profile (ResNet-18 at 224 px from compact 64 px canvases), cut to
+    PAPER_CUT; needs the CIFAR-10 copy (FEDPAPER_DATA)."""
+    from fedpaper.data import dataset_available
+    from fedpaper.notebook import run
+    from fedpaper.papers.fednca import table1
+
+    if not dataset_available("cifar10"):
+        pytest.skip("CIFAR-10 not found: set FEDPAPER_DATA")
+    monkeypatch.setenv("FEDPAPER_DEVICE", "cuda")
+    res = run(table1, profile="paper", seeds=1, out_dir=tmp_path, overrides=PAPER_CUT)
+    rec = json.loads(res.paths["json"].read_text())
+    assert rec["profile"] == "paper" and rec["params"]["rounds"] == 1
+
+
+# ----------------------------------------------------------------------------- on the CPU
+def test_paper_cut_overrides_are_valid_settings():
+    from fedpaper.papers.fednca.profiles import settings
+    from fedpaper.parameters import apply_overrides
+
+    p = apply_overrides(settings("paper"), PAPER_CUT)
+    assert p["rounds"] == 1 and p["data"]["cifar10"]["singles"]["train"] == 12
+    assert p["data"]["cifar10"]["input_size"] == 224 and p["model"]["backbone"] == "resnet18"
