@@ -115,10 +115,14 @@ class ModelKey:
     optimizer: str
     momentum: float
     precision: str
+    clients: int = 1  # the engine's rate depends on how many clients it trains side by side
+    multilabel: bool = False
+    eval_batch: int = 2048
 
     def signature(self) -> str:
         return json.dumps([self.model, json.loads(self.model_kwargs), list(self.input_shape), self.batch_size,
-                           self.optimizer, self.momentum, self.precision], sort_keys=True)
+                           self.optimizer, self.momentum, self.precision, self.clients, self.multilabel,
+                           self.eval_batch], sort_keys=True)
 
     def label(self) -> str:
         kw = json.loads(self.model_kwargs)
@@ -171,7 +175,8 @@ def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
     n_eval = len(fed.test_indices) + (0 if fed.val_indices is None else len(fed.val_indices))
     shape = _input_shape(pools)
     mk = ModelKey(config.model, _canon(config.model_kwargs), tuple(int(s) for s in shape), int(config.batch_size),
-                  config.optimizer, float(config.momentum), config.precision)
+                  config.optimizer, float(config.momentum), config.precision, len(fed.client_indices),
+                  pools.y_train.dim() == 2, int(config.eval_batch))
     pool_bytes = (len(pools.x_train) + len(pools.x_test)) * math.prod(shape) * 4
     return RunCount(ident, paper, int(config.rounds), mk, train, float(n_eval * _eval_rounds(config.rounds,
                                                                                            config.eval_every)),
@@ -377,6 +382,8 @@ def _build(key: ModelKey):
 
     torch.manual_seed(0)
     kw = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(key.model_kwargs).items()}
+    if kw.get("pretrained"):
+        kw["pretrained"] = False  # costs do not depend on the weights (ImageNet weights may be absent here)
     return build_model(key.model, **kw)
 
 
@@ -439,8 +446,68 @@ def step_memory(net, input_shape: tuple, batch_size: int, optimizer_factory, pre
             "total": params + grads + state + saved}
 
 
+#: The engine's timing trains at most this many clients side by side, and fewer for a large model
+#: (at most ENGINE_TIMING_MACS training multiply-accumulates per timed round).
+ENGINE_TIMING_CLIENTS = 10
+ENGINE_TIMING_MACS = 2e11
+
+
+def engine_timing(key: ModelKey, train_macs: float, batches: int = 2) -> dict:
+    """CPU seconds per training sample of the engine itself (fedpaper.engine.train, FedAvg, the
+    backend it picks) training `key`'s model: min(the run's clients, ENGINE_TIMING_CLIENTS) clients
+    of `batches` batches each on random data of the input shape, two rounds, the second one timed
+    (process CPU time between the engine's round callbacks, its aggregation included); and per
+    evaluation sample a no-grad forward at the run's evaluation batch (at most 256)."""
+    import numpy as np
+    import torch
+
+    from fedpaper.algorithms.methods import Method
+    from fedpaper.engine import Federation, Pools, TrainConfig, train
+    from fedpaper.progress import on_rounds
+
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(key.model_kwargs).items()}
+    if kw.get("pretrained"):
+        kw["pretrained"] = False
+    per_client = batches * key.batch_size
+    m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS, int(ENGINE_TIMING_MACS // max(1.0, train_macs * per_client))))
+    g = torch.Generator().manual_seed(0)
+    k = int(kw.get("num_classes", 10))
+    n = m * per_client
+    x = torch.randn(n, *key.input_shape, generator=g)
+    xt = torch.randn(key.batch_size, *key.input_shape, generator=g)
+    if key.multilabel:
+        y, yt = (torch.rand(n, k, generator=g) < 0.2).float(), (torch.rand(len(xt), k, generator=g) < 0.2).float()
+    else:
+        y, yt = torch.randint(0, k, (n,), generator=g), torch.randint(0, k, (len(xt),), generator=g)
+    pools = Pools(x, y, xt, yt, k)
+    fed = Federation([np.arange(i * per_client, (i + 1) * per_client) for i in range(m)], np.arange(len(xt)))
+    cfg = TrainConfig(model=key.model, model_kwargs=kw, optimizer=key.optimizer, lr=1e-4, batch_size=key.batch_size,
+                      local_epochs=1, rounds=2, momentum=key.momentum, precision=key.precision, device="cpu")
+    marks = []
+    with on_rounds(lambda rnd, rounds, runs: marks.append(time.process_time())):
+        train(Method("FedAvg"), cfg, pools, [fed], progress=False)
+    train_s = (marks[-1] - marks[-2]) / n
+    return {"cpu_s_per_train_sample": train_s, "cpu_s_per_eval_sample": _eval_timing(key),
+            "timed_with": f"engine (FedAvg, {m} client(s) x {per_client} samples, 2nd round)"}
+
+
+def _eval_timing(key: ModelKey, steps: int = 2) -> float:
+    import torch
+
+    net = _build(key).eval()
+    b = max(1, min(key.eval_batch, 256))
+    x = torch.randn(b, *key.input_shape)
+    with torch.no_grad(), _autocast(key):
+        net(x)
+        t0 = time.process_time()
+        for _ in range(steps):
+            net(x)
+    return (time.process_time() - t0) / (steps * b)
+
+
 def timing(key: ModelKey, steps: int = TIMED_STEPS) -> dict:
-    """CPU seconds per training sample and per evaluation sample of `key`'s model (module docstring)."""
+    """CPU seconds per training sample and per evaluation sample of `key`'s model alone (a plain
+    training step: the fallback where the engine cannot train it on random data)."""
     import torch
 
     net = _build(key).train()
@@ -466,7 +533,7 @@ def timing(key: ModelKey, steps: int = TIMED_STEPS) -> dict:
         for _ in range(steps):
             net(x)
     ev = (time.process_time() - t0) / (steps * key.batch_size)
-    return {"cpu_s_per_train_sample": train, "cpu_s_per_eval_sample": ev}
+    return {"cpu_s_per_train_sample": train, "cpu_s_per_eval_sample": ev, "timed_with": "model alone"}
 
 
 def cpu_name() -> str:
@@ -499,8 +566,12 @@ def model_costs(key: ModelKey, cache_file: Optional[Path] = None) -> dict:
     train_macs, eval_macs = macs(key)
     mem = step_memory(_build(key).train(), key.input_shape, key.batch_size, lambda n: _optimizer(n, key),
                       key.precision)
+    try:
+        timed = engine_timing(key, train_macs)
+    except Exception as e:  # noqa: BLE001 - e.g. a model the engine trains only with its own method
+        timed = dict(timing(key), engine_error=_one_line(e))
     out = {"signature": key.signature(), "machine": machine_key(), "train_macs": train_macs,
-           "eval_macs": eval_macs, "step_memory": mem, **timing(key)}
+           "eval_macs": eval_macs, "step_memory": mem, **timed}
     try:
         cached = json.loads(cache_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -596,8 +667,8 @@ def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], lis
         s = costs_of(p.runs, costs, gpu)
         ms = sorted({r.model for r in p.runs if r.model is not None}, key=lambda k: k.signature())
         pools = {r.pools[0]: r.pools[1] for r in p.runs if r.pools}
-        errors = sorted({r.error for r in p.runs if r.error})
-        status = p.status + (f"; {len(errors)} run(s) not built: {errors[0]}" if errors else "")
+        errors = [r.error for r in p.runs if r.error]
+        status = p.status + (f"; {len(errors)} run(s) not built (samples unknown): {errors[0]}" if errors else "")
         rows.append(Row(p.artifact_id, status, len(p.runs), len(p.new), _rounds(p.runs), s["train_samples"],
                         s["eval_samples"], s["train_macs"], s["eval_macs"],
                         max((costs[m]["step_memory"]["total"] for m in ms), default=None),
@@ -629,7 +700,7 @@ def _h(seconds):
 def _num(x, unit="") -> str:
     if x is None:
         return "?"
-    for div, suf in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for div, suf in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
             return f"{x / div:.3g} {suf}{unit}".rstrip()
     return f"{x:.3g} {unit}".rstrip() if x else f"0 {unit}".rstrip()
