@@ -526,8 +526,9 @@ def cmd_plan(args) -> int:
     rows, totals, costs = P.build_rows(plans, progress=lambda k: print(f"measuring {k.label()} ...", flush=True))
     card, _ = P.gpu_rates()
     print(P.format_table(rows, totals, card))
-    print(f"CPU here: {P.machine_key()}; time = training samples x measured CPU s per training sample + "
-          "evaluation samples x CPU s per evaluation sample of each model alone (fedpaper/plan.py)")
+    print(f"CPU here: {P.machine_key()}; time = training samples x CPU s per training sample of the engine "
+          "training each model (FedAvg, random data of its input shape) + evaluation samples x CPU s per "
+          "evaluation sample (fedpaper/plan.py)")
     print(f"GPU: {card or P.NOT_MEASURED + ' (no ' + str(P.GPU_RESULTS) + ')'}")
     fits = P.fits_line(totals)
     if fits:

@@ -35,12 +35,14 @@ Model costs, per (model, its arguments, input shape, batch size, optimiser, prec
   backward (torch.autograd.graph.saved_tensors_hooks, distinct storages, parameters not counted
   twice), at the batch size given. Not counted: the allocator's slack and temporaries freed
   within the step.
-- time here: CPU seconds (time.process_time) per training sample of a few training steps
-  (forward, a surrogate loss, backward, optimiser step) and per evaluation sample (forward, no
-  grad) at that batch and input size, after one warm-up step; cached per model/input/batch and
-  CPU in cache_dir("plan") so a repeated plan is instant. The engine trains several clients and
-  runs together (vmap, grouped convolutions), so its rate differs from one model's: the estimate
-  of one artifact is checked against a measured run in benchmarks/plan_check.py.
+- time here: CPU seconds (time.process_time) per training sample of the engine itself training
+  the model (`engine_timing`: FedAvg, the backend the engine picks, on random data of the input
+  shape at the batch size, as many clients side by side as the run has, up to 10; the second of
+  two rounds timed), and per evaluation sample of a no-grad forward at the run's evaluation batch;
+  a plain training step of the model alone (`timing`) only where the engine cannot train it so.
+  Cached per model key and CPU in cache_dir("plan") so a repeated plan is instant. The method's
+  own extra work (FedPALS's QP, SCAFFOLD's corrections, FedMT's server training) is not in the
+  timing; benchmarks/plan_check.py checks the estimate of one artifact against a measured run.
 """
 from __future__ import annotations
 
@@ -616,11 +618,17 @@ class Row:
     gpu_hours: Optional[float]
     models: str
     data: str
+    unknown_runs: int = 0  # runs whose samples or model costs are unknown (not built: data absent)
+
+    @property
+    def partial(self) -> bool:
+        return 0 < self.unknown_runs < self.runs
 
 
 def _sum(rows: list[RunCount], what) -> Optional[float]:
-    vals = [what(r) for r in rows]
-    return None if not vals or any(v is None for v in vals) else float(sum(vals))
+    """The sum over the runs whose value is known; None when none is (see Row.partial)."""
+    vals = [v for v in map(what, rows) if v is not None]
+    return float(sum(vals)) if vals else None
 
 
 def costs_of(runs: list[RunCount], costs: dict, gpu: dict) -> dict:
@@ -645,7 +653,8 @@ def costs_of(runs: list[RunCount], costs: dict, gpu: dict) -> dict:
                                else r.train_samples * c(r)["train_macs"]),
             "eval_macs": _sum(runs, lambda r: None if c(r) is None or r.eval_samples is None
                               else r.eval_samples * c(r)["eval_macs"]),
-            "cpu_s": _sum(runs, cpu), "gpu_s": _sum(runs, gpu_s)}
+            "cpu_s": _sum(runs, cpu), "gpu_s": _sum(runs, gpu_s),
+            "unknown": sum(1 for r in runs if cpu(r) is None)}
 
 
 def _rounds(runs) -> str:
@@ -673,7 +682,8 @@ def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], lis
                         s["eval_samples"], s["train_macs"], s["eval_macs"],
                         max((costs[m]["step_memory"]["total"] for m in ms), default=None),
                         float(sum(pools.values())) if pools else None, _h(s["cpu_s"]), _h(s["gpu_s"]),
-                        "; ".join(m.label() for m in ms), "absent: " + ", ".join(p.missing) if p.missing else "present"))
+                        "; ".join(m.label() for m in ms), "absent: " + ", ".join(p.missing) if p.missing else "present",
+                        s["unknown"]))
     totals = []
     for paper in dict.fromkeys(p.paper for p in plans):
         mine = [p for p in plans if p.paper == paper]
@@ -688,7 +698,7 @@ def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], lis
                           max((r.pools_bytes for r in mine_rows if r.pools_bytes), default=None),
                           _h(s["cpu_s"]), _h(s["gpu_s"]), f"{len(ms)} model(s)",
                           "absent: " + ", ".join(sorted({d for p in mine for d in p.missing}))
-                          if any(p.missing for p in mine) else "present"))
+                          if any(p.missing for p in mine) else "present", s["unknown"]))
     return rows, totals, costs
 
 
@@ -717,13 +727,15 @@ COLUMNS = ("artifact", "runs (new)", "rounds", "train samples", "eval samples", 
 
 
 def _cells(r: Row, gpu_card) -> list[str]:
-    trained = r.runs > 0
-    return [r.artifact, f"{r.runs} ({r.new_runs})" if trained else "0", r.rounds,
-            _num(r.train_samples) if trained else "-", _num(r.eval_samples) if trained else "-",
-            _num(r.train_macs) if trained else "-", _num(r.eval_macs) if trained else "-",
-            _num(r.step_peak_bytes, "B") if trained else "-", _num(r.pools_bytes, "B") if trained else "-",
-            _hours(r.cpu_hours) if trained else "-",
-            (_hours(r.gpu_hours) if r.gpu_hours is not None else NOT_MEASURED) if trained else "-", r.data, r.status]
+    if r.runs == 0:
+        return [r.artifact, "0", r.rounds] + ["-"] * 8 + [r.data, r.status]
+    at_least = "≥ " if r.partial else ""  # a sum over the runs that could be counted
+    sums = [_num(r.train_samples), _num(r.eval_samples), _num(r.train_macs), _num(r.eval_macs)]
+    return [r.artifact, f"{r.runs} ({r.new_runs})", r.rounds, *[at_least + x if x != "?" else x for x in sums],
+            _num(r.step_peak_bytes, "B"), _num(r.pools_bytes, "B"),
+            (at_least + _hours(r.cpu_hours)) if r.cpu_hours is not None else "?",
+            _hours(r.gpu_hours) if r.gpu_hours is not None else NOT_MEASURED, r.data,
+            r.status + (f"; {r.unknown_runs} of {r.runs} runs not counted (≥: the others)" if r.partial else "")]
 
 
 def format_table(rows: list[Row], totals: list[Row], gpu_card=None) -> str:
@@ -758,7 +770,7 @@ def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:
 
     from fedpaper.store import atomic_path
 
-    df = pd.DataFrame([dataclasses.asdict(r) for r in rows + totals])
+    df = pd.DataFrame([dict(dataclasses.asdict(r), partial=r.partial) for r in rows + totals])
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return Path(path)
