@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fedpaper import model_costs as C
 from fedpaper import plan as P
 from fedpaper.experiment import Execution, RunSpec, get_pools, run_specs
 from fedpaper.store import ResultStore, atomic_write_text
@@ -43,7 +44,7 @@ def main(argv=None):
     for s in specs:  # counted as `fedpaper plan` counts (here without _small_pools: these pools are not resized)
         st = s.build(root)
         counts.append(P.count_run(s.to_json(), s.paper, st.config, get_pools(st.pools_key), st.federation, st.pools_key))
-    costs = {k: P.model_costs(k) for k in {c.model for c in counts}}
+    costs = {k: C.model_costs(k) for k in {c.model for c in counts}}
     est = P.costs_of(counts, costs, {})
     with tempfile.TemporaryDirectory() as d:
         c0, w0 = time.process_time(), time.perf_counter()
@@ -58,7 +59,7 @@ def main(argv=None):
         f"--artifact {a.artifact} --runs {a.runs} --rounds {a.rounds} --max-batch {a.max_batch}"
         + (f" --md {a.md}" if a.md else ""),
         "",
-        f"- machine: {P.machine_key()}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+        f"- machine: {C.machine_key()}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
         f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset')}",
         f"- runs: the first {len(specs)} of {len(plan.runs)} runs `fedpaper plan --profile {a.profile}` collects for "
         f"{a.artifact}, cut to {a.rounds} rounds (paper settings otherwise), {a.max_batch} run(s) per engine call",

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fedpaper import cli
+from fedpaper import model_costs as C
 from fedpaper import plan as P
 from fedpaper.store import ResultStore
 
@@ -30,9 +31,9 @@ def test_lenet_macs_match_a_hand_count():
     Forward: 6*28*28*75 + 16*10*10*150 + 400*120 + 120*84 + 84*10 = 651,720 MACs. Training adds
     the weight gradients of every layer (651,720) and the input gradients of every layer but the
     first conv, whose input needs none (651,720 - 352,800)."""
-    key = P.ModelKey("lenet", json.dumps({"in_channels": 3, "image_size": 32, "num_classes": 10, "c2": 16}),
+    key = C.ModelKey("lenet", json.dumps({"in_channels": 3, "image_size": 32, "num_classes": 10, "c2": 16}),
                      (3, 32, 32), 32, "sgd", 0.0, "fp32")
-    train, ev = P.macs(key)
+    train, ev = C.macs(key)
     forward = 6 * 28 * 28 * 75 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10
     assert ev == forward == 651_720
     assert train == forward + forward + (forward - 6 * 28 * 28 * 75)
@@ -42,7 +43,7 @@ def test_step_memory_of_a_linear_layer():
     """Linear(10, 5), batch 4, SGD with momentum: params 55 floats, grads 55, momentum 55; saved:
     the input (4x10) for the weight gradient and the output (4x5) for the surrogate loss."""
     net = torch.nn.Linear(10, 5)
-    m = P.step_memory(net, (10,), 4, lambda n: torch.optim.SGD(n.parameters(), lr=0.1, momentum=0.9))
+    m = C.step_memory(net, (10,), 4, lambda n: torch.optim.SGD(n.parameters(), lr=0.1, momentum=0.9))
     assert (m["params"], m["grads"], m["optimizer"]) == (220, 220, 220)
     assert m["saved"] == 4 * 10 * 4 + 4 * 5 * 4
     assert m["total"] == 220 * 3 + 240
