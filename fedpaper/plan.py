@@ -193,6 +193,7 @@ def _no_direct_training(found: list):
 def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
     """The ArtifactPlan of every selected artifact, in catalog order (nothing trained or written)."""
     from fedpaper.artifacts import COMPUTE_HOOK, ArtifactResult
+    from fedpaper.experiment import get_pools
     from fedpaper.executors import using_executor
     from fedpaper.notebook import artifact_function_of
     from fedpaper.papers import artifact, not_implemented_reason
@@ -249,6 +250,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
                     for a in aids:
                         if plans[a].status == "planned" and not plans[a].runs:
                             plans[a].status = f"error: {_one_line(e)}"
+                get_pools.cache_clear()  # one notebook's pools at a time (memory)
         finally:
             COMPUTE_HOOK.reset(token)
     seen: set = set()
