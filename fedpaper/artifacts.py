@@ -29,6 +29,7 @@ strings, e.g. shrinkage relative to the paper). `draw(table, params) -> matplotl
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import json
 import os
@@ -64,6 +65,11 @@ SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
 STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
 #: Set (to 1) by `fedpaper reproduce --rerender`: see rerender_requested.
 RERENDER_ENV = "FEDPAPER_RERENDER"
+#: While set (by `fedpaper plan`, fedpaper.plan), run_artifact hands `hook(artifact_id, compute,
+#: params, missing_datasets)` the artifact instead of computing, drawing and writing it, and returns
+#: what the hook returns: nothing is written, data sets may be absent.
+COMPUTE_HOOK: "contextvars.ContextVar[Optional[Callable]]" = contextvars.ContextVar("fedpaper_compute_hook",
+                                                                                      default=None)
 
 __all__ = ["PROFILES", "ArtifactResult", "Claim", "run_artifact", "check_profile", "output_paths",
            "committed_paths", "committed_profile", "load_committed", "profile_figures_dir", "FAITHFUL_ORDER", "stamp_figure", "resolve_out_dir", "exploration_dir"]
@@ -395,6 +401,10 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     needed = [d for d in datasets if d != "none"]
     missing = [d for d in needed if not dataset_available(d, root)]
     missing_required = [d for d in missing if d not in optional_datasets]
+    hook = COMPUTE_HOOK.get()
+    if hook is not None:
+        params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
+        return hook(artifact_id, compute, params, missing)
     if rerender_requested() and profile != "smoke" and not explore.exploration:
         return _rerender_or_fail(art, profile, params, draw, missing_required, root, paths, asked=True)
     if profile != "smoke" and missing_required and explore.exploration:

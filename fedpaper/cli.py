@@ -7,6 +7,7 @@
     fedpaper list      [--data-root PATH] [--paper PAPER]
     fedpaper cache export ARCHIVE [--only ID_OR_PAPER ...] [--profile P]
     fedpaper cache import ARCHIVE
+    fedpaper plan      --profile P [--only ID_OR_PAPER ...] [--data-root PATH] [--csv PATH]
 
 Bad input (unknown artifact, profile or paper, a data root that does not exist, an artifact that
 cannot be regenerated here, a missing, foreign or corrupt archive) gives one line naming the
@@ -107,6 +108,16 @@ def _build_parser() -> argparse.ArgumentParser:
     im = csub.add_parser("import", help="check an archive and add its runs to the results cache")
     im.add_argument("archive")
     im.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    pl = sub.add_parser("plan", help="what a profile's artifacts cost (runs, samples, MACs, memory, time), "
+                                     "counted without training")
+    pl.add_argument("--profile", default="paper", metavar="{" + ",".join(PROFILES) + "}",
+                    help="the profile to plan (default: paper)")
+    pl.add_argument("--only", nargs="+", metavar="ID", default=None,
+                    help="artifact ids (fedpals/table1) or paper names (fedpals); default: all")
+    pl.add_argument("--data-root", default=None, help="folder with the data sets (as for reproduce)")
+    pl.add_argument("--csv", default=None, metavar="PATH", help="also write the table (and totals) here as CSV")
+    pl.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -501,6 +512,32 @@ def outcome_summary(outcomes: dict) -> str:
     return "artifacts: " + ", ".join(f"{counts[k]} {label}" for k, label in OUTCOME_COUNTS.items())
 
 
+def cmd_plan(args) -> int:
+    """Per artifact and per paper: runs, rounds, samples, MACs, memory and time (fedpaper.plan)."""
+    from fedpaper import plan as P
+    from fedpaper.artifacts import check_profile
+
+    check_profile(args.profile)
+    root = _resolve_data_root(args.data_root)
+    selected, _ = _select(args.only)
+    print(f"fedpaper plan: profile {args.profile}, data root {root}, {len(selected)} artifact(s); "
+          "collecting their runs (nothing is trained or written)", flush=True)
+    plans = P.collect(selected, args.profile, root)
+    rows, totals, costs = P.build_rows(plans, progress=lambda k: print(f"measuring {k.label()} ...", flush=True))
+    card, _ = P.gpu_rates()
+    print(P.format_table(rows, totals, card))
+    print(f"CPU here: {P.machine_key()}; time = training samples x CPU s per training sample of the engine "
+          "training each model (FedAvg, random data of its input shape) + evaluation samples x CPU s per "
+          "evaluation sample (fedpaper/plan.py)")
+    print(f"GPU: {card or P.NOT_MEASURED + ' (no ' + str(P.GPU_RESULTS) + ')'}")
+    fits = P.fits_line(totals)
+    if fits:
+        print(fits)
+    if args.csv:
+        print(f"csv: {P.write_csv(args.csv, rows, totals)}")
+    return 0
+
+
 def cmd_report(args) -> int:
     from fedpaper.report import write_report
 
@@ -526,9 +563,9 @@ def main(argv=None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("no command given; use one of: reproduce, report, list, cache (see `fedpaper --help`)")
+            raise UsageError("no command given; use one of: reproduce, report, list, cache, plan (see `fedpaper --help`)")
         return {"reproduce": cmd_reproduce, "report": cmd_report, "list": cmd_list,
-                "cache": cmd_cache}[args.command](args)
+                "cache": cmd_cache, "plan": cmd_plan}[args.command](args)
     except (UsageError, UnknownNameError) as e:
         if debug:
             traceback.print_exc()

@@ -21,6 +21,8 @@ path on every node, e.g. a network filesystem.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -263,11 +265,28 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"
 
 
+#: An executor every `get_executor(None)` returns while set (see `using_executor`).
+_OVERRIDE: contextvars.ContextVar = contextvars.ContextVar("fedpaper_executor_override", default=None)
+
+
+@contextlib.contextmanager
+def using_executor(executor):
+    """Within the block, run_specs calls that name no executor use `executor` (an executor object)
+    instead of $FEDPAPER_EXECUTOR: e.g. `fedpaper plan`'s collecting executor (fedpaper.plan)."""
+    token = _OVERRIDE.set(executor)
+    try:
+        yield executor
+    finally:
+        _OVERRIDE.reset(token)
+
+
 def get_executor(spec=None):
-    """An executor from a name: None -> $FEDPAPER_EXECUTOR or local; "local"; "ray"; "ray:ADDRESS";
-    an executor object is returned as is."""
+    """An executor from a name: None -> the `using_executor` override, else $FEDPAPER_EXECUTOR or
+    local; "local"; "ray"; "ray:ADDRESS"; an executor object is returned as is."""
     if spec is not None and not isinstance(spec, str):
         return spec
+    if spec is None and _OVERRIDE.get() is not None:
+        return _OVERRIDE.get()
     spec = (spec if spec is not None else os.environ.get(EXECUTOR_ENV, "")).strip() or "local"
     if spec == "local":
         return LocalExecutor()

@@ -1,0 +1,458 @@
+"""`fedpaper plan`: what a profile's artifacts cost, counted without training them.
+
+    fedpaper plan --profile paper [--only ID_OR_PAPER ...] [--csv PATH]
+
+Per artifact: its runs (distinct; "new" = not needed by an artifact planned before it), rounds,
+training samples (each run's client images x local epochs x participation x rounds, summed over
+its distinct runs; evaluation samples, validation + test rows x evaluated rounds, separately),
+multiply-accumulates (training and evaluation), the peak memory of one training step of its model
+at the profile's batch size, the memory of its data pools, and the time it would take: here, from
+a short measured timing of its model, and on a GPU from a measured throughput where
+benchmarks/results/gpu.json has one (else "not measured"). Totals per paper at the end, over the
+distinct runs of the paper.
+
+How the runs are found (no artifact logic is repeated here): each artifact's notebook function is
+called as the notebook calls it, with `fedpaper.artifacts.COMPUTE_HOOK` set, so `run_artifact`
+hands this module its compute function instead of computing, drawing and writing (nothing is
+written, absent data sets do not stop it). The compute runs with a collecting executor
+(`fedpaper.executors.using_executor`): every `experiment.run_specs` call records its runs' store
+keys and their `build` and returns placeholders, whose first use stops the compute (`_Collected`,
+a BaseException, so no `except Exception` in an artifact hides it). Runs that an artifact trains
+outside run_specs (FedNCA-ML's feature models, `FederatedTrainer` directly) are caught at the
+trainer's constructor, which records them and stops the compute instead of training. A run is
+counted by building it (`RunSpec.build`: partitions, federation), not by hand formulas; pools built
+to resize images to `options["input_size"]` are built at a tiny size for counting (the federation
+depends on the labels, not on the pixels) and the real input size is kept for the model. Not
+seen: runs whose specs would depend on earlier results (none today), and server-side training
+inside a method (e.g. FedMT's server epochs, central tuning), which the sample counts leave out.
+
+Model costs (MACs, the memory of one training step, CPU time per sample, GPU throughput): see
+fedpaper.model_costs.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from fedpaper.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
+                                  machine_key, macs, model_costs, step_memory)
+
+#: The data option under which a pools builder resizes its images (FedNCA-ML's 224 px): counting a
+#: run builds its pools at PLAN_SIDE px instead (the federation depends on labels only).
+RESIZE_OPTION = "input_size"
+PLAN_SIDE = 8
+GB = 1e9
+
+
+class _Collected(BaseException):
+    """Raised where an artifact first uses a result it was not given (or would train): its runs
+    are all recorded. A BaseException, so that an artifact's `except Exception` does not hide it."""
+
+
+class _NotTrained:
+    """The placeholder result of a planned run: any use stops the artifact's compute."""
+
+    def _stop(self, *a, **k):
+        raise _Collected
+
+    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = get = keys = items = values = _stop
+
+    def __getattr__(self, name):
+        raise _Collected
+
+
+_NOT_TRAINED = _NotTrained()
+
+
+class CollectingExecutor:
+    """An executor (fedpaper.executors) that trains nothing: it records each run's store key and
+    build function, and returns placeholders."""
+
+    name = "plan"
+    is_local = False
+
+    def __init__(self):
+        self.found: list = []  # (store key dict, build)
+
+    def run_specs(self, keys, build, **_):
+        self.found += [(k, build) for k in keys]
+        return [_NOT_TRAINED] * len(keys)
+
+
+# ----------------------------------------------------------------------------- what is counted
+@dataclass
+class RunCount:
+    """One distinct run: its identity, model, rounds and samples."""
+
+    ident: str
+    paper: str
+    rounds: int
+    model: Optional[ModelKey] = None
+    train_samples: Optional[float] = None
+    eval_samples: Optional[float] = None
+    pools: Optional[tuple] = None  # (pools identity, bytes at the real input size as float32)
+    error: Optional[str] = None
+
+
+@dataclass
+class ArtifactPlan:
+    artifact_id: str
+    status: str = "planned"  # planned | no training | not implemented | error: ...
+    missing: list = field(default_factory=list)
+    runs: list = field(default_factory=list)  # RunCount, distinct within the artifact
+    new: list = field(default_factory=list)  # idents not counted by an earlier artifact
+
+    @property
+    def paper(self) -> str:
+        return self.artifact_id.split("/", 1)[0]
+
+
+def _eval_rounds(rounds: int, every: int) -> int:
+    """Rounds the engine evaluates (engine.trainer: every `eval_every`-th round and the last)."""
+    every = max(1, int(every))
+    return sum(1 for r in range(1, rounds + 1) if r % every == 0 or r == rounds)
+
+
+def _input_shape(pools) -> tuple:
+    return tuple(getattr(pools, "plan_input_shape", None) or pools.x_train.shape[1:])
+
+
+def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
+    """Samples of one run from its TrainConfig, pools and Federation (see the module docstring)."""
+    n = sum(len(c) for c in fed.client_indices) + sum(len(c) for c in (fed.client_unlabeled_indices or []))
+    train = float(n) * config.local_epochs * config.participation * config.rounds
+    n_eval = len(fed.test_indices) + (0 if fed.val_indices is None else len(fed.val_indices))
+    shape = _input_shape(pools)
+    mk = ModelKey(config.model, _canon(config.model_kwargs), tuple(int(s) for s in shape), int(config.batch_size),
+                  config.optimizer, float(config.momentum), config.precision, len(fed.client_indices),
+                  pools.y_train.dim() == 2, int(config.eval_batch))
+    pool_bytes = (len(pools.x_train) + len(pools.x_test)) * math.prod(shape) * 4
+    return RunCount(ident, paper, int(config.rounds), mk, train, float(n_eval * _eval_rounds(config.rounds,
+                                                                                           config.eval_every)),
+                    (pools_id, pool_bytes))
+
+
+def _canon(d) -> str:
+    from fedpaper.store import spec_json
+
+    return spec_json(d)
+
+
+@contextlib.contextmanager
+def _small_pools():
+    """Pools builders that resize (RESIZE_OPTION) build at PLAN_SIDE px and remember the real shape."""
+    from fedpaper import experiment as E
+
+    saved = dict(E.POOLS_BUILDERS)
+
+    def wrap(fn):
+        def small(options, root, device):
+            size = options.get(RESIZE_OPTION)
+            if not size:
+                return fn(options, root, device)
+            pools = fn({**options, RESIZE_OPTION: PLAN_SIDE}, root, device)
+            pools.plan_input_shape = (int(pools.x_train.shape[1]), int(size), int(size))
+            return pools
+        small.reads = getattr(fn, "reads", None)
+        return small
+
+    E.POOLS_BUILDERS.update({k: wrap(v) for k, v in saved.items()})
+    E.get_pools.cache_clear()
+    try:
+        yield
+    finally:
+        E.POOLS_BUILDERS.clear()
+        E.POOLS_BUILDERS.update(saved)
+        E.get_pools.cache_clear()
+
+
+@contextlib.contextmanager
+def _no_direct_training(found: list):
+    """FederatedTrainer(...) records (config, pools, federations) in `found` and stops the compute."""
+    from fedpaper.engine import trainer as T
+
+    real = T.FederatedTrainer.__init__
+
+    def refuse(self, method, config, pools, feds, progress=True):
+        found.append((method, config, pools, list(feds)))
+        raise _Collected
+
+    T.FederatedTrainer.__init__ = refuse
+    try:
+        yield
+    finally:
+        T.FederatedTrainer.__init__ = real
+
+
+def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
+    """The ArtifactPlan of every selected artifact, in catalog order (nothing trained or written)."""
+    from fedpaper.artifacts import COMPUTE_HOOK, ArtifactResult
+    from fedpaper.experiment import get_pools
+    from fedpaper.executors import using_executor
+    from fedpaper.notebook import artifact_function_of
+    from fedpaper.papers import artifact, not_implemented_reason
+
+    plans = {a: ArtifactPlan(a) for a in selected}
+    counted: dict[str, RunCount] = {}  # ident -> count, over all artifacts
+    notebooks: dict[str, list] = {}
+    for a in selected:
+        nb = artifact(a).notebook
+        if nb is None:
+            plans[a].status = f"not implemented: {not_implemented_reason(a)}"
+        else:
+            notebooks.setdefault(nb, []).append(a)
+
+    def hook(aid, compute, params, missing):
+        plan = plans.get(aid) or ArtifactPlan(aid)
+        plan.missing = [] if params.get("profile") == "smoke" else list(missing)  # smoke: stand-ins
+        ex, direct = CollectingExecutor(), []
+        try:
+            with using_executor(ex), _no_direct_training(direct):
+                compute(params)
+            if not ex.found and not direct:
+                plan.status = "no training"
+        except _Collected:
+            pass
+        except Exception as e:  # noqa: BLE001 - one line per artifact; the others go on
+            plan.status = f"error: {_one_line(e)}" + (f" (data absent: {', '.join(missing)})" if missing else "")
+        for k, build in ex.found:
+            plan.runs.append(_count_key(k, build, counted))
+        for method, config, pools, feds in direct:
+            for f in feds:
+                ident = "direct:" + hashlib.sha256(
+                    (repr(method) + _canon(config.spec()) + repr([len(c) for c in f.client_indices])
+                     + str(f.seed)).encode()).hexdigest()[:16]
+                if ident not in counted:
+                    counted[ident] = count_run(ident, aid.split("/")[0], config, pools, f, "direct")
+                plan.runs.append(counted[ident])
+        if aid in plans and plan.runs and plan.status.startswith("error") and missing:
+            plan.status = "planned (data absent: " + ", ".join(missing) + ")"
+        import pandas as pd
+
+        return ArtifactResult(aid, pd.DataFrame(), None, {}, {}, "planned")
+
+    from fedpaper.progress import warnings_once
+
+    with tempfile.TemporaryDirectory(prefix="fedpaper-plan-") as scratch, _small_pools(), warnings_once("plan"):
+        token = COMPUTE_HOOK.set(hook)
+        try:
+            for nb, aids in notebooks.items():
+                try:
+                    artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
+                                             seeds=None)
+                except Exception as e:  # noqa: BLE001 - e.g. bad data before run_artifact: one line
+                    for a in aids:
+                        if plans[a].status == "planned" and not plans[a].runs:
+                            plans[a].status = f"error: {_one_line(e)}"
+                get_pools.cache_clear()  # one notebook's pools at a time (memory)
+        finally:
+            COMPUTE_HOOK.reset(token)
+    seen: set = set()
+    for a in selected:
+        p = plans[a]
+        uniq = {r.ident: r for r in p.runs}
+        p.runs = list(uniq.values())
+        p.new = [i for i in uniq if i not in seen]
+        seen.update(uniq)
+    return [plans[a] for a in selected]
+
+
+def _count_key(key: dict, build, counted: dict) -> RunCount:
+    from fedpaper.experiment import get_pools
+    from fedpaper.store import spec_json
+
+    ident = spec_json(key)
+    if ident in counted:
+        return counted[ident]
+    run = key["run"]
+    rounds = int(run["training"].get("rounds", 0))
+    try:
+        setup = build(key)
+        rc = count_run(ident, key["paper"], setup.config, get_pools(setup.pools_key), setup.federation,
+                       setup.pools_key)
+    except Exception as e:  # noqa: BLE001 - e.g. its data are absent: the run is still counted
+        rc = RunCount(ident, key["paper"], rounds, error=_one_line(e))
+    counted[ident] = rc
+    return rc
+
+
+# ----------------------------------------------------------------------------- the table
+@dataclass
+class Row:
+    artifact: str
+    status: str
+    runs: int
+    new_runs: int
+    rounds: str
+    train_samples: Optional[float]
+    eval_samples: Optional[float]
+    train_macs: Optional[float]
+    eval_macs: Optional[float]
+    step_peak_bytes: Optional[float]
+    pools_bytes: Optional[float]
+    cpu_hours: Optional[float]
+    gpu_hours: Optional[float]
+    models: str
+    data: str
+    unknown_runs: int = 0  # runs whose samples or model costs are unknown (not built: data absent)
+
+    @property
+    def partial(self) -> bool:
+        return 0 < self.unknown_runs < self.runs
+
+
+def _sum(rows: list[RunCount], what) -> Optional[float]:
+    """The sum over the runs whose value is known; None when none is (see Row.partial)."""
+    vals = [v for v in map(what, rows) if v is not None]
+    return float(sum(vals)) if vals else None
+
+
+def costs_of(runs: list[RunCount], costs: dict, gpu: dict) -> dict:
+    """Sums over `runs` (each counted once): samples, MACs, CPU and GPU seconds; None where unknown."""
+    def c(r):
+        return costs.get(r.model) if r.model is not None else None
+
+    def cpu(r):
+        m = c(r)
+        if m is None or r.train_samples is None:
+            return None
+        return r.train_samples * m["cpu_s_per_train_sample"] + r.eval_samples * m["cpu_s_per_eval_sample"]
+
+    def gpu_s(r):
+        g = gpu.get(r.model.signature()) if r.model is not None else None
+        if g is None or r.train_samples is None:
+            return None
+        return r.train_samples / g["train_samples_per_s"] + r.eval_samples / g["eval_samples_per_s"]
+
+    return {"train_samples": _sum(runs, lambda r: r.train_samples), "eval_samples": _sum(runs, lambda r: r.eval_samples),
+            "train_macs": _sum(runs, lambda r: None if c(r) is None or r.train_samples is None
+                               else r.train_samples * c(r)["train_macs"]),
+            "eval_macs": _sum(runs, lambda r: None if c(r) is None or r.eval_samples is None
+                              else r.eval_samples * c(r)["eval_macs"]),
+            "cpu_s": _sum(runs, cpu), "gpu_s": _sum(runs, gpu_s),
+            "unknown": sum(1 for r in runs if cpu(r) is None)}
+
+
+def _rounds(runs) -> str:
+    rs = sorted({r.rounds for r in runs})
+    return "-" if not rs else str(rs[0]) if len(rs) == 1 else f"{rs[0]}-{rs[-1]}"
+
+
+def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], list[Row], dict]:
+    """(artifact rows, per-paper total rows, model costs) of the plans; measures each model once."""
+    keys = sorted({r.model for p in plans for r in p.runs if r.model is not None}, key=lambda k: k.signature())
+    costs = {}
+    for k in keys:
+        if progress:
+            progress(k)
+        costs[k] = model_costs(k)
+    _, gpu = gpu_rates()
+    rows = []
+    for p in plans:
+        s = costs_of(p.runs, costs, gpu)
+        ms = sorted({r.model for r in p.runs if r.model is not None}, key=lambda k: k.signature())
+        pools = {r.pools[0]: r.pools[1] for r in p.runs if r.pools}
+        errors = [r.error for r in p.runs if r.error]
+        status = p.status + (f"; {len(errors)} run(s) not built (samples unknown): {errors[0]}" if errors else "")
+        rows.append(Row(p.artifact_id, status, len(p.runs), len(p.new), _rounds(p.runs), s["train_samples"],
+                        s["eval_samples"], s["train_macs"], s["eval_macs"],
+                        max((costs[m]["step_memory"]["total"] for m in ms), default=None),
+                        float(sum(pools.values())) if pools else None, _h(s["cpu_s"]), _h(s["gpu_s"]),
+                        "; ".join(m.label() for m in ms), "absent: " + ", ".join(p.missing) if p.missing else "present",
+                        s["unknown"]))
+    totals = []
+    for paper in dict.fromkeys(p.paper for p in plans):
+        mine = [p for p in plans if p.paper == paper]
+        uniq = {r.ident: r for p in mine for r in p.runs}
+        s = costs_of(list(uniq.values()), costs, gpu)
+        ms = {r.model for r in uniq.values() if r.model is not None}
+        mine_rows = [r for r in rows if r.artifact.split("/")[0] == paper]
+        totals.append(Row(f"{paper} (total)", f"{sum(1 for p in mine if p.runs)} of {len(mine)} artifacts train",
+                          len(uniq), len(uniq), _rounds(list(uniq.values())), s["train_samples"], s["eval_samples"],
+                          s["train_macs"], s["eval_macs"],
+                          max((costs[m]["step_memory"]["total"] for m in ms), default=None),
+                          max((r.pools_bytes for r in mine_rows if r.pools_bytes), default=None),
+                          _h(s["cpu_s"]), _h(s["gpu_s"]), f"{len(ms)} model(s)",
+                          "absent: " + ", ".join(sorted({d for p in mine for d in p.missing}))
+                          if any(p.missing for p in mine) else "present", s["unknown"]))
+    return rows, totals, costs
+
+
+def _h(seconds):
+    return None if seconds is None else seconds / 3600.0
+
+
+# ----------------------------------------------------------------------------- formatting
+def _num(x, unit="") -> str:
+    if x is None:
+        return "?"
+    for div, suf in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {suf}{unit}".rstrip()
+    return f"{x:.3g} {unit}".rstrip() if x else f"0 {unit}".rstrip()
+
+
+def _hours(h) -> str:
+    if h is None:
+        return "?"
+    return f"{h:,.1f} h" if h >= 0.1 else f"{h * 3600:,.0f} s"
+
+
+COLUMNS = ("artifact", "runs (new)", "rounds", "train samples", "eval samples", "train MACs", "eval MACs",
+           "step peak", "pools", "CPU here", "GPU", "data", "status")
+
+
+def _cells(r: Row, gpu_card) -> list[str]:
+    if r.runs == 0:
+        return [r.artifact, "0", r.rounds] + ["-"] * 8 + [r.data, r.status]
+    at_least = "≥ " if r.partial else ""  # a sum over the runs that could be counted
+    sums = [_num(r.train_samples), _num(r.eval_samples), _num(r.train_macs), _num(r.eval_macs)]
+    return [r.artifact, f"{r.runs} ({r.new_runs})", r.rounds, *[at_least + x if x != "?" else x for x in sums],
+            _num(r.step_peak_bytes, "B"), _num(r.pools_bytes, "B"),
+            (at_least + _hours(r.cpu_hours)) if r.cpu_hours is not None else "?",
+            _hours(r.gpu_hours) if r.gpu_hours is not None else NOT_MEASURED, r.data,
+            r.status + (f"; {r.unknown_runs} of {r.runs} runs not counted (≥: the others)" if r.partial else "")]
+
+
+def format_table(rows: list[Row], totals: list[Row], gpu_card=None) -> str:
+    body = [_cells(r, gpu_card) for r in rows]
+    tot = [_cells(r, gpu_card) for r in totals]
+    allc = [list(COLUMNS)] + body + tot
+    w = [max(len(c[i]) for c in allc) for i in range(len(COLUMNS) - 1)]
+    line = lambda c: "  ".join(x.ljust(w[i]) for i, x in enumerate(c[:-1])) + "  " + c[-1]  # noqa: E731
+    out = [line(list(COLUMNS)), line(["-" * x for x in w] + ["-" * 6])]
+    out += [line(c) for c in body]
+    out += [line(["-" * x for x in w] + ["-" * 6])] + [line(c) for c in tot]
+    return "\n".join(out)
+
+
+def fits_line(totals: list[Row]) -> str:
+    """Whether the largest pools plus one training step fit a 24 GB workstation and an 80 GB GPU."""
+    parts = []
+    for t in totals:
+        need = (t.pools_bytes or 0) + (t.step_peak_bytes or 0)
+        if not need:
+            continue
+        parts.append(f"{t.artifact.split()[0]} {need / GB:.1f} GB ({'fits' if need < 24 * GB else 'does NOT fit'} "
+                     f"24 GB RAM, {'fits' if need < 80 * GB else 'does NOT fit'} an 80 GB GPU)")
+    return ("peak of one artifact's data pools (float32, real input size) + one training step: " + "; ".join(parts)
+            if parts else "")
+
+
+def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:
+    import dataclasses
+
+    import pandas as pd
+
+    from fedpaper.store import atomic_path
+
+    df = pd.DataFrame([dict(dataclasses.asdict(r), partial=r.partial) for r in rows + totals])
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+    return Path(path)
