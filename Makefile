@@ -43,7 +43,7 @@ figures: $(STAMP) $(NBSTRIP)
 AVX2_ENV := ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
 AVX2_TESTS := tests/test_engine*.py tests/algorithms tests/reference tests/test_weights.py tests/test_fedpals.py \
   tests/test_privlabels.py tests/test_fedmt_claims.py tests/test_fedmt_data.py tests/test_fednca.py tests/test_fednca_model.py \
-  tests/test_compact_images.py tests/test_engine_memory.py
+  tests/test_compact_images.py
 test: $(STAMP) $(NBSTRIP)
 	$(VPY) -m pytest -p randomly tests
 	$(AVX2_ENV) $(VPY) -c "import torch; print('AVX2 emulation: torch CPU capability', torch.backends.cpu.get_cpu_capability())"
