@@ -27,13 +27,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpaper.errors import FedpaperError, UnknownNameError
+from fedpaper.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_STOPPED = 75  # --max-hours reached: finished runs are cached, run the same command again (sysexits EX_TEMPFAIL)
-# A notebook that stopped on one of these (raised inside its kernel) failed on bad input: exit 2.
-BAD_INPUT_ERRORS = ("BadParameterError", "UnknownNameError", "DataMissingError")
 
 
 class UsageError(FedpaperError):
@@ -487,7 +485,7 @@ def artifact_outcomes(selected, plan: Plan, statuses: dict, failures: dict) -> d
         elif aid in plan.skipped:
             out[aid] = ("skipped", plan.skipped[aid].removeprefix("not regenerated: "))
         elif nb in failures:
-            out[aid] = ("failed", f"{nb}: {failures[nb]}")
+            out[aid] = ("failed", f"{nb} failed (the error: its FAILED line above)")  # said once per notebook
         elif nb is not None:
             out[aid] = ("skipped", f"{nb} finished without writing it")
     return out
