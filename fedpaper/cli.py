@@ -155,9 +155,9 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
 
     `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
     (True means all of `selected`.)"""
-    from fedpaper.artifacts import committed_paths, rerender_requested
+    from fedpaper.artifacts import committed_paths, rerender_refusal, rerender_requested
     from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
-    from fedpaper.papers.catalog import OPTIONAL_DATASETS
+    from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
 
     plan = Plan()
     for aid in selected:
@@ -173,6 +173,9 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
             continue
         if rerender_requested() and not has_committed:  # --rerender: nothing to redraw
             plan.skipped[aid] = f"not re-rendered: no committed {profile} results"
+            continue
+        if aid in DRAWS_DATA and has_committed and (rerender_requested() or missing):  # no images without data
+            plan.skipped[aid] = f"not re-rendered: {rerender_refusal(missing, root)}"
             continue
         if profile != "smoke" and missing and not has_committed:
             plan.skipped[aid] = f"not regenerated: {missing_message(missing[0], root)}"
