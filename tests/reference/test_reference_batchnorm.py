@@ -105,6 +105,7 @@ def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
     assert input_keep({"x": torch.zeros(1, 5, 2), "mask": mask, "umask": umask}, 0).tolist() == \
         [True, True, False, False, True]
     assert input_keep({"x": torch.zeros(1, 3, 2), "mask": torch.ones(1, 3)}, 0) is None  # nothing to drop
+    assert input_keep({"x": torch.zeros(6, 2), "mask": mask[0]}).tolist() == [True, True, False] * 2  # g=None: one model
     bn, ref = nn.BatchNorm2d(2), nn.BatchNorm2d(2)
     assert mask_batchnorm(bn) == 1
     x = torch.randn(5, 2, 3, 3)
