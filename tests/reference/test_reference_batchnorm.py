@@ -106,6 +106,8 @@ def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
         [True, True, False, False, True]
     assert input_keep({"x": torch.zeros(1, 3, 2), "mask": torch.ones(1, 3)}, 0) is None  # nothing to drop
     assert input_keep({"x": torch.zeros(6, 2), "mask": mask[0]}).tolist() == [True, True, False] * 2  # g=None: one model
+    with pytest.raises(ValueError, match="model input has 4 rows, the batch mask 3"):  # not whole views
+        input_keep({"x": torch.zeros(1, 4, 2), "mask": mask}, 0)
     bn, ref = nn.BatchNorm2d(2), nn.BatchNorm2d(2)
     assert mask_batchnorm(bn) == 1
     x = torch.randn(5, 2, 3, 3)
