@@ -120,3 +120,7 @@ def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
     torch.testing.assert_close(bn.running_mean, ref.running_mean, rtol=0, atol=0)
     torch.testing.assert_close(bn.running_var, ref.running_var, rtol=0, atol=0)
     assert int(bn.num_batches_tracked) == 1
+    bn.eval(), ref.eval()
+    with real_rows(keep):  # evaluation: the running statistics, whatever the mask
+        torch.testing.assert_close(bn(x), ref(x), rtol=0, atol=0)
+    assert int(bn.num_batches_tracked) == 1
