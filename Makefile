@@ -75,8 +75,8 @@ $(NBSTRIP): $(STAMP) .gitattributes
 
 # Mutation testing, a developer tool (not part of `make test`): mutmut 3.8 over fedpaper/algorithms/,
 # fedpaper/engine/ and FedNCA-ML's nets (ladm.py, etf.py) with the fast tests named in pyproject.toml
-# [tool.mutmut] (8,820 mutants). A full run is long (estimated in tests/reference/MUTANTS.md: about a day
-# of one core on the shared 2-core machine); run a module or a function with mutmut's name globs, e.g.
+# [tool.mutmut] (8,820 mutants). A full run is long (estimated in tests/reference/MUTANTS.md: about 50 h
+# of one job on the shared, loaded 2-core machine); run a module or a function with mutmut's name globs, e.g.
 # `make mutation MUTANTS='fedpaper.engine.batchnorm.*' MUTATION_JOBS=1`. Results stay in mutants/
 # (`mutmut results`, `mutmut show <name>`). Survivors are killed by a test or listed as equivalent in
 # tests/reference/MUTANTS.md.

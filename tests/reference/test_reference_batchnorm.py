@@ -120,6 +120,10 @@ def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
     torch.testing.assert_close(bn.running_mean, ref.running_mean, rtol=0, atol=0)
     torch.testing.assert_close(bn.running_var, ref.running_var, rtol=0, atol=0)
     assert int(bn.num_batches_tracked) == 1
+    one, ref_one = nn.BatchNorm2d(2), nn.BatchNorm2d(2)  # one real row: 9 values per channel, still its own statistics
+    mask_batchnorm(one)
+    with real_rows(torch.tensor([False, True, False, False, False])):
+        torch.testing.assert_close(one(x)[1:2].detach(), ref_one(x[1:2]).detach(), rtol=0, atol=1e-6)
     bn.eval(), ref.eval()
     with real_rows(keep):  # evaluation: the running statistics, whatever the mask
         torch.testing.assert_close(bn(x), ref(x), rtol=0, atol=0)
