@@ -74,13 +74,17 @@ $(NBSTRIP): $(STAMP) .gitattributes
 	  git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)"; fi
 	touch $(NBSTRIP)
 
-# Mutation testing, a developer tool (not part of `make test`): mutmut over fedpaper/algorithms/ with
-# the fast tests named in pyproject.toml [tool.mutmut] (tests/reference, tests/test_weights.py).
-# Takes ~20-40 min on 2 cores; results stay in mutants/ (`mutmut results`, `mutmut show <name>`).
-# Survivors are killed by a test or listed as equivalent in tests/reference/MUTANTS.md.
+# Mutation testing, a developer tool (not part of `make test`): mutmut 3.8 over fedpaper/algorithms/,
+# fedpaper/engine/ and FedNCA-ML's nets (ladm.py, etf.py) with the fast tests named in pyproject.toml
+# [tool.mutmut] (8,820 mutants). A full run is long (estimated in tests/reference/MUTANTS.md: about 50 h
+# of one job on the shared, loaded 2-core machine); run a module or a function with mutmut's name globs, e.g.
+# `make mutation MUTANTS='fedpaper.engine.batchnorm.*' MUTATION_JOBS=1`. Results stay in mutants/
+# (`mutmut results`, `mutmut show <name>`). Survivors are killed by a test or listed as equivalent in
+# tests/reference/MUTANTS.md.
 MUTATION_JOBS ?= 2
+MUTANTS ?=
 .PHONY: mutation
 mutation: $(STAMP)
 	$(VPY) -m pip install -e '.[mutation]'
-	FEDPAPER_PROGRESS=0 nice -n 15 $(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS)
+	FEDPAPER_PROGRESS=0 OMP_NUM_THREADS=1 nice -n 15 $(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS)
 	$(VENV)/bin/mutmut results

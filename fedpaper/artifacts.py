@@ -46,6 +46,7 @@ from fedpaper import provenance as prov
 from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
 from fedpaper.data.registry import dataset_available, dataset_info, missing_message, split_need
 from fedpaper.papers.catalog import (
+    DRAWS_DATA,
     Claim,  # noqa: F401  (exported here too)
     get_artifact,
     reported_path,
@@ -482,6 +483,15 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     return ArtifactResult(artifact_id, table, fig, record, paths, status)
 
 
+def rerender_refusal(missing: Sequence[str], root) -> str:
+    """Why an artifact of catalog.DRAWS_DATA with committed results is not re-rendered, and what to do."""
+    why = ("its figure shows images of the data set, which a re-render from committed results cannot "
+           "draw (no data are read); its committed png/pdf are kept")
+    if missing:
+        return f"{why}; to regenerate it, {missing_message(missing[0], root)}"
+    return f"{why}; regenerate it instead (without --rerender)"
+
+
 def rerender_requested() -> bool:
     """`fedpaper reproduce --rerender` (FEDPAPER_RERENDER=1, inherited by the notebook kernels):
     every artifact is redrawn from its committed csv and json, nothing is trained, no data is read."""
@@ -496,11 +506,12 @@ MACHINE_RESOLVED = ("precision", "precision_rule", "notes")
 
 def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=False) -> ArtifactResult:
     """A needed data set is missing (or `asked`: --rerender): re-render from the committed csv,
-    or raise DataMissingError.
+    or raise DataMissingError (BadParameterError: --rerender of a DRAWS_DATA artifact, data present).
 
     The figure is drawn from the committed csv with the params the committed run was drawn with
     (its provenance's missing_datasets, never this machine's), so re-rendering on a machine without
-    the data gives the figure that was committed (issue 32, items 4 and 5)."""
+    the data gives the figure that was committed (issue 32, items 4 and 5). An artifact whose figure
+    shows images of the data set (catalog.DRAWS_DATA) is never re-rendered: one line, nothing written."""
     own = profile in FAITHFUL_ORDER and committed_paths(art.id, profile)["csv"].is_file()
     source = profile if own else None  # this profile's results, else the most faithful present
     committed = committed_paths(art.id, source)
@@ -513,6 +524,8 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=Fa
         more = f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""
         raise DataMissingError(f"{art.id}: {msg}{more}; no committed results at {committed['csv']} "
                                "to re-render from")
+    if art.id in DRAWS_DATA:
+        raise (DataMissingError if missing else BadParameterError)(f"{art.id}: {rerender_refusal(missing, root)}")
     status = ("re-rendered from committed results" + (" (--rerender)" if asked else "")
               + (f"; {', '.join(missing)} missing" if missing else ""))
     record = dict(committed_record or {"note": "committed csv had no provenance json"})

@@ -28,13 +28,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpaper.errors import FedpaperError, UnknownNameError
+from fedpaper.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_STOPPED = 75  # --max-hours reached: finished runs are cached, run the same command again (sysexits EX_TEMPFAIL)
-# A notebook that stopped on one of these (raised inside its kernel) failed on bad input: exit 2.
-BAD_INPUT_ERRORS = ("BadParameterError", "UnknownNameError", "DataMissingError")
 
 
 class UsageError(FedpaperError):
@@ -168,9 +166,9 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
 
     `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
     (True means all of `selected`.)"""
-    from fedpaper.artifacts import committed_paths, rerender_requested
+    from fedpaper.artifacts import committed_paths, rerender_refusal, rerender_requested
     from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
-    from fedpaper.papers.catalog import OPTIONAL_DATASETS
+    from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
 
     plan = Plan()
     for aid in selected:
@@ -186,6 +184,9 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
             continue
         if rerender_requested() and not has_committed:  # --rerender: nothing to redraw
             plan.skipped[aid] = f"not re-rendered: no committed {profile} results"
+            continue
+        if aid in DRAWS_DATA and has_committed and (rerender_requested() or missing):  # no images without data
+            plan.skipped[aid] = f"not re-rendered: {rerender_refusal(missing, root)}"
             continue
         if profile != "smoke" and missing and not has_committed:
             plan.skipped[aid] = f"not regenerated: {missing_message(missing[0], root)}"
@@ -498,7 +499,7 @@ def artifact_outcomes(selected, plan: Plan, statuses: dict, failures: dict) -> d
         elif aid in plan.skipped:
             out[aid] = ("skipped", plan.skipped[aid].removeprefix("not regenerated: "))
         elif nb in failures:
-            out[aid] = ("failed", f"{nb}: {failures[nb]}")
+            out[aid] = ("failed", f"{nb} failed (the error: its FAILED line above)")  # said once per notebook
         elif nb is not None:
             out[aid] = ("skipped", f"{nb} finished without writing it")
     return out

@@ -24,6 +24,11 @@ class UnknownNameError(FedpaperError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+# A notebook that stopped on one of these (raised inside its kernel; papermill reports the class
+# name) failed on bad input: `fedpaper reproduce` and `papermill --engine fedpaper` exit with code 2.
+BAD_INPUT_ERRORS = ("BadParameterError", "UnknownNameError", "DataMissingError")
+
+
 def check_range(name, value, low=None, high=None, *, allowed=None):
     """Raise BadParameterError unless low <= value <= high (or value in allowed)."""
     if allowed is not None and value not in allowed:

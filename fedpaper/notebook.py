@@ -13,7 +13,8 @@
 
 `run` makes fedpaper's errors (bad parameters, missing data: `fedpaper.errors.FedpaperError`)
 show as one line `ERROR: ...` in the notebook instead of a traceback (the cell still fails, so
-papermill and nbval see the error, and `fedpaper reproduce` exits 2 for bad input). `show`
+papermill and nbval see the error, and `fedpaper reproduce` exits 2 for bad input; `papermill
+--engine fedpaper` prints that line alone: fedpaper.papermill_engine). `show`
 prints each artifact's status and where its files were written, displays its figure (the png
 written, so what is shown is the artifact) and its table. The four `show_*` calls read only the
 result (its table and provenance), the papers' reported numbers and the registered claims, so

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fedpaper.artifacts import RERENDER_ENV, output_paths, profile_figures_dir
+from fedpaper.papers.catalog import DRAWS_DATA
 from fedpaper.paths import REPO_ROOT
 
 RMS_TOLERANCE = 2.0
@@ -31,9 +32,8 @@ def _committed(profile: str, artifact_id: str) -> dict:
     return output_paths(artifact_id, REPO_ROOT / "figures" / ("" if profile == "quick" else profile))
 
 
-#: Artifacts whose drawing shows images of the data set (not in their csv): without the data a
-#: re-render draws only the labels, so their committed figures come from real runs, not re-renders.
-DRAWS_DATA = {"fednca/fig5", "fednca/fig8"}
+# DRAWS_DATA: artifacts whose drawing shows images of the data set (not in their csv); a re-render
+# refuses them (tests/test_rerender_draws_data.py), so their committed figures come from real runs.
 
 CASES = [(profile, nb) for profile in PROFILES for nb in NOTEBOOKS
          if any(_committed(profile, a)["png"].is_file() for a in _artifacts(nb))

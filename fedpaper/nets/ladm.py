@@ -114,6 +114,15 @@ def build_backbone(name: str, in_channels=3, width=32, dim=128, pretrained=False
     raise BadParameterError(f"backbone={name!r}; choose one of {BACKBONES}")
 
 
+def fixed_parameter_names(head: str, queries: str = "fixed") -> tuple:
+    """Names of the parameters of a FedNCANet with this head and queries that must never train: the
+    classifier of SphereFed's fixed hypersphere and the fixed ETF (heads "ladm" and "etf", unless
+    the queries are learnable: Tables 6, 8). algorithms.frozen keeps them fixed."""
+    if head == "sphere" or (head in ("ladm", "etf") and queries == "fixed"):
+        return ("classifier.weight",)
+    return ()
+
+
 class FedNCANet(nn.Module):
     """Backbone + head (see the module docstring). forward(x) returns a dict: "logits" [B, C];
     for the LADM head also "features" h [B, C, d] and "pair_logits" [B, C, C]; for the pooled
@@ -147,10 +156,8 @@ class FedNCANet(nn.Module):
     skip_inactive_slots = True
 
     def fixed_parameters(self) -> tuple:
-        """Names of the parameters that must never train (the fixed ETF / hypersphere classifier)."""
-        if self.head == "sphere" or (self.head in ("ladm", "etf") and self.queries == "fixed"):
-            return ("classifier.weight",)
-        return ()
+        """Names of the parameters that must never train (fixed_parameter_names of this head)."""
+        return fixed_parameter_names(self.head, self.queries)
 
     def tokens(self, x):
         f = self.backbone(x)

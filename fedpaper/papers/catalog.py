@@ -177,6 +177,12 @@ _ROWS = [
 #: `fedpaper reproduce` does not skip the artifact when only these are missing.
 OPTIONAL_DATASETS: dict[str, tuple[str, ...]] = {"fedpals/table1": ("pacs",)}
 
+#: Artifacts whose figure shows images of the data set (pixels that are not in their csv): a re-render
+#: from committed results reads no data and would draw them without the images, so they are never
+#: re-rendered: `run_artifact` refuses with one line and `fedpaper reproduce` leaves them out, keeping
+#: their committed files (they are regenerated, with the data, like any other artifact).
+DRAWS_DATA: frozenset[str] = frozenset({"fednca/fig5", "fednca/fig8"})
+
 ARTIFACTS: dict[str, Artifact] = {
     row[0]: Artifact(id=row[0], kind=row[1], title=row[2], datasets=tuple(row[3]), reported=row[4])
     for row in _ROWS

@@ -105,6 +105,9 @@ def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
     assert input_keep({"x": torch.zeros(1, 5, 2), "mask": mask, "umask": umask}, 0).tolist() == \
         [True, True, False, False, True]
     assert input_keep({"x": torch.zeros(1, 3, 2), "mask": torch.ones(1, 3)}, 0) is None  # nothing to drop
+    assert input_keep({"x": torch.zeros(6, 2), "mask": mask[0]}).tolist() == [True, True, False] * 2  # g=None: one model
+    with pytest.raises(ValueError, match="model input has 4 rows, the batch mask 3"):  # not whole views
+        input_keep({"x": torch.zeros(1, 4, 2), "mask": mask}, 0)
     bn, ref = nn.BatchNorm2d(2), nn.BatchNorm2d(2)
     assert mask_batchnorm(bn) == 1
     x = torch.randn(5, 2, 3, 3)
@@ -116,4 +119,12 @@ def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
     assert float(out[~keep].abs().sum()) == 0
     torch.testing.assert_close(bn.running_mean, ref.running_mean, rtol=0, atol=0)
     torch.testing.assert_close(bn.running_var, ref.running_var, rtol=0, atol=0)
+    assert int(bn.num_batches_tracked) == 1
+    one, ref_one = nn.BatchNorm2d(2), nn.BatchNorm2d(2)  # one real row: 9 values per channel, still its own statistics
+    mask_batchnorm(one)
+    with real_rows(torch.tensor([False, True, False, False, False])):
+        torch.testing.assert_close(one(x)[1:2].detach(), ref_one(x[1:2]).detach(), rtol=0, atol=1e-6)
+    bn.eval(), ref.eval()
+    with real_rows(keep):  # evaluation: the running statistics, whatever the mask
+        torch.testing.assert_close(bn(x), ref(x), rtol=0, atol=0)
     assert int(bn.num_batches_tracked) == 1

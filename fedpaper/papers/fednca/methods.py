@@ -34,6 +34,7 @@ from fedpaper.algorithms.spherefed import SphereFedClassifier
 from fedpaper.engine.optim import OptimSpec
 from fedpaper.errors import UnknownNameError
 from fedpaper.experiment import method_builder
+from fedpaper.nets.ladm import fixed_parameter_names
 
 CENTRAL = "Centralized (Upperbound)"
 FEDNCA = "FedNCA-ML"
@@ -52,11 +53,6 @@ COMPONENTS = [((0, 0, 0, 0), "none"), ((1, 0, 0, 0), "ETF-Clf"), ((1, 1, 0, 0), 
               ((1, 1, 1, 1), "ETF-Clf+LADM+L_Neg+L_Pos")]
 # Table 6 / 8 rows: (query_type, query_init)
 QUERIES = [("learnable", "random"), ("learnable", "ETF"), ("fixed", "ETF")]
-
-
-def fixed_parameters(head: str, queries: str = "fixed") -> list:
-    """Names of the parameters a head keeps fixed (nets.ladm.FedNCANet.fixed_parameters)."""
-    return ["classifier.weight"] if head == "sphere" or (head in ("ladm", "etf") and queries == "fixed") else []
 
 
 @dataclass(frozen=True)
@@ -105,7 +101,7 @@ def method_dict(name: str, p: dict, lam_neg: float, lam_pos: float, kind: str | 
          "lam_neg": float(lam_neg), "lam_pos": float(lam_pos),
          "optim": {"lr": p["lr"], "weight_decay": p["weight_decay"], "betas": list(p["betas"]),
                    "schedule": p["lr_schedule"]},
-         "frozen": fixed_parameters(head, queries)}
+         "frozen": list(fixed_parameter_names(head, queries))}
     if kind == "fedprox":
         d["mu"] = p["mu"]
     if kind == "fedcurv":
