@@ -77,7 +77,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="redraw the committed figures of the profile from their committed csv and json: nothing "
                         "is trained, no data is read or downloaded (after a change to drawing code or claims)")
     r.add_argument("--executor", default=None, metavar="local|ray[:ADDRESS]",
-                   help="where runs train: local (default, this process) or a Ray cluster: ray (a local "
+                   help="where runs train: local (default, this process; local:N at most N runs per engine call, "
+                        "the default of --dry-run: local:1) or a Ray cluster: ray (a local "
                         "one per notebook), ray:auto (the one `ray start` runs here), ray:HOST:PORT; "
                         "needs pip install 'fedpaper[cluster]' (default: $FEDPAPER_EXECUTOR or local)")
     r.add_argument("--no-download", action="store_true",

@@ -389,13 +389,20 @@ def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: st
     of the wrong type raise BadParameterError naming the key and what is allowed; a setting in
     `choices` ({dotted setting: allowed entries}) takes only those entries. The applied
     overrides are recorded under params["overrides"] (so they reach provenance, and a second
-    call is a no-op)."""
+    call is a no-op). In a dry run (overrides None, `Parameters.dry_run`), a key of the paper's cut
+    that this dict does not have is left out instead (an artifact with settings of its own)."""
+    dry_run = overrides is None and current().dry_run
     overrides = current().overrides if overrides is None else check_overrides(overrides)
     if not overrides or params.get(APPLIED_KEY) == overrides:
         return params
     choices = {**_engine_choices(params), **(choices or {})}
     for key, value in overrides.items():
-        path = _resolve_key(params, key, where, choices)
+        try:
+            path = _resolve_key(params, key, where, choices)
+        except BadParameterError:
+            if dry_run:  # the cut names the paper profile's settings: an artifact without one (fedpals fig1) keeps its own
+                continue
+            raise
         node = params
         for part in path[:-1]:
             node = node[part]
