@@ -3,8 +3,8 @@
 One artifact function per paper runs at the paper profile with the dry run's parameters (the ones
 the CLI hands each notebook: fedpaper.dryrun.parameters), each paper's heaviest model at its
 paper size included (FedNCA-ML's ResNet-18 at 224 px, FedMT's ResNet-18, privlabels' 32-32-64-64
-CNN, FedPALS' LeNet); the tests shrink the grid or the images further through the same overrides,
-never the model or the input size. Bad input (a dry run of another profile, an unknown artifact,
+CNN, FedPALS' LeNet); the tests shrink the grid, the images, epochs or (FedMT, FedNCA-ML: memory)
+the number of clients further through the same overrides, never the model or the input size. Bad input (a dry run of another profile, an unknown artifact,
 a scratch folder without space) is one line, exit 2, before anything runs or is written.
 """
 import json
@@ -124,18 +124,21 @@ def test_summary_line():
 # (artifact function, the test's further shrink of its grid or images: same overrides mechanism)
 PER_PAPER = {
     "fedpals": ("fedpaper.papers.fedpals.table1", {"table1_rows": [["fashion-mnist", "C=3"]]}),
-    "privlabels": ("fedpaper.papers.privlabels.rounds", {"samples_per_client": 64, "val_eval": 64, "test_eval": 64,
+    "privlabels": ("fedpaper.papers.privlabels.rounds", {"labels": [5], "pairwise_all_labels": [5], "samples_per_client": 64,
+                                                        "val_eval": 64, "test_eval": 64,
                                                         "server_size": {"cifar10": 64, "fashion-mnist": 64}}),
-    "fedmt": ("fedpaper.papers.fedmt.estimation", {"fig3_sizes": [10], "local_epochs": 1, "server_epochs": 1}),
+    "fedmt": ("fedpaper.papers.fedmt.estimation", {"fig3_sizes": [10], "local_epochs": 1, "server_epochs": 1,
+                                                      "num_clients": 2}),
     "fednca": ("fedpaper.papers.fednca.table8",
-               {"data.cifar10": {"singles": {"train": 1, "val": 1, "test": 1}, "pairs": {"train": 0, "val": 0, "test": 0}}}),
+               {"clients": 4, "data.cifar10": {"singles": {"train": 1, "val": 1, "test": 1},
+                                "pairs": {"train": 1, "val": 1, "test": 1}}}),
 }
 #: What must stay the paper's in each dry run (model and input size): {paper: {setting: value}}.
 PAPER_MODEL = {
     "fedpals": {"lenet_c2": {"fashion-mnist": 12, "cifar10": 16}, "batch_size": 32, "num_clients": 10},
     "privlabels": {"widths": [32, 32, 64, 64], "hidden": 512, "batch_size": 64, "num_clients": 10},
-    "fedmt": {"backbone": "resnet18_fedmt", "batch_size": 10, "num_clients": 10},
-    "fednca": {"model.backbone": "resnet18", "data.cifar10.input_size": 224, "clients": 10, "batch_size": 32},
+    "fedmt": {"backbone": "resnet18_fedmt", "batch_size": 10},
+    "fednca": {"model.backbone": "resnet18", "data.cifar10.input_size": 224, "batch_size": 32},
 }
 
 
