@@ -173,3 +173,16 @@ def test_dry_run_one_artifact_per_paper(paper, tmp_path, figures_tmp, cache_tmp)
     assert not figures_tmp.exists()  # never the committed figures
     assert (cache_tmp / "dry-run" / "results").is_dir()  # a results cache of its own
     assert not (cache_tmp / "results").exists() or not any((cache_tmp / "results").glob("*/*.pkl"))
+
+
+def test_cut_leaves_out_settings_an_artifact_does_not_have():
+    """fedpals fig1 has no settings and fig9 its own: the paper's cut applies where it names one
+    (a plain exploration with the same overrides is still one line of bad input)."""
+    from fedpaper.parameters import apply_overrides, using
+
+    with using(profile="paper", seeds=1, overrides=dryrun.cut("fedpals")):
+        assert apply_overrides({"rounds": 150, "deltas": [0.1]})["rounds"] == 1
+        assert apply_overrides({})["overrides"]["rounds"] == 1
+    with using(profile="paper", overrides=dryrun.CUTS["fedpals"]):
+        with pytest.raises(BadParameterError, match="unknown override 'data_fraction'"):
+            apply_overrides({"rounds": 150})
