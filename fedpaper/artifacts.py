@@ -44,6 +44,7 @@ import pandas as pd
 from fedpaper import parameters as _parameters
 from fedpaper import provenance as prov
 from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
+from fedpaper.dryrun import default_scratch
 from fedpaper.data.registry import dataset_available, dataset_info, missing_message, split_need
 from fedpaper.papers.catalog import (
     DRAWS_DATA,
@@ -146,11 +147,13 @@ def exploration_dir(profile: str, changes: dict) -> Path:
     return cache_dir("explore", profile, digest)
 
 
-def stamp_exploration(fig, changes: str, above_banner: bool = False):
-    """A one-line subtitle above the figure saying what this exploration changed."""
+def stamp_exploration(fig, changes: str, above_banner: bool = False, dry_run: bool = False):
+    """A one-line subtitle above the figure saying what this exploration (or dry run) changed."""
     h = fig.get_size_inches()[1]
     y = 1.0 + (18.0 / (72.0 * h) if above_banner else 0.0)
-    fig.text(0.5, y, f"EXPLORATION (changed: {changes}); not the profile's result", transform=fig.transFigure,
+    text = (f"DRY RUN of the paper profile (cut: {changes}); not a result" if dry_run
+            else f"EXPLORATION (changed: {changes}); not the profile's result")
+    fig.text(0.5, y, text, transform=fig.transFigure,
              ha="center", va="bottom", fontsize=8, color="white", zorder=1001,
              bbox=dict(facecolor="tab:blue", edgecolor="none", pad=2))
     return fig
@@ -380,7 +383,9 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     explore = _parameters.current()
     if explore.exploration:
         params = _parameters.apply_overrides(copy.deepcopy(dict(params)), where=artifact_id)
-    if explore.exploration and out_dir is None:
+    if explore.dry_run and out_dir is None:
+        out = check_output_folder(default_scratch(), "the dry run's scratch folder")
+    elif explore.exploration and out_dir is None:
         out = exploration_dir(profile, explore.changes())
     else:
         out = resolve_out_dir(profile, out_dir)
@@ -394,7 +399,9 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     n_seeds = len(resolved_seeds) if explore.seeds is not None and resolved_seeds else None
     if n_seeds and isinstance(params.get("notes"), list):
         params["notes"] = _follow_seeds(params["notes"], n_seeds)
-    explore_note = (f"EXPLORATION: changed {explore.describe()}; other notes describe the {profile} profile"
+    explore_note = (f"DRY RUN of the {profile} profile: cut {explore.describe()}; every other setting is the "
+                    f"{profile} profile's; not a result" if explore.dry_run else
+                    f"EXPLORATION: changed {explore.describe()}; other notes describe the {profile} profile"
                     if explore.exploration else None)
     if explore_note and isinstance(params.get("notes"), list):
         params["notes"] = [explore_note] + params["notes"]  # figure footnotes drawn from the notes say it too
@@ -444,7 +451,9 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
         notes = [explore_note] + notes
     notes += _column_notes(artifact_id, table)
 
-    if profile == "smoke":
+    if explore.dry_run:
+        status = f"dry run of the {profile} profile (cut: {explore.describe()}; not a result)"
+    elif profile == "smoke":
         status = "regenerated at smoke profile (synthetic/tiny stand-in; not a result)"
     elif synthetic:
         status = "regenerated on SYNTHETIC stand-in data (not a result)"
@@ -458,6 +467,10 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     exploration = ({"changes": explore.changes(), "out_dir": str(out),
                     "note": "exploration: parameters differ from the profile's; never scored in the report"}
                    if explore.exploration else None)
+    dry_run = ({"profile": profile, "cut": explore.changes(),
+                "note": f"dry run (fedpaper reproduce --profile {profile} --dry-run): the {profile} profile's settings "
+                        "and code paths, cut only in the settings named in `cut`; not a result"}
+               if explore.dry_run else None)
     try:
         if synthetic:
             stamp_figure(fig)
@@ -465,7 +478,7 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
             notes += [f"paper claim not reproduced: {t}"
                       for t in caption_failed_claims(fig, artifact_id, table, profile)]
         if exploration:
-            stamp_exploration(fig, explore.describe(), above_banner=synthetic)
+            stamp_exploration(fig, explore.describe(), above_banner=synthetic, dry_run=explore.dry_run)
         record = prov.collect(
             artifact_id=artifact_id, profile=profile, params=params, datasets=ds_records,
             seeds=info.get("seeds", resolved_seeds), device=info.get("device"), wall_time_s=wall,
@@ -474,7 +487,8 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
                    "stamped": synthetic, "lossy_datasets": lossy, "methods": prov.table_methods(table),
                    "missing_datasets": missing if profile != "smoke" else [],
                    "info": {k: v for k, v in info.items() if k not in ("datasets", "notes", "seeds", "device")},
-                   **({"exploration": exploration} if exploration else {})},
+                   **({"exploration": exploration} if exploration else {}),
+                   **({"dry_run": dry_run} if dry_run else {})},
         )
         _write_outputs(paths, fig=fig, table=table, record=record)
     finally:

@@ -3,6 +3,7 @@
     fedpaper reproduce --profile {smoke,quick,long,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
                        [--out-dir PATH] [--force] [--timeout S] [--executor local|ray[:ADDRESS]] [--debug]
                        [--no-download | --download NAME ... | --download all] [--rerender] [--max-hours H]
+    fedpaper reproduce --profile paper --dry-run [--only ID_OR_PAPER ...] [--out-dir SCRATCH]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
     fedpaper cache export ARCHIVE [--only ID_OR_PAPER ...] [--profile P]
@@ -15,6 +16,12 @@ problem and the fix, and exit code 2. A notebook that fails does not stop the ru
 listed at the end (exit code 1). `--max-hours H` stops between runs once no further run can end
 within H hours (runs done so far are cached; the same command resumes): exit code 75 (EX_TEMPFAIL,
 "try again"), after a line per artifact with its runs done and left.
+
+`--dry-run` (paper profile only) runs every selected artifact at the paper's settings and code
+paths, cut in rounds, seeds and images (fedpaper.dryrun), into a scratch folder (default: the
+cache's dry-run/figures, never figures/) with a results cache of its own; an artifact whose data
+or weights are absent is skipped with one line; it ends with a summary line (passed / skipped /
+failed, wall time, peak RSS).
 """
 from __future__ import annotations
 
@@ -69,7 +76,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="redraw the committed figures of the profile from their committed csv and json: nothing "
                         "is trained, no data is read or downloaded (after a change to drawing code or claims)")
     r.add_argument("--executor", default=None, metavar="local|ray[:ADDRESS]",
-                   help="where runs train: local (default, this process) or a Ray cluster: ray (a local "
+                   help="where runs train: local (default, this process; local:N at most N runs per engine call, "
+                        "the default of --dry-run: local:1) or a Ray cluster: ray (a local "
                         "one per notebook), ray:auto (the one `ray start` runs here), ray:HOST:PORT; "
                         "needs pip install 'fedpaper[cluster]' (default: $FEDPAPER_EXECUTOR or local)")
     r.add_argument("--no-download", action="store_true",
@@ -82,6 +90,10 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="stop cleanly between runs so as to end within H hours: no run starts that would end "
                         "later at the pace measured so far (a batch already running finishes); runs done so far are "
                         "cached, the same command resumes; exit code 75 (see `fedpaper cache export`)")
+    r.add_argument("--dry-run", action="store_true",
+                   help="paper profile only: run every selected artifact with the paper's settings and code paths, "
+                        "cut to 1 round, 1 seed and a few batches of images, into a scratch folder (--out-dir; "
+                        "default: the cache), never figures/; skips what needs absent data or weights")
     r.add_argument("--debug", action="store_true", help="show full tracebacks (of the CLI; a notebook's own "
                                                          "traceback is in its executed copy)")
 
@@ -161,12 +173,14 @@ class Plan:
     skipped: dict = field(default_factory=dict)  # artifact id -> reason
 
 
-def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan:
+def plan_run(selected: list[str], profile: str, root: Path, explicit=(), dry_run: bool = False) -> Plan:
     """Which notebooks to execute, and which artifacts cannot be regenerated here (and why).
 
     `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
-    (True means all of `selected`.)"""
+    (True means all of `selected`.) `dry_run`: an artifact whose data or ImageNet weights are absent
+    is skipped (committed results are not re-rendered in a dry run)."""
     from fedpaper.artifacts import committed_paths, rerender_refusal, rerender_requested
+    from fedpaper.dryrun import missing_weights
     from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
     from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
 
@@ -188,8 +202,12 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=()) -> Plan
         if aid in DRAWS_DATA and has_committed and (rerender_requested() or missing):  # no images without data
             plan.skipped[aid] = f"not re-rendered: {rerender_refusal(missing, root)}"
             continue
-        if profile != "smoke" and missing and not has_committed:
+        if profile != "smoke" and missing and (dry_run or not has_committed):
             plan.skipped[aid] = f"not regenerated: {missing_message(missing[0], root)}"
+            continue
+        no_weights = missing_weights(aid, art.needed) if dry_run else None
+        if no_weights:
+            plan.skipped[aid] = f"not regenerated: {no_weights}"
             continue
         plan.notebooks.setdefault(art.notebook, []).append(aid)
     named = set(selected) if explicit is True else set(explicit or ())
@@ -294,10 +312,11 @@ def _ctrl_c_noticed():
 
 
 def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list, failures: dict,
-                   bad_input: set) -> list:
+                   bad_input: set, per_notebook=None) -> list:
     """Execute each planned notebook; a failure is recorded in `failures` (and in `bad_input` when
     the notebook stopped on bad input) and the next one runs. At the deadline (--max-hours) the
-    notebook whose sweep stopped and the ones not started are returned (stopped first); [] else."""
+    notebook whose sweep stopped and the ones not started are returned (stopped first); [] else.
+    `per_notebook(nb)`: parameters of that notebook added to `params` (a dry run's cut, per paper)."""
     from tqdm import tqdm
 
     from fedpaper.store import _clock, deadline
@@ -308,7 +327,8 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
             end = deadline()
             if end is not None and _clock() >= end:
                 return notebooks[i:]
-            _run_one(nb, executed, params, args, done, failures, bad_input, interrupted)
+            nb_params = {**params, **per_notebook(nb)} if per_notebook else params
+            _run_one(nb, executed, nb_params, args, done, failures, bad_input, interrupted)
             if failures.get(nb, "").startswith(SWEEP_STOPPED + ":"):
                 del failures[nb]
                 return notebooks[i:]
@@ -340,11 +360,37 @@ def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: 
         done.append(f"{nb} ({time.perf_counter() - t0:.0f} s)")
 
 
+def _dry_run_scratch(args) -> Path:
+    """The scratch folder of a dry run, checked before anything runs; bad input is one line."""
+    from fedpaper.dryrun import PROFILE, check_scratch, default_scratch
+
+    if args.profile != PROFILE:
+        raise UsageError(f"--dry-run checks the {PROFILE} profile's settings and code paths; use --profile {PROFILE} "
+                         f"--dry-run (the {args.profile} profile runs as it is: drop --dry-run)")
+    if args.rerender:
+        raise UsageError("--dry-run trains and --rerender redraws committed results; pass one of them")
+    return check_scratch(Path(args.out_dir) if args.out_dir is not None else default_scratch())
+
+
+def _peak_rss_gib() -> float:
+    """Peak resident memory of this process or of any of its finished children (the notebook
+    kernels), in GiB (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return kib / 2**20
+
+
 def cmd_reproduce(args) -> int:
     from fedpaper.artifacts import STATUS_FILE_ENV, check_profile, read_statuses, resolve_out_dir
     from fedpaper.paths import cache_dir
 
+    t_start = time.perf_counter()
     check_profile(args.profile)
+    if args.dry_run:
+        _select(args.only)  # an unknown artifact id: one line before anything is written
+        args.out_dir, args.no_report = str(_dry_run_scratch(args)), True
+        args.no_download = args.no_download or not args.download  # absent data: skipped, not fetched, unless asked
     if args.max_hours is not None and not args.max_hours > 0:
         raise UsageError(f"--max-hours {args.max_hours:g} must be a positive number of hours (e.g. --max-hours 2.5)")
     if args.rerender:  # the notebook kernels inherit it: every run_artifact redraws from committed files
@@ -358,7 +404,7 @@ def cmd_reproduce(args) -> int:
     clean_stale_temps(out, recursive=True)  # left by a killed earlier run
     selected, named = _select(args.only)
     download_missing(selected, root, args)
-    plan = plan_run(selected, args.profile, root, explicit=named)
+    plan = plan_run(selected, args.profile, root, explicit=named, dry_run=args.dry_run)
     os.environ["FEDPAPER_COMMAND"] = "fedpaper " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"
@@ -380,13 +426,20 @@ def cmd_reproduce(args) -> int:
     failures: dict[str, str] = {}
     bad_input: set[str] = set()  # failures caused by bad input (exit 2 when they are all of them)
     done: list[str] = []
-    executed = cache_dir("executed", args.profile)
+    executed = cache_dir("dry-run", "executed") if args.dry_run else cache_dir("executed", args.profile)
+    per_notebook = None
+    if args.dry_run:
+        from fedpaper.dryrun import parameters as dry_parameters
+
+        def per_notebook(nb):  # the notebooks of one paper live in notebooks/<paper>/
+            return dry_parameters(Path(nb).parent.name, args.out_dir)
     status_file = executed / f"status-{os.getpid()}.jsonl"
     status_file.unlink(missing_ok=True)
-    print(f"fedpaper reproduce: profile {args.profile}, data root {root}, "
+    print(f"fedpaper reproduce: profile {args.profile}{' (dry run into ' + args.out_dir + ')' if args.dry_run else ''}, "
+          f"data root {root}, "
           f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated")
     with _env(STATUS_FILE_ENV, str(status_file)), deadline:  # the kernels append what became of each artifact
-        stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input)
+        stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input, per_notebook)
     statuses = read_statuses(status_file)
     status_file.unlink(missing_ok=True)
     for d in done:
@@ -408,6 +461,8 @@ def cmd_reproduce(args) -> int:
         print(f"report: {path}")
     print(outcome_summary(outcomes) + f"; notebooks: {len(done)} ok, {len(failures)} failed"
           + (f", {len(stopped)} stopped or not started" if stopped else ""))
+    if args.dry_run:
+        print(dry_run_summary(outcomes, time.perf_counter() - t_start, _peak_rss_gib()))
     if stopped:
         _print_stopped(stopped, plan, args)
         return EXIT_STOPPED
@@ -537,6 +592,14 @@ def cmd_plan(args) -> int:
     if args.csv:
         print(f"csv: {P.write_csv(args.csv, rows, totals)}")
     return 0
+
+
+def dry_run_summary(outcomes: dict, wall_s: float, peak_rss_gib: float) -> str:
+    """'dry run: 3 artifacts passed, 2 skipped, 0 failed; wall 61 s, peak RSS 1.20 GiB'."""
+    n = {k: sum(1 for kind, _ in outcomes.values() if kind == k) for k in OUTCOME_COUNTS}
+    return (f"dry run: {n['regenerated'] + n['rerendered']} artifacts passed, {n['skipped']} skipped, "
+            f"{n['failed']} failed; wall {wall_s:.0f} s, peak RSS {peak_rss_gib:.2f} GiB "
+            "(this process or one notebook kernel)")
 
 
 def cmd_report(args) -> int:

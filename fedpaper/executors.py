@@ -4,6 +4,7 @@
     run_specs(specs, build, executor="ray")                  # a local Ray cluster on this machine
     run_specs(specs, build, executor="ray:auto")             # the cluster `ray start` runs here
     run_specs(specs, build, executor="ray:10.0.0.5:6379")    # a cluster's head node
+    run_specs(specs, build, executor="local:1")              # in this process, at most 1 run per engine call
     FEDPAPER_EXECUTOR=ray:auto jupyter lab                   # the default of every run_specs call
 
 The unit of work (a task) is one group of runs that the engine trains together: exactly the groups
@@ -155,6 +156,34 @@ class LocalExecutor:
 
 
 @dataclass
+class SmallGroupExecutor:
+    """`local:N`: trains in this process like the local executor, but at most `max_runs` runs per
+    engine call (each group as `run_group` trains a Ray task: leases, atomic store writes). A group
+    holds the parameters and optimiser state of every client of each of its runs at once: ~180 MB
+    per client for a ResNet-18 with Adam, so the default group of 16 runs x 10 clients of the paper
+    profile's ResNet-18s needs ~30 GB. A run's numbers do not depend on its group (the engine is
+    batch-invariant on CPU, tests/test_engine_cpu.py). A dry run (fedpaper.dryrun) uses it by
+    default. --max-hours is not checked between its groups."""
+
+    max_runs: int = 1
+    name = "local"
+    is_local = False
+
+    def run_specs(self, specs: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
+                  store=None) -> list:
+        from fedpaper.store import ResultStore, _progress
+
+        store = store if store is not None else ResultStore()
+        force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
+        groups = plan_groups(pending_specs(specs, store, force), build, min(max_batch, self.max_runs))
+        with _progress(len(groups), 0, f"{desc} [local:{self.max_runs}]", progress, unit="groups") as bar:
+            for g in groups:
+                run_group(g, build, str(store.root), store.code, force=force)
+                bar.update(1)
+        return [store.get(s) for s in specs]
+
+
+@dataclass
 class RayExecutor:
     """Run each group as a Ray task (https://docs.ray.io). `address`: None starts a local Ray
     cluster in this process (all cores), "auto" joins the one `ray start` runs on this machine,
@@ -287,16 +316,28 @@ def get_executor(spec=None):
         return spec
     if spec is None and _OVERRIDE.get() is not None:
         return _OVERRIDE.get()
+    if spec is None and not os.environ.get(EXECUTOR_ENV, "").strip():
+        from fedpaper.parameters import dry_run_active
+
+        if dry_run_active():  # the paper profile's models, cut data: memory is set by the group size
+            from fedpaper.dryrun import GROUP_RUNS
+
+            return SmallGroupExecutor(GROUP_RUNS)
     spec = (spec if spec is not None else os.environ.get(EXECUTOR_ENV, "")).strip() or "local"
     if spec == "local":
         return LocalExecutor()
+    if spec.startswith("local:"):
+        n = spec[len("local:"):]
+        if not n.isdigit() or int(n) < 1:
+            raise BadParameterError(f"executor {spec!r}: give local:N with N >= 1 runs per engine call (e.g. local:1)")
+        return SmallGroupExecutor(int(n))
     if spec == "ray":
         return RayExecutor()
     if spec.startswith("ray://"):
         return RayExecutor(address=spec)
     if spec.startswith("ray:") and len(spec) > 4:
         return RayExecutor(address=spec[4:])
-    raise BadParameterError(f"unknown executor {spec!r}; use local, ray or ray:ADDRESS "
+    raise BadParameterError(f"unknown executor {spec!r}; use local, local:N, ray or ray:ADDRESS "
                             "(e.g. ray:auto, ray:10.0.0.5:6379, ray://head:10001)")
 
 

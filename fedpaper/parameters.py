@@ -27,6 +27,12 @@ overridden even where the profile leaves it unset (e.g. fedpals' `table1_rows` o
 A run with overrides or explicit seeds is an *exploration* (`Parameters.exploration`): its
 artifacts go to a scratch folder under the cache unless out_dir is given, its provenance records
 what was changed, its figure says so, and the report never scores it.
+
+A *dry run* of the paper profile (`fedpaper reproduce --profile paper --dry-run`, issue 30) is an
+exploration whose overrides hold `dry_run: True` plus the paper's cut (its profiles' `DRY_RUN`:
+rounds, images per client; fedpaper.dryrun) and seeds=1: every other setting and code path is the
+paper's. `Parameters.dry_run` says so; it is allowed at the paper profile only, its provenance
+records `dry_run` and what was cut, and its runs go to a results cache of their own.
 """
 from __future__ import annotations
 
@@ -45,6 +51,8 @@ from fedpaper.errors import BadParameterError
 # Profile-dict keys that describe the run rather than set it: never overridable.
 NOT_OVERRIDABLE = frozenset({"profile", "notes", "stand_ins", "missing_datasets", "overrides"})
 APPLIED_KEY = "overrides"  # the key apply_overrides leaves in the dict it changed
+DRY_RUN_KEY = "dry_run"  # overrides[DRY_RUN_KEY] = True: a dry run (Parameters.dry_run)
+DRY_RUN_PROFILE = "paper"  # the only profile a dry run checks
 
 
 @dataclass(frozen=True)
@@ -56,11 +64,12 @@ class Parameters:
     data_root: Optional[str] = None
     out_dir: Optional[str] = None
     overrides: dict = field(default_factory=dict)
+    dry_run: bool = False  # overrides held dry_run: True (a dry run of the paper profile; see the module docstring)
 
     @property
     def exploration(self) -> bool:
         """True when anything differs from the profile's settings (overrides or explicit seeds)."""
-        return bool(self.overrides) or self.seeds is not None
+        return bool(self.overrides) or self.seeds is not None or self.dry_run
 
     def changes(self) -> dict:
         """What this run changed relative to the profile (seeds included)."""
@@ -81,6 +90,11 @@ _CURRENT: contextvars.ContextVar[Optional[Parameters]] = contextvars.ContextVar(
 def current() -> Parameters:
     """The parameters of the artifact function now running (defaults outside one)."""
     return _CURRENT.get() or Parameters()
+
+
+def dry_run_active() -> bool:
+    """True inside an artifact function called for a dry run (its runs use their own results cache)."""
+    return current().dry_run
 
 
 def _short(v) -> str:
@@ -168,7 +182,14 @@ def validate(*, profile="smoke", seeds=None, data_root=None, out_dir=None, overr
         if seeds is not None:
             raise BadParameterError("seeds is given twice (as seeds= and in overrides); give it once")
         seeds = check_seeds(overrides.pop("seeds"), "overrides['seeds']")
-    return Parameters(profile, seeds, data_root, out_dir, overrides)
+    dry_run = overrides.pop(DRY_RUN_KEY, False)
+    if not isinstance(dry_run, bool):
+        raise BadParameterError(f"overrides['{DRY_RUN_KEY}']={dry_run!r} is not allowed; give true or false")
+    if dry_run and profile != DRY_RUN_PROFILE:
+        raise BadParameterError(f"a dry run checks the {DRY_RUN_PROFILE} profile's settings and code paths, not "
+                                f"{profile}'s; use profile {DRY_RUN_PROFILE!r} (--profile {DRY_RUN_PROFILE} "
+                                "--dry-run), or drop the dry run")
+    return Parameters(profile, seeds, data_root, out_dir, overrides, dry_run)
 
 
 @contextlib.contextmanager
@@ -284,6 +305,10 @@ def _checked(name: str, default, value):
                     for i, v in enumerate(value)]
         return list(value)
     if isinstance(default, dict):
+        if isinstance(value, dict) and not default:  # an empty setting ({}: "none cut", "all"): nothing to check keys against
+            if not all(isinstance(k, str) for k in value):
+                raise bad()
+            return copy.deepcopy(value)
         if isinstance(value, dict):
             out = copy.deepcopy(default)
             for k, v in value.items():
@@ -364,13 +389,20 @@ def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: st
     of the wrong type raise BadParameterError naming the key and what is allowed; a setting in
     `choices` ({dotted setting: allowed entries}) takes only those entries. The applied
     overrides are recorded under params["overrides"] (so they reach provenance, and a second
-    call is a no-op)."""
+    call is a no-op). In a dry run (overrides None, `Parameters.dry_run`), a key of the paper's cut
+    that this dict does not have is left out instead (an artifact with settings of its own)."""
+    dry_run = overrides is None and current().dry_run
     overrides = current().overrides if overrides is None else check_overrides(overrides)
     if not overrides or params.get(APPLIED_KEY) == overrides:
         return params
     choices = {**_engine_choices(params), **(choices or {})}
     for key, value in overrides.items():
-        path = _resolve_key(params, key, where, choices)
+        try:
+            path = _resolve_key(params, key, where, choices)
+        except BadParameterError:
+            if dry_run:  # the cut names the paper profile's settings: an artifact without one (fedpals fig1) keeps its own
+                continue
+            raise
         node = params
         for part in path[:-1]:
             node = node[part]

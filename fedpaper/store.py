@@ -1,6 +1,6 @@
 """Atomic files, the on-disk results cache and resumable sweeps.
 
-    store = ResultStore()                       # cache_dir("results"), keyed by spec + its paper's code version
+    store = ResultStore()                       # cache_dir("results") (a dry run: cache_dir("dry-run", "results")), keyed by spec + its paper's code version
     results = run_sweep(specs, run_one, desc="table1")          # one run at a time
     results = run_sweep(specs, run_fn_many=engine_batch, batch_size=8)   # several runs at once
 
@@ -296,9 +296,11 @@ class ResultStore:
 
     def __init__(self, root=None, *, code: Optional[str] = None):
         if root is None:
+            from fedpaper.parameters import dry_run_active
             from fedpaper.paths import cache_dir
 
-            root = cache_dir("results")
+            # a dry run's runs (issue 30) never mix with real ones
+            root = cache_dir("dry-run", "results") if dry_run_active() else cache_dir("results")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         clean_stale_temps(self.root, recursive=True)

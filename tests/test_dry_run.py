@@ -1,0 +1,188 @@
+"""The paper profile's dry run (issue 30, item 1): `fedpaper reproduce --profile paper --dry-run`.
+
+One artifact function per paper runs at the paper profile with the dry run's parameters (the ones
+the CLI hands each notebook: fedpaper.dryrun.parameters), each paper's heaviest model at its
+paper size included (FedNCA-ML's ResNet-18 at 224 px, FedMT's ResNet-18, privlabels' 32-32-64-64
+CNN, FedPALS' LeNet); the tests shrink the grid, the images, epochs or (FedMT, FedNCA-ML: memory)
+the number of clients further through the same overrides, never the model or the input size. Bad input (a dry run of another profile, an unknown artifact,
+a scratch folder without space) is one line, exit 2, before anything runs or is written.
+"""
+import json
+
+import pytest
+
+from conftest import shared_data_available
+from fedpaper import cli, dryrun, executors
+from fedpaper.errors import BadParameterError
+from fedpaper.parameters import validate
+
+needs_data = pytest.mark.skipif(not shared_data_available(), reason="needs the offline data sets (FEDPAPER_DATA)")
+
+
+def _one_line_exit_2(argv, capsys) -> str:
+    assert cli.main(argv) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+# ------------------------------------------------------------------------------ bad input
+def test_dry_run_of_another_profile_is_one_line(capsys, figures_tmp, tmp_path):
+    line = _one_line_exit_2(["reproduce", "--profile", "smoke", "--dry-run", "--out-dir", str(tmp_path / "s")], capsys)
+    assert "--profile paper --dry-run" in line
+    with pytest.raises(BadParameterError, match="use profile 'paper'"):  # a notebook's overrides alike
+        validate(profile="quick", overrides={"dry_run": True})
+    assert not figures_tmp.exists() and not (tmp_path / "s").exists()
+
+
+def test_dry_run_unknown_artifact_is_one_line(capsys, figures_tmp, tmp_path):
+    line = _one_line_exit_2(["reproduce", "--profile", "paper", "--dry-run", "--only", "fednca/tabel1",
+                             "--out-dir", str(tmp_path / "s")], capsys)
+    assert "unknown artifact id 'fednca/tabel1'" in line and "fednca/table1" in line
+    assert not figures_tmp.exists() and not (tmp_path / "s").exists()
+
+
+def test_dry_run_without_space_in_scratch_is_one_line(capsys, figures_tmp, tmp_path, monkeypatch):
+    monkeypatch.setattr(dryrun, "MIN_FREE_BYTES", 2**62)  # more than any disk has
+    line = _one_line_exit_2(["reproduce", "--profile", "paper", "--dry-run", "--only", "fedpals/fig1",
+                             "--out-dir", str(tmp_path / "s")], capsys)
+    assert "MiB free (needs at least" in line and "--out-dir" in line
+    assert not figures_tmp.exists() and not (tmp_path / "s").exists()
+
+
+def test_dry_run_into_committed_figures_is_one_line(capsys, figures_tmp):
+    line = _one_line_exit_2(["reproduce", "--profile", "paper", "--dry-run", "--out-dir",
+                             str(figures_tmp / "paper")], capsys)
+    assert "committed figures folder" in line
+    assert not figures_tmp.exists()
+
+
+# ------------------------------------------------------------------------------ mechanics
+def test_every_cut_is_a_setting_of_its_paper_profile():
+    """Each paper's cut names settings of its paper profile (checked as an override would be)."""
+    from fedpaper.parameters import apply_overrides
+    from fedpaper.papers.fedmt import profiles as fedmt
+    from fedpaper.papers.fednca import profiles as fednca
+    from fedpaper.papers.fedpals import profiles as fedpals
+    from fedpaper.papers.privlabels import profiles as privlabels
+
+    profile = {"fedmt": fedmt.settings("paper"), "fednca": fednca.settings("paper"),
+               "fedpals": {**fedpals.runs("paper"), **fedpals.grid("paper")},
+               "privlabels": privlabels.settings("paper")}
+    assert set(dryrun.CUTS) == set(profile)
+    for paper, p in profile.items():
+        cut = dryrun.cut(paper)
+        assert cut.pop("dry_run") is True
+        before = json.dumps(p, sort_keys=True, default=str)
+        q = apply_overrides(json.loads(before), cut, where=paper)
+        changed = {k for k in p if json.dumps(p[k], sort_keys=True, default=str) != json.dumps(q[k], sort_keys=True, default=str)}
+        assert changed == {k.split(".")[0] for k in cut}, paper  # the cut, nothing else
+
+
+def test_dry_run_trains_in_small_groups(monkeypatch):
+    from fedpaper.parameters import using
+
+    monkeypatch.delenv(executors.EXECUTOR_ENV, raising=False)
+    assert executors.get_executor().is_local
+    with using(profile="paper", overrides={"dry_run": True}):
+        ex = executors.get_executor()
+    assert isinstance(ex, executors.SmallGroupExecutor) and ex.max_runs == dryrun.GROUP_RUNS
+    assert executors.get_executor("local:2").max_runs == 2
+    with pytest.raises(BadParameterError, match="local:N"):
+        executors.get_executor("local:0")
+
+
+def test_plan_skips_missing_data_and_weights(empty_data_root, monkeypatch, tmp_path):
+    """A dry run skips (one reason each) what needs absent data or ImageNet weights, even where
+    committed results exist; the rest is planned."""
+    monkeypatch.setattr("torch.hub.get_dir", lambda: str(tmp_path / "hub"))  # no weights there
+    plan = cli.plan_run(["fedpals/fig1", "fedpals/table1", "fednca/table2"], "paper", empty_data_root, dry_run=True)
+    assert list(plan.notebooks.values()) == [["fedpals/fig1"]]
+    assert "fashion-mnist" in plan.skipped["fedpals/table1"].lower()
+    assert "dermamnist" in plan.skipped["fednca/table2"].lower() or "weights" in plan.skipped["fednca/table2"]
+
+
+def test_missing_weights_line(monkeypatch, tmp_path):
+    monkeypatch.setattr("torch.hub.get_dir", lambda: str(tmp_path / "hub"))
+    line = dryrun.missing_weights("fednca/table2", ["dermamnist"])
+    assert "ImageNet resnet18 weights absent" in line and "IMAGENET1K_V1" in line
+    assert dryrun.missing_weights("fednca/table1", ["cifar10"]) is None
+    assert dryrun.missing_weights("fednca/fig11a", ["voc2007:labels"]) is None
+    (tmp_path / "hub/checkpoints").mkdir(parents=True)
+    dryrun.weights_file("resnet18").write_bytes(b"x")
+    assert dryrun.missing_weights("fednca/table2", ["dermamnist"]) is None
+
+
+def test_summary_line():
+    outcomes = {"a/x": ("regenerated", ""), "a/y": ("skipped", "no data"), "a/z": ("failed", "boom")}
+    assert cli.dry_run_summary(outcomes, 61.4, 1.234) == (
+        "dry run: 1 artifacts passed, 1 skipped, 1 failed; wall 61 s, peak RSS 1.23 GiB "
+        "(this process or one notebook kernel)")
+
+
+# ------------------------------------------------------------------------------ one artifact per paper
+# (artifact function, the test's further shrink of its grid or images: same overrides mechanism)
+PER_PAPER = {
+    "fedpals": ("fedpaper.papers.fedpals.table1", {"table1_rows": [["fashion-mnist", "C=3"]]}),
+    "privlabels": ("fedpaper.papers.privlabels.rounds", {"labels": [5], "pairwise_all_labels": [5], "samples_per_client": 64,
+                                                        "val_eval": 64, "test_eval": 64,
+                                                        "server_size": {"cifar10": 64, "fashion-mnist": 64}}),
+    "fedmt": ("fedpaper.papers.fedmt.estimation", {"fig3_sizes": [10], "local_epochs": 1, "server_epochs": 1,
+                                                      "num_clients": 2}),
+    "fednca": ("fedpaper.papers.fednca.table8",
+               {"clients": 4, "data.cifar10": {"singles": {"train": 1, "val": 1, "test": 1},
+                                "pairs": {"train": 1, "val": 1, "test": 1}}}),
+}
+#: What must stay the paper's in each dry run (model and input size): {paper: {setting: value}}.
+PAPER_MODEL = {
+    "fedpals": {"lenet_c2": {"fashion-mnist": 12, "cifar10": 16}, "batch_size": 32, "num_clients": 10},
+    "privlabels": {"widths": [32, 32, 64, 64], "hidden": 512, "batch_size": 64, "num_clients": 10},
+    "fedmt": {"backbone": "resnet18_fedmt", "batch_size": 10},
+    "fednca": {"model.backbone": "resnet18", "data.cifar10.input_size": 224, "batch_size": 32},
+}
+
+
+def _get(params: dict, dotted: str):
+    for part in dotted.split("."):
+        params = params[part]
+    return params
+
+
+@needs_data
+@pytest.mark.parametrize("paper", sorted(PER_PAPER))
+def test_dry_run_one_artifact_per_paper(paper, tmp_path, figures_tmp, cache_tmp):
+    import importlib
+
+    module, name = PER_PAPER[paper][0].rsplit(".", 1)
+    fn = getattr(importlib.import_module(module), name)
+    params = dryrun.parameters(paper, tmp_path / "scratch")
+    params["overrides"].update(PER_PAPER[paper][1])
+    results = fn(profile="paper", data_root=None, **params)
+    results = results if isinstance(results, list) else [results]
+    assert results
+    for r in results:
+        assert r.status.startswith("dry run of the paper profile"), r.status
+        for p in r.paths.values():
+            assert p.is_file() and str(p).startswith(str(tmp_path / "scratch"))
+        rec = json.loads(r.paths["json"].read_text())
+        assert rec["profile"] == "paper" and rec["dry_run"]["cut"]["rounds"] == 1 and rec["dry_run"]["cut"]["seeds"] == 1
+        assert len(rec["seeds"]) == 1 if isinstance(rec.get("seeds"), list) else True
+        for setting, value in PAPER_MODEL[paper].items():
+            assert _get(rec["params"], setting) == value, (setting, rec["params"])
+        assert len(r.table) > 0
+    assert not figures_tmp.exists()  # never the committed figures
+    assert (cache_tmp / "dry-run" / "results").is_dir()  # a results cache of its own
+    assert not (cache_tmp / "results").exists() or not any((cache_tmp / "results").glob("*/*.pkl"))
+
+
+def test_cut_leaves_out_settings_an_artifact_does_not_have():
+    """fedpals fig1 has no settings and fig9 its own: the paper's cut applies where it names one
+    (a plain exploration with the same overrides is still one line of bad input)."""
+    from fedpaper.parameters import apply_overrides, using
+
+    with using(profile="paper", seeds=1, overrides=dryrun.cut("fedpals")):
+        assert apply_overrides({"rounds": 150, "deltas": [0.1]})["rounds"] == 1
+        assert apply_overrides({})["overrides"]["rounds"] == 1
+    with using(profile="paper", overrides=dryrun.CUTS["fedpals"]):
+        with pytest.raises(BadParameterError, match="unknown override 'data_fraction'"):
+            apply_overrides({"rounds": 150})
