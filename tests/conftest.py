@@ -12,7 +12,6 @@ os.environ["FEDPAPER_PROGRESS"] = "0"
 
 import pytest  # noqa: E402
 
-from fedpaper.paths import data_root  # noqa: E402
 
 
 @pytest.fixture
@@ -44,10 +43,6 @@ def empty_data_root(tmp_path, monkeypatch):
     d.mkdir()
     monkeypatch.setenv("FEDPAPER_DATA", str(d))
     return d
-
-
-def shared_data_available() -> bool:
-    return (data_root() / "cifar10").is_dir()
 
 
 def pytest_terminal_summary(terminalreporter, config):
