@@ -8,9 +8,9 @@ optimiser, precision, clients, label kind, evaluation batch):
   (fedpaper.models.build_model), FLOPs / 2; training = forward + backward of one batch, evaluation
   = forward, per sample.
 - peak memory of one training step (`step_memory`): parameters + gradients + optimiser state after
-  one step + the tensors autograd saves for backward, the loss's included
-  (torch.autograd.graph.saved_tensors_hooks, distinct storages, parameters not counted twice), at
-  the batch size given. Not counted: the allocator's slack and temporaries freed within the step.
+  one step + the float32 input batch + the tensors the model's forward pass saves for backward, as
+  the engine counts them (fedpaper.engine.memory.saved_tensor_bytes), at the batch size given. Not
+  counted: the loss's own saved tensors, the allocator's slack and temporaries freed within the step.
 - time here: CPU seconds (time.process_time) per training sample of the engine itself training
   the model (`engine_timing`: FedAvg, the backend the engine picks, on random data of the input
   shape at the batch size, as many clients side by side as the run has, up to 10; the second of
@@ -70,25 +70,6 @@ class ModelKey:
         bb = kw.get("backbone")
         name = self.model + (f"/{bb}" if isinstance(bb, str) else "")
         return f"{name} {'x'.join(map(str, self.input_shape))} b{self.batch_size}"
-
-
-def _saved_bytes(fn) -> int:
-    """Bytes of the distinct storages autograd saves for backward while `fn()` runs (parameters
-    excluded: they are counted as parameters)."""
-    import torch
-
-    seen: dict = {}
-
-    def pack(t):
-        if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
-            with contextlib.suppress(Exception):
-                s = t.untyped_storage()
-                seen[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
-    return out, sum(seen.values())
 
 
 def _optimizer(net, key: ModelKey):
@@ -165,17 +146,27 @@ def macs(key: ModelKey, batch: int = 2) -> tuple[float, float]:
     return train, fc.get_total_flops() / 2 / batch
 
 
+#: The step-memory measure the cache's entries were made with (an entry with another is re-measured).
+STEP_MEMORY_MEASURE = "engine.memory.saved_tensor_bytes + input batch"
+
+
 def step_memory(net, input_shape: tuple, batch_size: int, optimizer_factory, precision: str = "fp32") -> dict:
-    """Bytes of one training step of `net` at `batch_size` (pure: nothing is kept): parameters,
-    gradients, optimiser state after the step, and the tensors autograd saves for backward (see the
-    module docstring); "total" is their sum."""
+    """Bytes of one training step of `net` at `batch_size` (pure: nothing is kept): "params" (one
+    copy of the parameters), "grads" (their gradients), "optimizer" (the optimiser's state after one
+    step), "saved": the float32 input batch (B x input_shape x 4 bytes) plus the tensors one forward
+    pass of `net` saves for backward as the engine counts them (fedpaper.engine.memory.
+    saved_tensor_bytes: each storage once, parameters and the input excluded, autocast copies of the
+    weights included under bf16); "total" is their sum."""
     import torch
+
+    from fedpaper.engine.memory import saved_tensor_bytes
 
     opt = optimizer_factory(net)
     x = torch.randn(batch_size, *input_shape)
+    saved = int(x.nbytes) + saved_tensor_bytes(net, x, precision)
     ctx = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
     with ctx:
-        loss, saved = _saved_bytes(lambda: _loss(net(x)))
+        loss = _loss(net(x))
     loss.backward()
     opt.step()
     params = sum(p.numel() * p.element_size() for p in net.parameters())
@@ -302,8 +293,17 @@ def model_costs(key: ModelKey, cache_file: Optional[Path] = None) -> dict:
         cached = json.loads(cache_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         cached = {}
+    mem = None
     if ck in cached:
-        return cached[ck]
+        if cached[ck].get("step_memory_measure") == STEP_MEMORY_MEASURE:
+            return cached[ck]
+        # an entry from an older step-memory measure: re-measure the memory only, keep the timing
+        mem = step_memory(_build(key).train(), key.input_shape, key.batch_size, lambda n: _optimizer(n, key),
+                          key.precision)
+        out = dict(cached[ck], step_memory=mem, step_memory_measure=STEP_MEMORY_MEASURE)
+        cached[ck] = out
+        atomic_write_text(cache_file, json.dumps(cached, indent=1, sort_keys=True))
+        return out
     train_macs, eval_macs = macs(key)
     mem = step_memory(_build(key).train(), key.input_shape, key.batch_size, lambda n: _optimizer(n, key),
                       key.precision)
@@ -312,7 +312,7 @@ def model_costs(key: ModelKey, cache_file: Optional[Path] = None) -> dict:
     except Exception as e:  # noqa: BLE001 - e.g. a model the engine trains only with its own method
         timed = dict(timing(key), engine_error=_one_line(e))
     out = {"signature": key.signature(), "machine": machine_key(), "train_macs": train_macs,
-           "eval_macs": eval_macs, "step_memory": mem, **timed}
+           "eval_macs": eval_macs, "step_memory": mem, "step_memory_measure": STEP_MEMORY_MEASURE, **timed}
     try:
         cached = json.loads(cache_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):

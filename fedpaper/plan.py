@@ -22,7 +22,9 @@ outside run_specs (FedNCA-ML's feature models, `FederatedTrainer` directly) are 
 trainer's constructor, which records them and stops the compute instead of training. A run is
 counted by building it (`RunSpec.build`: partitions, federation), not by hand formulas; pools built
 to resize images to `options["input_size"]` are built at a tiny size for counting (the federation
-depends on the labels, not on the pixels) and the real input size is kept for the model. Not
+depends on the labels, not on the pixels) and the real input size is kept for the model; the
+pools' memory is what the real pools hold (`engine.memory.pools_bytes`: compact pools keep uint8
+pixels at their native size and resize per batch, so a tiny-size build holds the same bytes). Not
 seen: runs whose specs would depend on earlier results (none today), and server-side training
 inside a method (e.g. FedMT's server epochs, central tuning), which the sample counts leave out.
 
@@ -34,12 +36,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from fedpaper.engine.memory import pools_bytes
 from fedpaper.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
                                   machine_key, macs, model_costs, step_memory)
 
@@ -96,7 +98,7 @@ class RunCount:
     model: Optional[ModelKey] = None
     train_samples: Optional[float] = None
     eval_samples: Optional[float] = None
-    pools: Optional[tuple] = None  # (pools identity, bytes at the real input size as float32)
+    pools: Optional[tuple] = None  # (pools identity, bytes the pools hold: engine.memory.pools_bytes)
     error: Optional[str] = None
 
 
@@ -132,7 +134,7 @@ def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
     mk = ModelKey(config.model, _canon(config.model_kwargs), tuple(int(s) for s in shape), int(config.batch_size),
                   config.optimizer, float(config.momentum), config.precision, len(fed.client_indices),
                   pools.y_train.dim() == 2, int(config.eval_batch))
-    pool_bytes = (len(pools.x_train) + len(pools.x_test)) * math.prod(shape) * 4
+    pool_bytes = pools_bytes(pools)  # compact pools: uint8 pixels at their native size, whatever the input size
     return RunCount(ident, paper, int(config.rounds), mk, train, float(n_eval * _eval_rounds(config.rounds,
                                                                                            config.eval_every)),
                     (pools_id, pool_bytes))
@@ -441,7 +443,7 @@ def fits_line(totals: list[Row]) -> str:
             continue
         parts.append(f"{t.artifact.split()[0]} {need / GB:.1f} GB ({'fits' if need < 24 * GB else 'does NOT fit'} "
                      f"24 GB RAM, {'fits' if need < 80 * GB else 'does NOT fit'} an 80 GB GPU)")
-    return ("peak of one artifact's data pools (float32, real input size) + one training step: " + "; ".join(parts)
+    return ("peak of one artifact's data pools (as held: compact uint8 at native size) + one training step: " + "; ".join(parts)
             if parts else "")
 
 
