@@ -196,6 +196,9 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=(), dry_run
                 reason += "; " + missing_message(missing[0], root)
             plan.skipped[aid] = reason
             continue
+        if art.kind == "ladder" and profile == "paper":  # rungs climb to the long profile (papers/ladder.py)
+            plan.skipped[aid] = "not regenerated: a compute ladder has no rungs at the paper profile"
+            continue
         if rerender_requested() and not has_committed:  # --rerender: nothing to redraw
             plan.skipped[aid] = f"not re-rendered: no committed {profile} results"
             continue

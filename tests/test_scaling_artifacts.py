@@ -121,3 +121,18 @@ def test_ladders_are_registered_and_read_only():
         assert catalog.get_artifact(f"{p}/scaling").kind == "ladder"
         assert "ladder" in read_only_modules(PACKAGE_DIR / "papers" / p)
     assert len(catalog.ARTIFACTS) == 78 and set(catalog.LADDERS) == {f"{p}/scaling" for p in PAPERS}
+
+
+def test_a_ladder_at_the_paper_profile_is_one_line_and_skipped_by_reproduce(capsys):
+    """A ladder has no paper rungs: calling it says so in one line, and `reproduce --profile paper`
+    (or its dry run) skips it instead of failing."""
+    from fedpaper import cli
+    from fedpaper.errors import BadParameterError
+    from fedpaper.papers.fedpals import ladder as L
+    from fedpaper.papers.ladder import run_ladder
+
+    with pytest.raises(BadParameterError, match="no rungs at the paper profile") as e:
+        run_ladder(L.LADDER, profile="paper")
+    assert "\n" not in str(e.value)
+    plan = cli.plan_run(["fedpals/scaling"], "paper", cli._resolve_data_root(None))
+    assert "fedpals/scaling" in plan.skipped and not plan.notebooks

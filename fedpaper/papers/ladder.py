@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.artifacts import STATUS_FILE_ENV, run_artifact
+from fedpaper.errors import BadParameterError
 from fedpaper.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
 from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
@@ -238,6 +239,9 @@ def draw(table: pd.DataFrame, p: dict):
 
 def run_ladder(ladder: Ladder, *, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """The `<paper>/scaling` artifact of `ladder` (see the module docstring)."""
+    if profile not in ladder.rungs:
+        raise BadParameterError(f"{ladder.paper}/scaling has no rungs at the {profile} profile (a compute ladder climbs "
+                                f"to its top rung from below): use profile {' or '.join(map(repr, ladder.rungs))}")
     base = ladder.rungs[profile][0]
     base_seeds = ladder.settings(base)["seeds"]
     params = {"rungs": {r.name: r.overrides for r in ladder.rungs[profile][1]}, "base_profile": base,
