@@ -26,11 +26,18 @@ engine_name="fedpaper")`) the engine behaves as nbclient: the caller gets Paperm
 from __future__ import annotations
 
 import sys
+from functools import lru_cache
 
-from papermill.engines import NBClientEngine
-from papermill.exceptions import PapermillExecutionError, strip_color
 
-from fedpaper.errors import BAD_INPUT_ERRORS
+def __getattr__(name):
+    """`FedpaperEngine`, built on first use (PEP 562). papermill imports every registered engine when
+    papermill.engines is imported, and this module imports papermill: a module-level class would make
+    `import fedpaper.papermill_engine` (before papermill) fail on a partially initialised module."""
+    if name == "FedpaperEngine":
+        return _engine_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 
 def one_line(error: PapermillExecutionError) -> str | None:
     """`ERROR: <message>` when the notebook stopped on a one-line fedpaper error (the only line of
@@ -63,35 +70,51 @@ def _under_papermill_command() -> bool:
     return ctx is not None and ctx.command is cli.papermill
 
 
-class FedpaperEngine(NBClientEngine):
-    """nbclient with fedpaper's kernel, and one-line errors under the `papermill` command (module docstring)."""
+@lru_cache(maxsize=None)
+def _engine_class():
+    """The engine class (one per process; see __getattr__)."""
+    from papermill.engines import NBClientEngine
 
-    @classmethod
-    def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
-        from fedpaper.kernel import kernel_manager_class
+    class FedpaperEngine(NBClientEngine):
+        """nbclient with fedpaper's kernel, and one-line errors under the `papermill` command (module docstring)."""
 
-        kwargs.setdefault("kernel_manager_class", kernel_manager_class())
-        return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
+            from fedpaper.kernel import kernel_manager_class
 
-    @classmethod
-    def execute_notebook(cls, nb, kernel_name, **kwargs):
-        nb = super().execute_notebook(nb, kernel_name, **kwargs)
-        error = notebook_error(nb) if _under_papermill_command() else None
-        line = None if error is None else one_line(error)
-        if line is None:
-            return nb  # papermill goes on as usual
-        from papermill.execute import raise_for_execution_errors
+            kwargs.setdefault("kernel_manager_class", kernel_manager_class())
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
 
-        output_path = kwargs.get("output_path")
-        where = f"{kwargs.get('input_path') or 'notebook'}, In [{error.exec_count}]"
-        print(f"{line} ({where}" + (f"; executed copy: {output_path})" if output_path else ")"),
-              file=sys.stderr, flush=True)
-        if output_path is None:  # saved only at the end (e.g. to stdout): papermill writes it, then raises
-            return nb
-        try:
-            raise_for_execution_errors(nb, output_path)  # writes the executed copy with papermill's markers
-        except PapermillExecutionError:
-            pass
-        import click
+        @classmethod
+        def execute_notebook(cls, nb, kernel_name, **kwargs):
+            nb = super().execute_notebook(nb, kernel_name, **kwargs)
+            error = notebook_error(nb) if _under_papermill_command() else None
+            line = None if error is None else one_line(error)
+            if line is None:
+                return nb  # papermill goes on as usual
+            from papermill.execute import raise_for_execution_errors
 
-        raise click.exceptions.Exit(2 if error.ename in BAD_INPUT_ERRORS else 1)
+            output_path = kwargs.get("output_path")
+            where = f"{kwargs.get('input_path') or 'notebook'}, In [{error.exec_count}]"
+            print(f"{line} ({where}" + (f"; executed copy: {output_path})" if output_path else ")"),
+                  file=sys.stderr, flush=True)
+            if output_path is None:  # saved only at the end (e.g. to stdout): papermill writes it, then raises
+                return nb
+            try:
+                raise_for_execution_errors(nb, output_path)  # writes the executed copy with papermill's markers
+            except PapermillExecutionError:
+                pass
+            import click
+
+            from fedpaper.errors import BAD_INPUT_ERRORS  # at use, not load time (see the imports above)
+
+            raise click.exceptions.Exit(2 if error.ename in BAD_INPUT_ERRORS else 1)
+
+    return FedpaperEngine
+
+
+# Last, after every definition: importing papermill imports this module back through its engine entry
+# point (see __getattr__). Nothing of fedpaper is imported at load time: papermill loads this module in
+# every process of the environment that imports it, another fedpaper checkout on PYTHONPATH (a frozen
+# worktree resuming a sweep) included; see the function-local import above.
+from papermill.exceptions import PapermillExecutionError, strip_color  # noqa: E402

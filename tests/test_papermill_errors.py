@@ -146,3 +146,27 @@ def test_reproduce_one_line_per_failed_notebook_and_exit_2(tmp_path, monkeypatch
     assert failed == [f"FAILED  {nb}: BadParameterError: seeds='abc' is a string; give a number of seeds >= 1 "
                       f"(executed copy: {cache_tmp / 'executed' / 'smoke' / 'fig9.ipynb'})",
                       f"FAILED          fedpals/fig9: {nb} failed (the error: its FAILED line above)"], out
+
+
+def test_the_engine_module_loads_without_importing_fedpaper(tmp_path):
+    """papermill imports every registered engine on import: the engine module must load even where
+    `fedpaper` is another checkout (a frozen worktree on PYTHONPATH), so it imports nothing of
+    fedpaper at load time. Checked in a fresh process with a stand-in `fedpaper` package first on the
+    path whose `errors` module has none of today's names."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import fedpaper
+
+    stand_in = tmp_path / "fedpaper"
+    stand_in.mkdir()
+    (stand_in / "__init__.py").write_text("")
+    (stand_in / "errors.py").write_text("")
+    (stand_in / "papermill_engine.py").write_text(
+        (Path(fedpaper.__file__).parent / "papermill_engine.py").read_text())
+    code = "import fedpaper.papermill_engine as m; print(m.FedpaperEngine.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "FedpaperEngine"
