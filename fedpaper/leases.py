@@ -66,7 +66,9 @@ def read_lease(path: Path) -> Optional[dict]:
 
 def _write_tmp(path: Path, lease: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{lease['token']}.{uuid.uuid4().hex[:8]}"
+    # the writer's pid in the name, as store.atomic_path's: a kill mid-write leaves a temp file that
+    # store.clean_stale_temps removes on the next start (it could not parse the lease token here)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     with open(tmp, "w") as f:
         json.dump(lease, f)
         f.flush()
