@@ -427,6 +427,9 @@ _MISSING = _Missing()
 # The artifact being made (set by run_artifact): prefixes sweep bars, so that two artifacts whose
 # sweeps share a description ("privlabels cifar10") still get distinct bar labels.
 BAR_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_prefix", default="")
+# What a sweep repeated under another setting adds to its bar (e.g. a compute ladder's rung), so that
+# every bar of a notebook keeps its own label (papers/ladder.py).
+BAR_SUFFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_suffix", default="")
 # The (artifact id, profile) whose sweeps run now (set by run_artifact, None in an exploration):
 # run_sweep records its runs' keys in the store's index under it.
 SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("fedpaper_sweep_owner", default=None)
@@ -492,7 +495,7 @@ def _progress(total, initial, desc, enabled, unit="runs"):
         from tqdm import tqdm
     if mode == "0":
         enabled = False
-    return tqdm(total=total, initial=initial, desc=bar_label(BAR_PREFIX.get(), desc), disable=not enabled,
+    return tqdm(total=total, initial=initial, desc=" ".join(filter(None, (bar_label(BAR_PREFIX.get(), desc), BAR_SUFFIX.get()))), disable=not enabled,
                 leave=True, bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]")
 
 

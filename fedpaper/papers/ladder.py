@@ -36,6 +36,7 @@ from fedpaper.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
 from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
 from fedpaper.paths import cache_dir
+from fedpaper.store import BAR_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,9 @@ def _rung_tables(ladder: Ladder, profile: str, rung: Rung, seeds, data_root) -> 
     base = ladder.rungs[profile][0]
     out_dir = cache_dir("ladder", profile, ladder.paper, rung.name)
     tables = {}
-    with _quiet_status():
+    token = BAR_SUFFIX.set(f"(rung {rung.name})")  # the same sweeps at every rung: each bar says which
+    with _quiet_status(), contextlib.ExitStack() as stack:
+        stack.callback(BAR_SUFFIX.reset, token)
         for fn in ladder.functions:
             res = fn(profile=base, data_root=data_root, out_dir=out_dir, seeds=list(seeds),
                      overrides=copy.deepcopy(rung.overrides) or None)
