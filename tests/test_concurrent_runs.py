@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -22,21 +23,28 @@ N_SPECS = 4
 
 # A driver: a tiny FedPALS smoke sweep (synthetic stand-in data, 1 round) through run_specs on the
 # store at argv[1]; every run trained appends its seed to argv[2]; each training then sleeps argv[3]
-# seconds (so that a second process meets the first one's claims); prints the results as JSON.
+# seconds, or until the file argv[3] names exists (so that a second process meets the first one's
+# claims however slowly it starts on a loaded machine); prints the results as JSON.
 DRIVER = textwrap.dedent("""
     import json, sys, time
     from fedpaper import experiment as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
     from fedpaper.store import ResultStore
 
-    root, counter, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    import os
+    root, counter, pause = sys.argv[1], sys.argv[2], sys.argv[3]
     inner = E._train_group
 
     def counted(setups, progress):
         out = inner(setups, progress)
         with open(counter, "a") as f:
             f.write("".join(f"{s.federation.seed}\\n" for s in setups))
-        time.sleep(pause)
+        if pause.replace(".", "", 1).isdigit():
+            time.sleep(float(pause))
+        else:
+            t0 = time.monotonic()
+            while not os.path.exists(pause) and time.monotonic() - t0 < 600:
+                time.sleep(0.05)
         return out
 
     E._train_group = counted
@@ -52,6 +60,27 @@ def _start(root, counter, pause):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(root), str(counter), str(pause)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+class _Output:
+    """A process's output read line by line as it comes (so a test can wait for a line, not a time)."""
+
+    def __init__(self, proc):
+        self.proc, self.lines = proc, []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+        self._reader.start()
+
+    def wait_for(self, text: str, timeout: float = 300) -> None:
+        t0 = time.monotonic()
+        while not any(text in ln for ln in self.lines):
+            assert self.proc.poll() is None or self._reader.is_alive(), "".join(self.lines)
+            assert time.monotonic() - t0 < timeout, f"no line with {text!r} in {timeout} s: {''.join(self.lines)}"
+            time.sleep(0.05)
+
+    def communicate(self, timeout: float = 600) -> str:
+        self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=60)
+        return "".join(self.lines)
 
 
 def _wait_for_training(counter, proc, timeout=300):
@@ -75,10 +104,14 @@ def _results(out: str) -> list:
 
 def test_two_processes_train_each_run_once(tmp_path):
     root, counter = tmp_path / "results", tmp_path / "trained.txt"
-    a = _start(root, counter, 3.0)
+    gate = tmp_path / "go"
+    a = _start(root, counter, gate)  # trains its first group, then holds its claims until the gate opens
     _wait_for_training(counter, a)
-    b = _start(root, counter, 3.0)
-    out_a, out_b = a.communicate(timeout=600)[0], b.communicate(timeout=600)[0]
+    b = _start(root, counter, 0.0)
+    ob = _Output(b)
+    ob.wait_for("waiting for")  # b met a's claims (however long it took to start)
+    gate.touch()
+    out_a, out_b = a.communicate(timeout=600)[0], ob.communicate()
     assert a.returncode == 0 and b.returncode == 0, out_a + out_b
     assert _trained(counter) == [str(s) for s in range(N_SPECS)], (out_a, out_b)  # each run once
     assert "waiting for" in out_b, out_b  # b met a's claims and said so
@@ -141,12 +174,12 @@ def test_a_live_claim_is_waited_for_and_its_result_read(tmp_path):
         path.write_text(json.dumps(dict(new_owner(), host="elsewhere", pid=1, owner="elsewhere:1:x",
                                         expires=time.time() + 600, ttl=600)))
     b = _start(root, counter, 0.0)
-    time.sleep(20)  # b imports, builds its specs and meets the claims
-    assert b.poll() is None, b.communicate()[0]
+    ob = _Output(b)
+    ob.wait_for("waiting for")  # b imports, builds its specs and meets the claims
     for p in scratch.glob("*/*.pkl"):  # the holder stores its results and releases its claims
         os.replace(p, root / p.parent.name / p.name)
         lease_path(root, p.stem).unlink()
-    out_b = b.communicate(timeout=600)[0]
+    out_b = ob.communicate()
     assert b.returncode == 0, out_b
     assert "waiting for 2 run(s) being trained by another process (elsewhere:1)" in out_b, out_b
     assert _trained(counter) == []
