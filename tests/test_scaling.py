@@ -131,3 +131,23 @@ def test_the_report_reads_a_committed_ladder(figures_tmp):
     # an exploration is never read
     (d / "scaling.json").write_text('{"profile": "long", "exploration": {"changes": {"rounds": 1}}}')
     assert R.ladder_section() == [] and R.committed_ladder() == {}
+
+
+def test_a_projection_stops_at_the_end_of_the_quantitys_range():
+    """A mean |ours - paper| falling 14.6 points per decade (the FedPALS quick ladder's Table 1 gap)
+    cannot be projected below 0 at 75x: the projection is 0 and the label says where the line gets there."""
+    compute = [0.0625, 0.25, 1.0]
+    per_seed = [[36.5, 34.9, 23.2], [19.9, 21.2, 19.2], [14.8, 13.0, 14.1]]
+    f = S.fit(compute, per_seed)
+    assert S.classify(f, -1) == S.NARROWING and f.at(75.0) < 0
+    assert S.projection(f, S.NARROWING, 75.0, (0.0, math.inf)) == 0.0
+    assert S.projection(f, S.NARROWING, 75.0) == pytest.approx(f.at(75.0))  # unbounded: the line itself
+    c = S.crossing(f, (0.0, math.inf))
+    assert 1.0 < c < 75.0 and f.at(c) == pytest.approx(0.0, abs=1e-9)
+    q = {"quantity": "gap", "claim": "", "direction": -1, "bounds": (0.0, math.inf),
+         "values": {r: dict(enumerate(v)) for r, v in zip(["r1", "r2", "r3"], per_seed)}}
+    fit_row = S.ladder_rows([q], [{"name": r, "compute": c_} for r, c_ in zip(["r1", "r2", "r3"], compute)], 75.0)[-1]
+    assert fit_row["projection"] == 0.0 and "end of its range" in fit_row["label"], fit_row["label"]
+    # a Kendall tau rising past 1 stops at 1
+    g = S.fit(compute, [[0.1, 0.2, 0.1], [0.5, 0.6, 0.5], [0.9, 1.0, 0.9]])
+    assert S.projection(g, S.classify(g, +1), 75.0, (-1.0, 1.0)) == 1.0

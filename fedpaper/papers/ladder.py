@@ -51,6 +51,11 @@ class Quantity:
     claims: tuple  # claim numbers it decides ((): a gap to the paper)
     direction: int  # +1: should rise (margin, agreement); -1: should fall (|ours - paper|)
     value: Callable  # {artifact name: DataFrame} -> Cell (per-seed values in seed order)
+    bounds: tuple = (-math.inf, math.inf)  # its range: a projection stops there (GAP: |ours - paper| >= 0)
+
+
+#: the range of a mean |ours - paper| and of a Kendall tau (Quantity.bounds)
+GAP, TAU = (0.0, math.inf), (-1.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -178,8 +183,8 @@ def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame
                 notes.append(f"{q.name}: no value at rung {r['name']} ({e})")
                 continue
             values[q.name][r["name"]] = dict(zip(seeds, c.seeds))
-    qs = [{"quantity": q.name, "claim": claim_ids(ladder, q), "direction": q.direction, "values": values[q.name]}
-          for q in ladder.quantities]
+    qs = [{"quantity": q.name, "claim": claim_ids(ladder, q), "direction": q.direction, "values": values[q.name],
+           "bounds": q.bounds} for q in ladder.quantities]
     paper = ladder.paper_compute()
     rows = S.ladder_rows(qs, [{"name": r["name"], "compute": r["compute"]} for r in rungs], paper)
     table = pd.DataFrame(rows, columns=S.COLUMNS)

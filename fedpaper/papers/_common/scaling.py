@@ -23,7 +23,10 @@ k = `noise.t_quantile(df)` (the one-sided 90 % quantile of NOISE_RULE; no second
 
 A projection to the paper's compute (intercept + slope * log10(c_paper)) is made only for a clear
 trend (narrowing or widening) fitted on at least MIN_RUNGS rungs, and is always labelled a
-projection: a straight line in log-compute, extrapolated.
+projection: a straight line in log-compute, extrapolated. A quantity with a range (a mean |ours -
+paper| is >= 0, a Kendall tau in [-1, 1]) is projected no further than its bound: where the line
+crosses it before the paper's compute, the projection is the bound and the label says at what
+compute the line reaches it (`crossing`).
 
 `ladder_rows` writes the csv rows of a ladder (one per rung x quantity x seed, then one fit row per
 quantity); `read_trends` reads the fit rows back (for the report's causes, `causes.ladder_cause`).
@@ -115,11 +118,23 @@ def classify(f: Optional[Fit], direction: int) -> str:
     return FLAT
 
 
-def projection(f: Optional[Fit], trend: str, paper_compute: Optional[float]) -> Optional[float]:
-    """The fitted line at the paper's compute, only for a clear trend on >= MIN_RUNGS rungs."""
+def projection(f: Optional[Fit], trend: str, paper_compute: Optional[float],
+               bounds: tuple = (-math.inf, math.inf)) -> Optional[float]:
+    """The fitted line at the paper's compute, only for a clear trend on >= MIN_RUNGS rungs, held
+    inside the quantity's range `bounds` (lo, hi)."""
     if f is None or paper_compute is None or trend not in (NARROWING, WIDENING) or f.rungs < MIN_RUNGS:
         return None
-    return f.at(paper_compute)
+    lo, hi = bounds
+    return float(min(max(f.at(paper_compute), lo), hi))
+
+
+def crossing(f: Fit, bounds: tuple) -> Optional[float]:
+    """The compute at which the fitted line reaches the bound it heads for (None: unbounded that way
+    or a flat line)."""
+    bound = bounds[1] if f.slope > 0 else bounds[0]
+    if f.slope == 0 or not math.isfinite(bound):
+        return None
+    return 10 ** ((bound - f.intercept) / f.slope)
 
 
 @dataclass(frozen=True)
@@ -146,7 +161,7 @@ class Trend:
 
 def ladder_rows(quantities: Sequence[dict], rungs: Sequence[dict], paper_compute: Optional[float]) -> list[dict]:
     """The csv rows of a ladder. quantities: [{"quantity", "claim", "direction", "values": {rung
-    name: {seed: value}}}], rungs: [{"name", "compute"}] in compute order."""
+    name: {seed: value}}, optional "bounds": (lo, hi)}], rungs: [{"name", "compute"}] in compute order."""
     rows = []
     for q in quantities:
         base = {"quantity": q["quantity"], "claim": q.get("claim") or "", "direction": q["direction"]}
@@ -159,10 +174,15 @@ def ladder_rows(quantities: Sequence[dict], rungs: Sequence[dict], paper_compute
                      for s in seeds if s in vals]
         f = fit([r["compute"] for r in rungs], grid) if seeds else None
         trend = classify(f, q["direction"])
-        proj = projection(f, trend, paper_compute)
+        bounds = tuple(q.get("bounds") or (-math.inf, math.inf))
+        proj = projection(f, trend, paper_compute, bounds)
         label = "" if f is None else (f"{trend}: slope {f.slope:+.3g} +- {f.se:.2g} per decade ({f.method}, "
-                                      f"{f.rungs} rungs)" + (f"; {PROJECTION} at the paper's compute "
-                                                             f"{proj:.3g}" if proj is not None else ""))
+                                      f"{f.rungs} rungs)")
+        if proj is not None:
+            label += f"; {PROJECTION} at the paper's compute {proj:.3g}"
+            c = crossing(f, bounds)
+            if c is not None and proj != f.at(paper_compute):
+                label += f" (the line reaches {proj:.3g}, the end of its range, at {c:.3g}x)"
         rows.append(dict(base, row="fit", slope=None if f is None else f.slope, slope_se=None if f is None else f.se,
                          df=None if f is None else f.df, k=None if f is None else f.k,
                          fit=None if f is None else f.method, trend=trend, paper_compute=paper_compute,

@@ -42,7 +42,7 @@ from fedpaper.papers import load_reported
 from fedpaper.papers.fednca import profiles as P
 from fedpaper.papers.fednca.claims import CENTRAL, FEDNCA, FULL, LADM
 from fedpaper.parameters import artifact_function
-from fedpaper.papers.ladder import (Ladder, Quantity, Rung, as_cell, gap_to_paper, method_cells, run_ladder,
+from fedpaper.papers.ladder import (GAP, TAU, Ladder, Quantity, Rung, as_cell, gap_to_paper, method_cells, run_ladder,
                                     seeds_of, worst)
 from fedpaper.papers._common.rows import Missing
 
@@ -124,11 +124,11 @@ LADDER = Ladder(
     quantities=(Quantity("claims 1, 9: FedNCA-ML - best other, macro-AUC (Table 1, worse beta)", (1, 9), 1, c1),
                 Quantity("claim 13: regularisers' macro-AUC gain (Table 5)", (13,), 1, _gain("table5")),
                 Quantity("claim 17: regularisers' macro-AUC gain (Table 7)", (17,), 1, _gain("table7")),
-                Quantity("Table 1: Kendall tau of the method ordering with the paper's", (), 1, tau),
-                Quantity("Table 1: mean |ours - paper|, macro-AUC", (), -1, _gap("table1")),
+                Quantity("Table 1: Kendall tau of the method ordering with the paper's", (), 1, tau, TAU),
+                Quantity("Table 1: mean |ours - paper|, macro-AUC", (), -1, _gap("table1"), GAP),
                 Quantity("Tables 5, 7: mean |ours - paper|, macro-AUC", (), -1,
                          lambda tabs: as_cell(np.mean([seeds_of(_gap(n)(tabs)) for n in ("table5", "table7")],
-                                                      axis=0)))),
+                                                      axis=0)), GAP)),
     settings=P.settings, work=work, work_unit="rounds x width^2 x training images x input area",
     datasets=("cifar10", "dermamnist"))
 
