@@ -124,3 +124,26 @@ def test_available_bytes_of_the_cpu_is_memavailable_of_proc_meminfo(monkeypatch,
 
     monkeypatch.setattr(builtins, "open", fake_open)
     assert MEM.available_bytes("cpu") == 7654321 * 1024
+
+
+def test_dropout_masks_do_not_depend_on_batch_mates_small():
+    """A small copy of test_engine_cpu's check (which is too slow for the mutation selection): the
+    privlabels CNN with dropout, grouped backend, one round: a run trained alone and as the second
+    of two runs ends with the same parameters, bit for bit (its dropout masks come from its own
+    generator, randomness.RunGenerators)."""
+    from fedpaper.engine import TrainConfig
+
+    pools, feds = two_runs()
+    cfg = TrainConfig("privlabels_cnn", dict(in_channels=1, image_size=16, num_classes=4, widths=(2, 2, 4, 4),
+                                             hidden=8), lr=0.05, batch_size=8, rounds=1, backend="grouped")
+    algo = get_method("FedAvg")
+    alone = train(algo, cfg, pools, [feds[1]], progress=False)
+    pair = FederatedTrainer(algo, cfg, pools, feds, progress=False)
+    first = pair.run()
+    assert pair.backend == "grouped"
+    for k in alone.final_params:
+        assert torch.equal(alone.final_params[k][0], first.final_params[k][1]), k
+    # dropout acts: a model without it ends elsewhere
+    no_drop = train(algo, TrainConfig(cfg.model, dict(cfg.model_kwargs, dropout=0.0), lr=0.05, batch_size=8,
+                                      rounds=1, backend="grouped"), pools, [feds[1]], progress=False)
+    assert not all(torch.equal(alone.final_params[k][0], no_drop.final_params[k][0]) for k in alone.final_params)
