@@ -142,7 +142,8 @@ def test_masked_batchnorm_with_momentum_none_keeps_the_cumulative_average():
     bn, ref = nn.BatchNorm1d(3, momentum=None), nn.BatchNorm1d(3, momentum=None)
     mask_batchnorm(bn)
     xs = [torch.randn(6, 3), torch.randn(6, 3) + 2.0]
-    keeps = [torch.tensor([True, True, False, True, False, False]), torch.tensor([False, True, True, True, True, False])]
+    keeps = [torch.tensor([True, True, False, True, False, False]),
+             torch.tensor([False, True, True, True, True, False])]
     for x, keep in zip(xs, keeps):
         with real_rows(keep):
             bn(x)
