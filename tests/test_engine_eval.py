@@ -95,3 +95,39 @@ def test_grouped_central_tuning_equals_the_loop_backend(name, precision, batched
         torch.testing.assert_close(out["grouped"][k], out["loop"][k], **tol)
     plain = train(get_method("FedAvg"), TrainConfig(backend="grouped", **cfg), pools, feds, progress=False)
     assert max((plain.final_params[k] - out["grouped"][k]).abs().max() for k in plain.final_params) > 1e-3  # tuned
+
+
+def test_grouped_forward_is_refused_for_a_model_that_computes_something_else():
+    """GroupedForward.build checks that its pass (features, then classifier) is the model's own
+    function: a model of the same layers whose forward doubles the logits gets None (another
+    backend), the plain one a grouped pass."""
+    from torch import nn
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten())
+            self.classifier = nn.Linear(4 * 4 * 4, 3)
+
+        def forward(self, x):
+            return self.classifier(self.features(x))
+
+    class Doubled(Plain):
+        def forward(self, x):
+            return 2.0 * self.classifier(self.features(x))
+
+    torch.manual_seed(0)
+    assert GroupedForward.build(Plain(), (3, 4, 4)) is not None
+    assert GroupedForward.build(Doubled(), (3, 4, 4)) is None
+
+
+def test_grouped_predict_of_models_without_rows_gives_empty_logits_of_k_columns():
+    """Models with no rows to predict (all of them): empty logits [0, K], as model by model."""
+    shape = (3, 16, 16)
+    kw = dict(MODELS["lenet"], in_channels=3, image_size=16, num_classes=5)
+    template = build_model("lenet", **kw)
+    grouped = GroupedForward.build(template, shape)
+    params = _stacked("lenet", kw, 2, shape)
+    out = predict(template, params, {}, torch.randn(4, *shape), [np.arange(0), np.arange(0)], 5, 8, "cpu",
+                  grouped=grouped)
+    assert [o.shape for o in out] == [(0, 5), (0, 5)]

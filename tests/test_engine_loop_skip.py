@@ -75,3 +75,22 @@ def test_batchnorm_fednca_net_keeps_an_inactive_clients_statistics():
                                                active=torch.tensor([True, False]))
     assert not torch.equal(buffers[mean][0], before[mean][0])
     assert torch.equal(buffers[mean][1], before[mean][1])
+
+
+def test_loop_backend_with_every_slot_inactive_returns_zeros():
+    """A model that opts in (FedNCANet) and no slot that steps: no pass at all, zero gradients
+    and zero per-slot losses of the right shapes."""
+    from fedpaper.algorithms.base import Objective
+    from fedpaper.nets.ladm import FedNCANet
+
+    torch.manual_seed(0)
+    net = FedNCANet(3, head="fc", width=4, dim=8)
+    assert net.skip_inactive_slots
+    sg = backends.SlotGradients(net, None, "loop")
+    params = {k: v.detach().unsqueeze(0).repeat(2, *[1] * v.dim()) for k, v in net.named_parameters()}
+    batch = {"x": torch.randn(2, 4, 3, 8, 8), "y": torch.randint(0, 3, (2, 4)), "mask": torch.ones(2, 4)}
+    grads, lsum = sg(params, batch, torch.ones(2, 3, dtype=torch.bool), params, Objective(),
+                     active=torch.tensor([False, False]))
+    assert lsum.shape == (2,) and float(lsum.abs().sum()) == 0
+    for k, v in params.items():
+        assert grads[k].shape == v.shape and float(grads[k].abs().sum()) == 0, k

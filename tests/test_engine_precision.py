@@ -113,6 +113,8 @@ def test_bf16_native_reads_capability_hardware_and_onednn_cap(monkeypatch, cap, 
     assert ok is native and why
     assert cpu.resolve_precision("bf16", "cpu")[0] == ("bf16" if native else "fp32")
     assert cpu.resolve_precision("fp32", "cpu")[0] == "fp32"
+    # the device defaults to the CPU
+    assert cpu.resolve_precision("bf16") == cpu.resolve_precision("bf16", "cpu")
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -95,3 +95,55 @@ def test_momentum_cosine_and_bf16_train(setup):
         assert all(v.dtype == torch.float32 for v in bf.final_params.values())
         assert 0 < max((bf.final_params[k] - base[k]).abs().max() for k in base) < 0.5
     assert _cfg(precision="bf16").spec()["precision"] == "bf16"
+
+
+# engine/memory.py's own tests are in tests/test_engine_memory.py (not in the mutation selection:
+# it measures real models); these two, by hand, reach StepMemory.run_bytes and available_bytes
+def test_step_memory_run_bytes_by_hand():
+    from fedpaper.engine import memory as MEM
+
+    base = dict(param_bytes=100, state_copies=1, saved_fixed=7, saved_per_sample=30, input_row_bytes=12)
+    # per slot: (4 + 1) parameter copies + 8 input rows (+ vmap: every slot's activations)
+    assert MEM.StepMemory(backend="loop", **base).run_bytes(slots=2, batch=8) == 2 * (5 * 100 + 8 * 12)
+    assert MEM.StepMemory(backend="vmap", **base).run_bytes(slots=2, batch=8) == 2 * (5 * 100 + 8 * 12 + 7 + 8 * 30)
+
+
+def test_available_bytes_of_the_cpu_is_memavailable_of_proc_meminfo(monkeypatch, tmp_path):
+    """On the CPU: MemAvailable of /proc/meminfo (kB), not the free pages (served here from a file
+    with a value no machine's free pages would match)."""
+    import builtins
+
+    from fedpaper.engine import memory as MEM
+
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal:       16000000 kB\nMemFree:          123456 kB\nMemAvailable:    7654321 kB\n")
+    real_open = builtins.open
+
+    def fake_open(path, *a, **kw):
+        return real_open(fake if str(path) == "/proc/meminfo" else path, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    assert MEM.available_bytes("cpu") == 7654321 * 1024
+
+
+def test_dropout_masks_do_not_depend_on_batch_mates_small():
+    """A small copy of test_engine_cpu's check (which is too slow for the mutation selection): the
+    privlabels CNN with dropout, grouped backend, one round: a run trained alone and as the second
+    of two runs ends with the same parameters, bit for bit (its dropout masks come from its own
+    generator, randomness.RunGenerators)."""
+    from fedpaper.engine import TrainConfig
+
+    pools, feds = two_runs()
+    cfg = TrainConfig("privlabels_cnn", dict(in_channels=1, image_size=16, num_classes=4, widths=(2, 2, 4, 4),
+                                             hidden=8), lr=0.05, batch_size=8, rounds=1, backend="grouped")
+    algo = get_method("FedAvg")
+    alone = train(algo, cfg, pools, [feds[1]], progress=False)
+    pair = FederatedTrainer(algo, cfg, pools, feds, progress=False)
+    first = pair.run()
+    assert pair.backend == "grouped"
+    for k in alone.final_params:
+        assert torch.equal(alone.final_params[k][0], first.final_params[k][1]), k
+    # dropout acts: a model without it ends elsewhere
+    no_drop = train(algo, TrainConfig(cfg.model, dict(cfg.model_kwargs, dropout=0.0), lr=0.05, batch_size=8,
+                                      rounds=1, backend="grouped"), pools, [feds[1]], progress=False)
+    assert not all(torch.equal(alone.final_params[k][0], no_drop.final_params[k][0]) for k in alone.final_params)

@@ -178,3 +178,21 @@ def test_convnet_batchnorm_option():
         FedNCANet(3, width=4, dim=16, norm="group")
     with pytest.raises(BadParameterError, match="convnet option"):
         FedNCANet(3, backbone="resnet18_cifar", norm="batch")
+
+
+def test_etf_classifier_bias_default_and_paper_form():
+    """The official code's head (the default) has a learnable per-class bias, zero at the start;
+    bias=False with logit_scale=None is the paper's eq. 9, logit = h^T m_c, with no bias parameter
+    at all (nothing extra to train or average)."""
+    from fedpaper.nets.etf import ETFClassifier
+
+    torch.manual_seed(0)
+    h = torch.randn(5, 16)
+    M = simplex_etf(16, 4)  # [d, C]
+    code = ETFClassifier(16, 4)
+    assert set(dict(code.named_parameters())) == {"weight", "scale", "bias"}
+    assert torch.equal(code.bias.detach(), torch.zeros(4))
+    torch.testing.assert_close(code.scores(h), 10.0 * h @ M)
+    paper = ETFClassifier(16, 4, logit_scale=None, bias=False)
+    assert set(dict(paper.named_parameters())) == {"weight"} and paper.bias is None
+    torch.testing.assert_close(paper.scores(h), h @ M)

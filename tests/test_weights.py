@@ -289,3 +289,101 @@ def test_accepts_lists_and_tensors():
     np.testing.assert_allclose(a, [0.5, 0.5], atol=1e-10)
     b = fedpals_weights(S_SYN.tolist(), N_SYN.tolist(), t_delta(0.3).tolist(), 0.0)
     np.testing.assert_allclose(a, b)
+
+
+# ------------------------------------------------------------------------------ issue 31: random mutation sample
+
+
+def test_error_messages_name_the_bad_argument():
+    """The message is the user's one line: it names the argument and the rule (mutants that drop it)."""
+    with pytest.raises(BadParameterError, match=r"^T has negative entries \(min -0\.2\); it must be a probability"):
+        projection_distance(S_SYN, [0.8, 0.4, -0.2])
+    with pytest.raises(BadParameterError, match=r"^S has negative entries \(min -0\.5\)"):
+        fedpals_weights([[1.5, -0.5], [1.0, 0.0]], [1, 2], [0.5, 0.5], 1.0)
+    with pytest.raises(BadParameterError, match=r"^lam=-1\.0 is out of range; it must lie in \[0, inf\]"):
+        fedpals_weights(S_SYN, N_SYN, t_delta(0.2), -1.0)
+
+
+def test_solver_cvxpy_solves_with_cvxpy(monkeypatch):
+    """solver='cvxpy' hands the problem to cvxpy (and its answer agrees with the exact solver's)."""
+    cp = pytest.importorskip("cvxpy")
+    calls = []
+    real = cp.Problem.solve
+
+    def counting(self, *a, **kw):
+        calls.append(kw.get("solver"))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(cp.Problem, "solve", counting)
+    T = t_delta(0.4)
+    exact = fedpals_weights(S_SYN, N_SYN, T, 5.0, solver="exact")
+    assert calls == []
+    via_cvxpy = fedpals_weights(S_SYN, N_SYN, T, 5.0, solver="cvxpy")
+    assert len(calls) >= 1
+    np.testing.assert_allclose(via_cvxpy, exact, atol=1e-5)
+
+
+def test_line_max_matches_bisection_on_the_derivative():
+    """_line_max's argmax of the concave piecewise quadratic (derivative c0 - c1 t - sum_i delta_i
+    max(z_i + t delta_i, 0)) equals the root of that derivative found by plain bisection, here with
+    one term switching off (z=1, delta=-1 at t=1) and one with 0 < delta < 1 switching on (t=2):
+    by hand, the derivative is 3.5 - 0.35 t past t = 2, so the argmax is t = 10."""
+    from fedpaper.algorithms.weights import _line_max
+
+    def deriv(t, z, delta, c0, c1):
+        return c0 - c1 * t - np.sum(delta * np.maximum(z + t * delta, 0.0))
+
+    cases = [(np.array([1.0, -1.0]), np.array([-1.0, 0.5]), 3.0, 0.1, 10.0),
+             (np.array([2.0, -1.0, 0.5]), np.array([-0.5, 0.25, 2.0]), 1.0, 0.2, None),
+             (np.array([0.3, -2.0, 1.0]), np.array([0.7, 0.8, -3.0]), 4.0, 0.05, None)]
+    for z, delta, c0, c1, by_hand in cases:
+        lo, hi = 0.0, 1e3
+        assert deriv(hi, z, delta, c0, c1) < 0 < deriv(lo, z, delta, c0, c1)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if deriv(mid, z, delta, c0, c1) > 0 else (lo, mid)
+        t = _line_max(z, delta, c0, c1)
+        assert t == pytest.approx(lo, rel=1e-9, abs=1e-12)
+        if by_hand is not None:
+            assert t == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_exact_on_support_by_hand():
+    """Minimum sum alpha_i^2 / w_i with alpha^T S = p on the simplex, three clients e1, e2 and
+    (1/2, 1/2), w = (1/2, 1/4, 1/4), p = (1/2, 1/2): alpha = (1/2 - c/2, 1/2 - c/2, c) and
+    6 (1/2 - c/2)^2 + 4 c^2 is least at c = 3/11, so alpha = (4, 4, 3) / 11."""
+    from fedpaper.algorithms.weights import _exact_on_support
+
+    S = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    out = _exact_on_support(S, np.array([0.5, 0.25, 0.25]), np.array([0.5, 0.5]), np.full(3, 1 / 3))
+    assert out is not None
+    np.testing.assert_allclose(out, np.array([4.0, 4.0, 3.0]) / 11, rtol=0, atol=1e-14)
+
+
+def test_polish_started_on_the_optimal_support_takes_one_solve():
+    """_polish is an active-set method started from the support of its input: given the optimum
+    (client 1 at weight 0), one KKT solve on that support reproduces it (reference: cvxpy)."""
+    from fedpaper.algorithms.weights import _polish
+
+    S = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.0]])
+    n = np.array([10.0, 10.0, 10.0, 10.0])
+    T = np.array([0.9, 0.1, 0.0])
+    lam = 1.0
+    ref = fedpals_weights(S, n, T, lam, solver="cvxpy")
+    assert ref[1] < 1e-6 and np.all(ref[[0, 2, 3]] > 1e-3)  # client 1 (class 2 only) is off the support
+    alpha = fedpals_weights(S, n, T, lam, solver="exact")
+    np.testing.assert_allclose(alpha, ref, atol=1e-6)
+    polished = _polish(S, T, lam / n.sum(), n / n.sum(), alpha.copy(), max_iter=1)
+    assert polished is not None
+    np.testing.assert_allclose(polished, alpha, atol=1e-12)
+
+
+def test_lambda_for_ess_with_a_tolerance_below_rounding_still_returns_a_lambda():
+    """With tol below what the bisection can reach, it stops when lo and hi agree to 1e-12 and
+    returns hi (a number whose ESS is the target to rounding), not nothing."""
+    rng = np.random.default_rng(7)
+    S, n, T = random_problem(rng, 10, 6, conc=0.3)
+    lam = lambda_for_ess(S, n, T, 0.5, tol=1e-15)
+    assert isinstance(lam, float) and 0 < lam < math.inf
+    ess = effective_sample_size(fedpals_weights(S, n, T, lam), n)
+    assert ess / n.sum() == pytest.approx(0.5, abs=1e-8)

@@ -201,6 +201,95 @@ def test_fedtrans_finetunes_a_new_head_at_the_end(pools):
     assert np.isfinite(res.history["test_acc_coarse"].iloc[-1])
 
 
+def test_fedtrans_options_reach_its_part():
+    """finetune_epochs, finetune_lr and finetune_batch given as the family's options are the ones
+    the server fine-tuning uses (not the defaults 100, 0.01, 250)."""
+    from fedpaper.algorithms.fedtrans import CoarsePretrainThenFinetune
+
+    algo = Method("FedTrans", family="fedtrans",
+                  options={"finetune_epochs": 3, "finetune_lr": 0.05, "finetune_batch": 32}).algorithm()
+    part = next(p for p in algo.parts if isinstance(p, CoarsePretrainThenFinetune))
+    assert (part.finetune_epochs, part.finetune_lr, part.finetune_batch) == (3, 0.05, 32)
+
+
+def test_fixmix_objective_uses_the_models_learned_m_over_the_batchs():
+    """App. D.4 "Learnable": a model that outputs its own correspondence M (outputs["M"]) has R_p
+    computed with that M, not the batch's Mp. By hand (w_p = 1, lambda2 = 0: R_p alone, one row):
+    with M = I, R_p = -log softmax(f(x))_y; with the batch's uniform Mp it would be log 2."""
+    from fedpaper.algorithms.fedmt import FixMixObjective
+
+    logits = torch.tensor([[1.0, -1.0], [0.3, 0.2], [0.0, 0.4]])  # weak, strong, mix rows (B = 1)
+    batch = {"mask": torch.ones(1), "y": torch.tensor([0]), "yfix": torch.tensor([1]), "ymix": torch.tensor([0]),
+             "lam": torch.tensor(0.7), "Mp": torch.full((2, 2), 0.5)}
+    obj = FixMixObjective(1.0, 1.0, 0.0)
+    loss, _ = obj({"logits": logits, "M": torch.eye(2)}, batch, None, {}, {})
+    assert float(loss) == pytest.approx(float(torch.log1p(torch.exp(torch.tensor(-2.0)))), rel=1e-6)
+    loss, _ = obj(logits, batch, None, {}, {})  # no M among the outputs: the batch's Mp
+    assert float(loss) == pytest.approx(float(np.log(2.0)), rel=1e-6)
+
+
+def test_fixmix_estimate_keeps_a_clients_last_column_where_nothing_is_confident():
+    """Eq. (4) per client and round: a fine class with no confident row this round keeps the
+    client's estimate from the last round (M_hat's column), not the uniform 1/J it starts from.
+    Round 1: rows 0, 1, 3 (coarse 0, 1, 0) confidently class 0, row 2 (coarse 1) class 1, so
+    M_hat = [[2/3, 0], [1/3, 1]]; round 2: only rows 1, 2 (class 1) are confident, so column 0
+    stays (2/3, 1/3)."""
+    from types import SimpleNamespace
+
+    from part_harness import make_ctx
+
+    K = 2
+    pools = SimpleNamespace(x_train=torch.zeros(4, 1), labels={"coarse": (torch.tensor([0, 1, 1, 0]), None)},
+                            correspondence=np.array([[0.9, 0.1], [0.1, 0.9]]))
+    feds = [SimpleNamespace(client_indices=[np.array([0, 1, 2, 3])], seed=0)]
+    rounds = [torch.tensor([[9.0, 0.0], [9.0, 0.0], [0.0, 9.0], [9.0, 0.0]]),
+              torch.tensor([[0.1, 0.0], [0.0, 9.0], [0.0, 9.0], [0.0, 0.1]])]
+    calls = []
+
+    def predict(params, xp, rows, buffers=None):
+        calls.append(1)
+        return [rounds[len(calls) - 1]]
+
+    ctx = make_ctx(np.ones((1, 1, K)), pools=pools, feds=feds, predict=predict)
+    part = FixMixClient(threshold=0.9, estimator="estimate")
+    state = {part.key: part.init_state(ctx)}
+    slots = np.array([[0, 0]])
+    part.prepare_round(ctx, state, None, slots, {})
+    want = torch.tensor([[2 / 3, 0.0], [1 / 3, 1.0]])
+    torch.testing.assert_close(state[part.key]["M_hat"][0, 0], want)
+    part.prepare_round(ctx, state, None, slots, {})
+    torch.testing.assert_close(state[part.key]["M_hat"][0, 0], want)
+
+
+def test_learnable_m_reports_the_projected_accuracy_after_the_last_round_only():
+    """LearnableCorrespondence counts its rounds: after round 1 of 2 no test_acc_coarse_est, after
+    round 2 the 20-class accuracy with the clients' mean learned matrix (by hand: learned M ~ I, the
+    fine predictions 0, 1, 1 project to coarse 0, 1, 1, all right: 1.0)."""
+    from types import SimpleNamespace
+
+    from part_harness import aggregation, full_slots, make_ctx
+
+    from fedpaper.algorithms.fedmt import LearnableCorrespondence
+
+    pools = SimpleNamespace(correspondence=np.eye(2), x_test=torch.zeros(3, 1),
+                            labels={"coarse": (None, torch.tensor([0, 1, 1]))})
+    feds = [SimpleNamespace(seed=0, test_indices=np.arange(3))]
+    predict = lambda params, xp, rows, buffers=None: [torch.tensor([[5.0, 0.0], [0.0, 5.0], [0.0, 5.0]])  # noqa
+                                                      for _ in rows]
+    ctx = make_ctx(np.ones((1, 2, 2)), cfg=SimpleNamespace(rounds=2), pools=pools, feds=feds, predict=predict,
+                   init_params={"m_logits": torch.zeros(1, 2, 2)})
+    part = LearnableCorrespondence()
+    state = {part.key: part.init_state(ctx)}
+    slots, part_idx = full_slots(1, 2)
+    new = {"m_logits": (10.0 * torch.eye(2)).expand(2, 2, 2).clone()}
+    for rnd in (1, 2):
+        agg = aggregation(new, slots, part_idx, {"m_logits": torch.zeros(1, 2, 2)})
+        glob = part.aggregate(ctx, state, agg, {})
+        metrics = part.round_metrics(ctx, state, glob, {})
+        assert ("test_acc_coarse_est" in metrics[0]) == (rnd == 2)
+    assert metrics[0]["test_acc_coarse_est"] == 1.0
+
+
 def test_semifl_static_bn_equals_batch_statistics():
     from fedpaper.models import build_model
 

@@ -128,3 +128,28 @@ def test_batchnorm_real_rows_of_stacked_views_and_unlabeled_rows():
     with real_rows(keep):  # evaluation: the running statistics, whatever the mask
         torch.testing.assert_close(bn(x), ref(x), rtol=0, atol=0)
     assert int(bn.num_batches_tracked) == 1
+
+
+def test_masked_batchnorm_with_momentum_none_keeps_the_cumulative_average():
+    """momentum=None (torch's cumulative moving average): after two masked steps the running mean
+    is the plain average of the two steps' real-row batch means, by hand, as torch's own layer on
+    the kept rows alone gives."""
+    from torch import nn
+
+    from fedpaper.engine.batchnorm import mask_batchnorm, real_rows
+
+    torch.manual_seed(1)
+    bn, ref = nn.BatchNorm1d(3, momentum=None), nn.BatchNorm1d(3, momentum=None)
+    mask_batchnorm(bn)
+    xs = [torch.randn(6, 3), torch.randn(6, 3) + 2.0]
+    keeps = [torch.tensor([True, True, False, True, False, False]),
+             torch.tensor([False, True, True, True, True, False])]
+    for x, keep in zip(xs, keeps):
+        with real_rows(keep):
+            bn(x)
+        ref(x[keep])
+    by_hand = (xs[0][keeps[0]].mean(0) + xs[1][keeps[1]].mean(0)) / 2  # the initial 0 is forgotten: factor 1, 1/2
+    torch.testing.assert_close(bn.running_mean, by_hand, rtol=0, atol=1e-6)
+    torch.testing.assert_close(bn.running_mean, ref.running_mean, rtol=0, atol=0)
+    torch.testing.assert_close(bn.running_var, ref.running_var, rtol=0, atol=0)
+    assert int(bn.num_batches_tracked) == 2
