@@ -103,3 +103,43 @@ def test_a_run_counts_its_participating_clients(participation, slots):
     fit = MEM.runs_that_fit(s0.method, cfg, get_pools(POOL), 4, 16)
     mem = MEM.step_memory(cfg, (1, 28, 28))
     assert fit.per_run == mem.run_bytes(slots, 16)
+
+
+def test_evaluation_rows_are_capped_for_large_inputs_only():
+    """eval_batch_that_fits: the configured rows unless a pass would plan for more than EVAL_BYTES
+    (saved-for-backward bytes per sample x rows): FedNCA-ML's 224 px ResNet-18 (21 MiB per sample)
+    evaluates 195 rows at a time, the CPU profiles' models keep 2,048."""
+    from dataclasses import replace
+
+    mib = 1 << 20
+    mem = MEM.StepMemory(param_bytes=1, state_copies=0, saved_fixed=0, saved_per_sample=21 * mib,
+                         input_row_bytes=3 * 224 * 224 * 4, backend="loop")
+    assert MEM.eval_batch_that_fits(mem, 2048) == 4 * 1024 // 21 == 195
+    assert MEM.eval_batch_that_fits(replace(mem, saved_per_sample=534 * 1024), 2048) == 2048  # privlabels CNN
+    assert MEM.eval_batch_that_fits(replace(mem, saved_per_sample=0), 2048) == 2048
+    assert MEM.eval_batch_that_fits(replace(mem, saved_per_sample=1 << 40), 2048) == 1
+    # the group's shared bytes count the capped evaluation batch of inputs
+    assert mem.group_bytes(32, 2048) == mem.activations(32) + 195 * mem.input_row_bytes
+
+
+def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatch):
+    """With EVAL_BYTES lowered so that 16 rows fit, the trainer evaluates in passes of 16 rows (not
+    cfg.eval_batch) and the run's numbers are those of uncapped evaluation (a LeNet on CPU)."""
+    from fedpaper.engine import trainer as T
+    from fedpaper.experiment import _train_group
+
+    setups = _setups(1)
+    full = _train_group(setups, False)[0]
+    rows_seen = []
+    real = T.predict
+
+    def spy(*args, **kwargs):
+        rows_seen.append(args[6])  # eval_batch
+        return real(*args, **kwargs)
+
+    per_sample = MEM.step_memory(setups[0].config, tuple(get_pools(POOL).x_train.shape[1:])).saved_per_sample
+    monkeypatch.setattr(MEM, "EVAL_BYTES", 16 * per_sample)
+    monkeypatch.setattr(T, "predict", spy)
+    capped = _train_group(setups, False)[0]
+    assert rows_seen and set(rows_seen) == {16}
+    assert full["history"] == capped["history"] and full["final"] == capped["final"]  # 40 test rows: 3 passes

@@ -40,6 +40,15 @@ from .grouped import GroupedForward
 
 MEMORY_FRACTION = 0.5  # of the device's available memory that one engine call may plan to use
 GIB = 1024 ** 3
+#: What one evaluation pass may plan for (eval_batch_that_fits), counted generously as the training
+#: step's saved-for-backward bytes per sample times the rows of the pass (a no-grad forward holds far
+#: less: a layer's input and output at a time). Binds only for large inputs: the paper profile's
+#: 224 px ResNet-18 of FedNCA-ML (21 MiB per sample -> 195 rows instead of 2,048; at 2,048 rows its
+#: first convolution's output alone is 6.6 GB, and the dry run of fednca peaked at 13.7 GiB) and
+#: FedMT's CIFAR ResNet-18 (4.5 MiB -> 916); never for the CPU profiles' models (LeNet 44 KiB,
+#: privlabels CNN 534 KiB, FedNCA-ML convnet 339 KiB per sample: 2,048 rows fit), whose results stay
+#: bit-identical.
+EVAL_BYTES = 4 * GIB
 
 
 @dataclass(frozen=True)
@@ -72,9 +81,15 @@ class StepMemory:
 
     def group_bytes(self, batch: int, eval_batch: int) -> int:
         """Bytes a group holds whatever its number of runs: the activations of one loop slot or one
-        grouped pass, and one evaluation batch of inputs."""
+        grouped pass, and one evaluation batch of inputs (as many rows as eval_batch_that_fits)."""
         act = {"loop": self.activations(batch), "grouped": pass_width(batch) * self.activations(batch)}
-        return act.get(self.backend, 0) + eval_batch * self.input_row_bytes
+        return act.get(self.backend, 0) + eval_batch_that_fits(self, eval_batch) * self.input_row_bytes
+
+
+def eval_batch_that_fits(mem: StepMemory, eval_batch: int) -> int:
+    """Rows per evaluation pass: the configured eval_batch, fewer where the pass would plan for more
+    than EVAL_BYTES (see there); at least 1. The evaluation batch never changes a run's key."""
+    return int(max(1, min(int(eval_batch), EVAL_BYTES // max(1, mem.saved_per_sample))))
 
 
 def saved_tensor_bytes(model: torch.nn.Module, x: torch.Tensor, precision: str = "fp32") -> int:
