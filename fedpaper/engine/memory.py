@@ -45,9 +45,8 @@ GIB = 1024 ** 3
 #: less: a layer's input and output at a time). Binds only for large inputs: the paper profile's
 #: 224 px ResNet-18 of FedNCA-ML (21 MiB per sample -> 195 rows instead of 2,048; at 2,048 rows its
 #: first convolution's output alone is 6.6 GB) and FedMT's CIFAR ResNet-18 (4.5 MiB -> 916); never
-#: for the CPU profiles' models (LeNet 44 KiB,
-#: privlabels CNN 534 KiB, FedNCA-ML convnet 339 KiB per sample: 2,048 rows fit), whose results stay
-#: bit-identical.
+#: for the CPU profiles' models (LeNet 44 KiB, privlabels CNN 534 KiB, FedNCA-ML convnet 339 KiB per
+#: sample: 2,048 rows fit), whose results stay bit-identical.
 EVAL_BYTES = 4 * GIB
 
 

@@ -68,7 +68,8 @@ class FederatedTrainer:
         self.device = torch.device(config.device)
         check_device(pools, self.device)
         self.K = pools.num_classes
-        self._eval_rows_of = None  # (input shape, rows per evaluation pass): _eval_rows
+        # rows per evaluation pass: cfg.eval_batch, capped for large inputs (memory.eval_batch_that_fits)
+        self.eval_rows = eval_batch_that_fits(step_memory(config, tuple(pools.x_train.shape[1:])), config.eval_batch)
         self.R = len(feds)
         self.M = len(feds[0].client_indices)
         if any(len(f.client_indices) != self.M for f in feds):
@@ -285,15 +286,8 @@ class FederatedTrainer:
         bufs = self.global_buffers if buffers is None else buffers
         batched = self.backend == "grouped" and evaluate.BATCHED_OVER_MODELS  # off by default: see evaluate.py
         grouped = self.grouped if batched else None
-        return predict(self.template, params, bufs, x_pool, rows, self.K, self._eval_rows(x_pool), self.device, train,
+        return predict(self.template, params, bufs, x_pool, rows, self.K, self.eval_rows, self.device, train,
                        self.cfg.precision, grouped)
-
-    def _eval_rows(self, x_pool) -> int:
-        """Rows per evaluation pass: cfg.eval_batch, capped for large inputs (memory.eval_batch_that_fits)."""
-        shape = tuple(int(s) for s in x_pool.shape[1:])
-        if self._eval_rows_of is None or self._eval_rows_of[0] != shape:
-            self._eval_rows_of = (shape, eval_batch_that_fits(step_memory(self.cfg, shape), self.cfg.eval_batch))
-        return self._eval_rows_of[1]
 
     def _evaluate(self, rnd, loss, slots) -> list:
         rows = []
