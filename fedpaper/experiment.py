@@ -230,14 +230,22 @@ def data_identity(data: dict, data_root=None) -> Optional[dict]:
 # Sweeps
 
 def _result(res, r: int) -> dict:
+    """Run r's stored result. A run that diverged (TrainResult.diverged) keeps the rounds before
+    it and says where it stopped in "diverged_at"; its "best" and "final" are over those rounds."""
     h = res.history[res.history["run"] == r].drop(columns=["run"])
-    best = res.best().iloc[r].to_dict()
-    best_f1 = res.best(report="test_f1").iloc[r]["test_f1"] if "test_f1" in h else None
-    return {"history": h.to_dict("records"),
-            "best": {"round": int(best["best_round"]), "test_acc": float(best["test_acc"]),
-                     "test_f1": None if best_f1 is None else float(best_f1)},
-            "final": {k: float(h[k].iloc[-1]) for k in h.columns if k.endswith(("_acc", "_f1", "_loss"))},
-            "log": dict(res.log)}
+    diverged = (res.diverged or [None] * (r + 1))[r]
+    out = {"history": h.to_dict("records"), "log": dict(res.log), "diverged_at": diverged}
+    if h.empty:  # diverged before its first evaluation
+        return {**out, "best": {"round": None, "test_acc": float("nan"), "test_f1": None}, "final": {}}
+    b = res.best()
+    best = b[b["run"] == r].iloc[0].to_dict()
+    best_f1 = None
+    if "test_f1" in h:
+        bf = res.best(report="test_f1")
+        best_f1 = bf[bf["run"] == r].iloc[0]["test_f1"]
+    return {**out, "best": {"round": int(best["best_round"]), "test_acc": float(best["test_acc"]),
+                            "test_f1": None if best_f1 is None else float(best_f1)},
+            "final": {k: float(h[k].iloc[-1]) for k in h.columns if k.endswith(("_acc", "_f1", "_loss"))}}
 
 
 _BUDGET_NOTICES: set = set()
@@ -268,6 +276,10 @@ def group_setups(setups: list[RunSetup], max_batch: int, desc: str = "runs") -> 
 def _train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
     s0 = setups[0]
     res = train(s0.method, s0.config, get_pools(s0.pools_key), [s.federation for s in setups], progress=progress)
+    for st, d in zip(setups, res.diverged or []):
+        if d:
+            print(f"{getattr(st.method, 'name', st.method)} (seed {st.federation.seed}, {st.pools_key[0]}) diverged at "
+                  f"round {d} of {st.config.rounds}: its rounds before are kept and its result says so", flush=True)
     return [_result(res, r) for r in range(len(setups))]
 
 

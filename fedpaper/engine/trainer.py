@@ -49,6 +49,12 @@ def as_algorithm(method):
     return method.algorithm()
 
 
+def device_name(device: torch.device) -> str:
+    """'cpu', or 'cuda: NVIDIA H200' (the card), for a run's log and provenance."""
+    device = torch.device(device)
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
+
+
 def check_device(pools: Pools, device: torch.device) -> None:
     """The pools must live on the device the run trains on (they move there once, when built:
     experiment.get_pools; never per batch)."""
@@ -220,6 +226,7 @@ class FederatedTrainer:
         rngs = [np.random.default_rng([f.seed, 7919]) for f in self.feds]
         self.aug_rngs = self._aug_rngs()
         self.run_gens = RunGenerators(self.device)
+        self.diverged = np.zeros(self.R, dtype=np.int64)  # the round each run diverged in (0: it has not)
         t0 = time.perf_counter()
         n_samples = 0
         best = _BestTracker(self.R) if cfg.keep_best else None
@@ -234,27 +241,81 @@ class FederatedTrainer:
             slot_rngs = [rngs[r] for r in slots[:, 0]]
             bufs = {k: v[slots[:, 0]].clone() for k, v in self.global_buffers.items()}
             new, anchor, steps, loss = self.local_train(rnd, params, slots, slot_rngs, bufs)
+            new, loss = self._hold_diverged(rnd, slots, new, anchor, loss)
+            prev_params, prev_buffers = self.global_params, self.global_buffers
             self.global_buffers = self._average_buffers(bufs, slots)
             n_samples += int(sum(len(self.feds[r].client_indices[c]) for r, c in slots)) * cfg.local_epochs
             agg = Aggregation(new, anchor, steps, loss, slots, part, self.global_params)
             self.global_params = self.algo.aggregate(self.ctx, self.state, agg)
             self.global_params, self.global_buffers = self.algo.server_steps(
                 self.ctx, self.state, self.global_params, self.global_buffers, agg, rngs)
+            self._restore_diverged(rnd, prev_params, prev_buffers)
             if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:
                 rows = self._evaluate(rnd, loss, slots)
                 for row, extra in zip(rows, self.algo.round_metrics(self.ctx, self.state, self.global_params,
                                                                     self.global_buffers)):
                     row.update(extra)
-                hist.extend(rows)
+                live = [row for row in rows if not self.diverged[row["run"]]]
+                hist.extend(live)
                 if best is not None:
-                    best.update(rows, self.global_params)
+                    best.update(rows, self.global_params, skip=self.diverged > 0)
             round_done(rnd, cfg.rounds, self.R)  # progress inside the runs (the sweep's bar, if any)
+            if self.diverged.all():  # nothing left to train: the remaining rounds count as done
+                for later in range(rnd + 1, cfg.rounds + 1):
+                    round_done(later, cfg.rounds, self.R)
+                break
         self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend,
                          "backend_rule": self.backend_rule, "precision": cfg.precision,
-                         "layout": self.layout_rule}
+                         "layout": self.layout_rule, "device": device_name(self.device)}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
+        diverged = [int(d) if d else None for d in self.diverged]
         return TrainResult(pd.DataFrame(hist), final, self.step_log,
-                           None if best is None else best.params(final))
+                           None if best is None else best.params(final), diverged)
+
+    # ---- runs that diverge
+    def _finite_rows(self, tensors: dict, n: int) -> torch.Tensor:
+        """[n] bool: row i of every tensor in `tensors` (leading dimension n) is finite."""
+        ok = torch.ones(n, dtype=torch.bool, device=self.device)
+        for v in tensors.values():
+            if v.is_floating_point():
+                ok &= torch.isfinite(v.reshape(n, -1)).all(1)
+        return ok
+
+    def _hold_diverged(self, rnd, slots, new, anchor, loss):
+        """A run diverges in the first round in which one of its clients' training ends with a
+        non-finite loss or parameter (e.g. a learning rate too large for a seed: it happened to
+        FedPALS Table 1's Fashion-MNIST runs at the paper's 150 rounds). From then on the run is
+        held: its clients' updates are replaced by their start parameters and their losses by 0, so
+        the aggregation (AFL's loss-weighted step, a QP) sees finite input and the runs batched with
+        it go on unchanged (each run's aggregation is its own); its history stops at the last round
+        before it diverged and TrainResult.diverged names the round."""
+        ok = self._finite_rows(new, len(slots)) & torch.isfinite(loss)
+        bad = np.unique(slots[~ok.cpu().numpy(), 0])
+        self.diverged[bad[self.diverged[bad] == 0]] = rnd
+        held = self.diverged[slots[:, 0]] > 0
+        if not held.any():
+            return new, loss
+        h = torch.as_tensor(held, device=self.device)
+        new = {k: torch.where(h.view(-1, *[1] * (v.dim() - 1)), anchor[k].to(v.dtype), v) for k, v in new.items()}
+        return new, torch.where(h, torch.zeros_like(loss), loss)
+
+    def _restore_diverged(self, rnd, prev_params, prev_buffers):
+        """A run whose global model is non-finite after aggregation and server steps diverged in
+        this round too; every diverged run keeps its last finite global model (and buffers), which
+        is what TrainResult.final_params holds for it."""
+        ok = self._finite_rows(self.global_params, self.R) & self._finite_rows(self.global_buffers, self.R)
+        bad = np.flatnonzero(~ok.cpu().numpy())
+        self.diverged[bad[self.diverged[bad] == 0]] = rnd
+        if not self.diverged.any():
+            return
+        h = torch.as_tensor(self.diverged > 0, device=self.device)
+
+        def keep(now, before):
+            return {k: torch.where(h.view(-1, *[1] * (v.dim() - 1)), before[k].to(v.dtype), v) if k in before else v
+                    for k, v in now.items()}
+
+        self.global_params = keep(self.global_params, prev_params)
+        self.global_buffers = keep(self.global_buffers, prev_buffers)
 
     def _participants(self, rngs) -> np.ndarray:
         k = max(1, int(round(self.cfg.participation * self.M)))
@@ -318,8 +379,10 @@ class _BestTracker:
         self.score = [-np.inf] * R
         self.kept = [None] * R
 
-    def update(self, rows, params):
+    def update(self, rows, params, skip=None):
         for r, row in enumerate(rows):
+            if skip is not None and skip[r]:  # a diverged run keeps what it kept before
+                continue
             v = row.get("val_acc")
             if v is None or np.isnan(v):
                 self.kept[r] = {k: t[r].detach().cpu().clone() for k, t in params.items()}

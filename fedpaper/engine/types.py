@@ -160,6 +160,9 @@ class TrainResult:
     final_params: dict
     log: dict
     best_params: dict | None = None
+    #: per run, the round it diverged in (a non-finite loss or parameter; its history stops at the
+    #: round before and its final and best parameters are its last finite ones), or None
+    diverged: list | None = None
 
     def best(self, by="val_acc", report="test_acc") -> pd.DataFrame:
         """Best-validation snapshot per run: the `report` metric at the round where `by` peaks

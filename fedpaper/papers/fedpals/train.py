@@ -70,18 +70,41 @@ def _record(s, r: dict, method: str) -> dict:
             "label_split": R.label_setting(s.partition["split"]), "clients": s.partition["num_clients"],
             "local_epochs": t["local_epochs"], "rounds": t["rounds"], "participation": t["participation"],
             "method": method, "seed": s.seed, "lam": s.tags["lam"], "test_acc": 100 * r["best"]["test_acc"],
-            "val_acc": 100 * R.best_val(r), "best_round": r["best"]["round"], "_spec": s, "_result": r}
+            "val_acc": 100 * R.best_val(r), "best_round": r["best"]["round"], "diverged_at": r.get("diverged_at"),
+            "_spec": s, "_result": r}
 
 
 def summary(rec: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Mean ± sample std (ddof=1, vague-13) over seeds of the target test accuracy (%)."""
+    """Mean ± sample std (ddof=1, vague-13) over seeds of the target test accuracy (%). Where a
+    seed's run diverged (experiment._result's "diverged_at"), its best-validation snapshot from the
+    rounds before is used and a "diverged" column names the seed and round."""
     rows = []
     for key, g in rec.groupby(by, sort=False):
         lam = ";".join("-" if x is None or pd.isna(x) else f"{x:.4g}" for x in g["lam"])
         rows.append({**group_fields(by, key), **seed_summary(g["test_acc"].to_numpy(), "accuracy_pct", n_resamples=500,
                                                               ci=True), "val_mean": g["val_acc"].mean(),
-                     "per_seed": ";".join(f"{v:.2f}" for v in g["test_acc"]), "lambda_per_seed": lam})
-    return pd.DataFrame(rows)
+                     "per_seed": ";".join(f"{v:.2f}" for v in g["test_acc"]), "lambda_per_seed": lam,
+                     "diverged": diverged_text(g)})
+    tab = pd.DataFrame(rows)
+    return tab if (tab["diverged"] != "").any() else tab.drop(columns="diverged")
+
+
+def diverged_text(g: pd.DataFrame) -> str:
+    """'seed 2 at round 121; ...' for the rows of `g` whose run diverged, else ''."""
+    if "diverged_at" not in g:
+        return ""
+    return "; ".join(f"seed {s} at round {int(d)}" for s, d in zip(g["seed"], g["diverged_at"])
+                     if d is not None and not pd.isna(d))
+
+
+def diverged_notes(tab: pd.DataFrame) -> list[str]:
+    """One note per table cell with a diverged run, for the figure and its provenance."""
+    if "diverged" not in tab:
+        return []
+    keys = [c for c in ("dataset", "label_split", "method") if c in tab]
+    return [f"{' '.join(str(r[c]) for c in keys)}: diverged ({r['diverged']}; non-finite training loss); "
+            f"that seed's best-validation snapshot before it is used (marked †)"
+            for _, r in tab.iterrows() if r["diverged"]]
 
 
 def info(p: dict, datasets: list[str], data_root=None, notes=()) -> dict:
@@ -120,7 +143,7 @@ def table1_compute(p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
     specs, results = train_settings(p, settings, data_root, desc="fedpals table1")
     rec = records(specs, results)
     tab = summary(rec, ["dataset", "label_split", "clients", "method"])
-    return tab, info(p, ["fashion-mnist", "cifar10"], data_root, p.get("notes"))
+    return tab, info(p, ["fashion-mnist", "cifar10"], data_root, list(p.get("notes") or []) + diverged_notes(tab))
 
 
 def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, title: str):
@@ -135,6 +158,8 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
         for m in methods:
             o = tab[(tab.dataset == ds) & (tab.label_split == ls) & (tab.method == m)]
             txt = f"{o['mean'].iloc[0]:.1f} ± {o['std'].iloc[0]:.1f}" if len(o) else "–"
+            if len(o) and "diverged" in o and o["diverged"].iloc[0]:
+                txt += " †"  # a seed diverged: the notes say which and when
             if reported is not None:
                 q = reported[(reported.dataset == ds) & (reported.label_split == ls) & (reported.method == m)]
                 txt += f"\n({q['mean'].iloc[0]:.1f})" if len(q) else ""
@@ -148,7 +173,9 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
     t.set_fontsize(7)
     t.scale(1, 2.2)
     ax.set_title(title, fontsize=9)
-    subtitle(fig, params, table_chance_caption(tab))
+    diverged = diverged_notes(tab)
+    caption = table_chance_caption(tab) + (" † " + "; ".join(diverged) if diverged else "")
+    subtitle(fig, params, caption.strip())
     return fig
 
 
