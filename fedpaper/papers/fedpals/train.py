@@ -143,7 +143,8 @@ def table1_compute(p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
     specs, results = train_settings(p, settings, data_root, desc="fedpals table1")
     rec = records(specs, results)
     tab = summary(rec, ["dataset", "label_split", "clients", "method"])
-    return tab, info(p, ["fashion-mnist", "cifar10"], data_root, list(p.get("notes") or []) + diverged_notes(tab))
+    datasets = list(dict.fromkeys(d for d, _ in table1_settings(p)))
+    return tab, info(p, datasets, data_root, list(p.get("notes") or []) + diverged_notes(tab))
 
 
 def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, title: str):
