@@ -55,6 +55,12 @@ KEY_FIELDS = ("model", "model_kwargs", "input_shape", "batch_size", "optimizer",
 GPU_JSON = REPO / "benchmarks" / "results" / "gpu.json"
 
 
+def _refuse(msg: str):
+    """Bad input or the wrong device: one line on stderr, exit code 2 (as the CLI's bad input)."""
+    print(f"gpu_throughput: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 class _Enough(BaseException):
     """Raised from the engine's round callback once the key's time is spent (stops training)."""
 
@@ -295,14 +301,14 @@ def measure(keys_file: Path, out_json: Path, out_md: Path, max_seconds: float = 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type != "cuda":
         if not allow_cpu:
-            raise SystemExit("gpu_throughput: no CUDA device (torch.cuda.is_available() is False): gpu.json holds "
+            _refuse("no CUDA device (torch.cuda.is_available() is False): gpu.json holds "
                              "GPU numbers only; pass --allow-cpu to test on the CPU (written elsewhere)")
         if Path(out_json).resolve() == GPU_JSON.resolve():
-            raise SystemExit(f"gpu_throughput: --allow-cpu never writes {GPU_JSON.relative_to(REPO)}: "
+            _refuse(f"--allow-cpu never writes {GPU_JSON.relative_to(REPO)}: "
                              "pass another --out-json")
     data = json.loads(Path(keys_file).read_text(encoding="utf-8"))
     if data.get("format") != FORMAT:
-        raise SystemExit(f"gpu_throughput: {keys_file} is not a --collect file (format {data.get('format')!r})")
+        _refuse(f"{keys_file} is not a --collect file (format {data.get('format')!r})")
     entries = data["keys"][:limit] if limit else data["keys"]
     info = device_info(device)
     models, errors, not_measured, detail = {}, {}, [], []

@@ -71,11 +71,13 @@ def test_measure_on_cpu_writes_what_plan_reads(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU path (no CUDA)")
-def test_cpu_never_writes_gpu_json(tmp_path):
+def test_cpu_never_writes_gpu_json(tmp_path, capsys):
     gt = _module()
     keys = _keys_file(gt, tmp_path, [TINY])
-    with pytest.raises(SystemExit, match="allow-cpu"):
+    with pytest.raises(SystemExit) as e:
         gt.main(["--measure", str(keys), "--out-json", str(tmp_path / "g.json"), "--out-md", str(tmp_path / "g.md")])
-    with pytest.raises(SystemExit, match="never writes"):
+    assert e.value.code == 2 and "--allow-cpu" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
         gt.main(["--measure", str(keys), "--allow-cpu", "--out-md", str(tmp_path / "g.md")])
-    assert not (tmp_path / "g.json").exists()
+    assert e.value.code == 2 and "never writes" in capsys.readouterr().err
+    assert not (tmp_path / "g.json").exists() and not (tmp_path / "g.md").exists()
