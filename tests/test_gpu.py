@@ -38,19 +38,20 @@ def no_tf32():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
-def _runs(device, backend, model="lenet", kwargs=None, dropout=False):
+def _runs(device, backend, model="lenet", kwargs=None, dropout=False, lr=0.05, momentum=0.9):
     ds = synthetic_images(num_classes=4, n_train=240, n_test=60, shape=(3, 16, 16), seed=0)
     pools = Pools.from_dataset(ds, device=device)
     y = ds.y_train.numpy()
     feds = [Federation([np.asarray(c) for c in sparsity_partition(y, 3, 2, seed=s).client_indices],
                        np.arange(60), seed=s) for s in (0, 1)]
     kw = kwargs or dict(in_channels=3, image_size=16, num_classes=4)
-    cfg = TrainConfig(model, kw, optimizer="sgd", lr=0.05, momentum=0.9, batch_size=16, rounds=2, device=device,
+    cfg = TrainConfig(model, kw, optimizer="sgd", lr=lr, momentum=momentum, batch_size=16, rounds=2, device=device,
                       backend=backend)
     return train(get_method("FedAvg"), cfg, pools, feds, progress=False)
 
 
 def _agree(cpu, gpu):
+    assert cpu.diverged == gpu.diverged == [None, None], "a diverged run tests no agreement: pick a stable setting"
     for k, v in cpu.final_params.items():
         torch.testing.assert_close(gpu.final_params[k], v, atol=ATOL, rtol=RTOL, msg=lambda m: f"{k}: {m}")
     np.testing.assert_allclose(gpu.history["train_loss"], cpu.history["train_loss"], rtol=RTOL)
@@ -66,10 +67,12 @@ def test_cpu_and_cuda_agree_per_backend(backend, no_tf32):
 
 @pytest.mark.gpu
 def test_cpu_and_cuda_agree_with_batchnorm(no_tf32):
-    """A BatchNorm model (loop backend: running statistics per slot from its real rows)."""
+    """A BatchNorm model (loop backend: running statistics per slot from its real rows). At the
+    LeNet tests' lr 0.05 / momentum 0.9 this model's second run diverges in round 2 (loss 2,082 in
+    round 1; seen on the H200 and the CPU alike), so it trains at lr 0.01 / momentum 0.5."""
     kw = dict(num_classes=4, backbone="convnet", width=4, dim=16, norm="batch", heads=2, in_channels=3)
-    cpu = _runs("cpu", "auto", "fednca_net", kw)
-    gpu = _runs("cuda", "auto", "fednca_net", kw)
+    cpu = _runs("cpu", "auto", "fednca_net", kw, lr=0.01, momentum=0.5)
+    gpu = _runs("cuda", "auto", "fednca_net", kw, lr=0.01, momentum=0.5)
     assert cpu.log["backend"] == gpu.log["backend"] == "loop"
     _agree(cpu, gpu)
 
