@@ -67,11 +67,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The nbstripout git filter (.gitattributes names it): executed notebooks (JupyterLab autosave,
-# papermill in place) stage without outputs, so `git status` stays clean. Skipped outside git.
+# papermill in place) stage without outputs, so `git status` stays clean. Skipped outside git. The index
+# is refreshed once (about a minute in a fresh clone: the filter runs on every notebook): otherwise each
+# provenance record's `git status` (10 s timeout, fedpaper.provenance) redoes that work and is cut off.
 $(NBSTRIP): $(STAMP) .gitattributes
 	if git rev-parse --git-dir >/dev/null 2>&1; then \
 	  $(VENV)/bin/nbstripout --install --attributes .gitattributes && \
-	  git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)"; fi
+	  git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)" && \
+	  { git update-index -q --refresh >/dev/null || true; }; fi
 	touch $(NBSTRIP)
 
 # Mutation testing, a developer tool (not part of `make test`): mutmut 3.8 over fedpaper/algorithms/,
