@@ -318,6 +318,7 @@ def ladder_section() -> list[str]:
             continue
         rows = [[t.quantity, ", ".join(f"`{c}`" for c in t.claim.split(";") if c) or "–", t.trend,
                  f"{t.slope:+.2f} ± {t.se:.2f}", str(t.rungs),
+                 f"not projected: {t.not_projected}" if t.not_projected else
                  "–" if t.projection is None else f"{t.projection:.3g} (projection)"] for t in read_trends(table)]
         md, _ = _frame_to_md(pd.DataFrame(rows, columns=["quantity", "claims", "trend", "slope per decade",
                                                          "rungs", "at the paper's compute"]), drop_constant=False)

@@ -135,19 +135,47 @@ def test_the_report_reads_a_committed_ladder(figures_tmp):
 
 def test_a_projection_stops_at_the_end_of_the_quantitys_range():
     """A mean |ours - paper| falling 14.6 points per decade (the FedPALS quick ladder's Table 1 gap)
-    cannot be projected below 0 at 75x: the projection is 0 and the label says where the line gets there."""
+    cannot be projected below 0 at 10x (one decade above the top rung; the ladder spans 1.2): the
+    projection is 0 and the label says where the line gets there."""
     compute = [0.0625, 0.25, 1.0]
     per_seed = [[36.5, 34.9, 23.2], [19.9, 21.2, 19.2], [14.8, 13.0, 14.1]]
     f = S.fit(compute, per_seed)
-    assert S.classify(f, -1) == S.NARROWING and f.at(75.0) < 0
-    assert S.projection(f, S.NARROWING, 75.0, (0.0, math.inf)) == 0.0
-    assert S.projection(f, S.NARROWING, 75.0) == pytest.approx(f.at(75.0))  # unbounded: the line itself
+    assert S.classify(f, -1) == S.NARROWING and f.at(10.0) < 0
+    assert S.projection(f, S.NARROWING, 10.0, (0.0, math.inf)) == 0.0
+    assert S.projection(f, S.NARROWING, 10.0) == pytest.approx(f.at(10.0))  # unbounded: the line itself
     c = S.crossing(f, (0.0, math.inf))
-    assert 1.0 < c < 75.0 and f.at(c) == pytest.approx(0.0, abs=1e-9)
+    assert 1.0 < c < 10.0 and f.at(c) == pytest.approx(0.0, abs=1e-9)
     q = {"quantity": "gap", "claim": "", "direction": -1, "bounds": (0.0, math.inf),
          "values": {r: dict(enumerate(v)) for r, v in zip(["r1", "r2", "r3"], per_seed)}}
-    fit_row = S.ladder_rows([q], [{"name": r, "compute": c_} for r, c_ in zip(["r1", "r2", "r3"], compute)], 75.0)[-1]
+    fit_row = S.ladder_rows([q], [{"name": r, "compute": c_} for r, c_ in zip(["r1", "r2", "r3"], compute)], 10.0)[-1]
     assert fit_row["projection"] == 0.0 and "end of its range" in fit_row["label"], fit_row["label"]
     # a Kendall tau rising past 1 stops at 1
     g = S.fit(compute, [[0.1, 0.2, 0.1], [0.5, 0.6, 0.5], [0.9, 1.0, 0.9]])
-    assert S.projection(g, S.classify(g, +1), 75.0, (-1.0, 1.0)) == 1.0
+    assert S.projection(g, S.classify(g, +1), 10.0, (-1.0, 1.0)) == 1.0
+
+
+def test_no_projection_further_above_the_ladder_than_it_spans():
+    """The FedPALS quick ladder spans 1.2 decades (0.0625x-1x) and the paper's compute is 75x, 1.9
+    decades above its top rung: a clear trend is classified but not projected, the label and the
+    trend read back from the csv say why, and a csv written before the rule is read by it."""
+    import pandas as pd
+
+    compute = [0.0625, 0.25, 1.0]
+    per_seed = [[36.5, 34.9, 23.2], [19.9, 21.2, 19.2], [14.8, 13.0, 14.1]]
+    f = S.fit(compute, per_seed)
+    assert (f.lo, f.hi) == pytest.approx((0.0625, 1.0))
+    assert S.within_reach(0.0625, 1.0, 16.0)[0] and not S.within_reach(0.0625, 1.0, 16.1)[0]  # span 1.204 decades
+    ok, why = S.within_reach(0.0625, 1.0, 75.0)
+    assert not ok and why == "the paper's compute is 1.9 decades above the top rung, beyond the ladder's own span of 1.2"
+    assert S.projection(f, S.NARROWING, 75.0, (0.0, math.inf)) is None
+    q = {"quantity": "gap", "claim": "1", "direction": -1, "bounds": (0.0, math.inf),
+         "values": {r: dict(enumerate(v)) for r, v in zip(["r1", "r2", "r3"], per_seed)}}
+    rows = S.ladder_rows([q], [{"name": r, "compute": c_} for r, c_ in zip(["r1", "r2", "r3"], compute)], 75.0)
+    assert rows[-1]["projection"] is None and rows[-1]["label"].endswith("no projection: " + why)
+    [t] = S.read_trends(pd.DataFrame(rows))
+    assert t.trend == S.NARROWING and t.projection is None and t.not_projected == why
+    assert t.text().endswith("; no projection: " + why)
+    old = pd.DataFrame(rows)
+    old.loc[old["row"] == "fit", "projection"] = 0.0  # as a csv made before the rule holds it
+    assert S.read_trends(old)[0].projection is None
+    assert S.shown_projection(old[old["row"] == "fit"].iloc[0], old[old["row"] == "seed"]) is None

@@ -225,8 +225,8 @@ def draw(table: pd.DataFrame, p: dict):
             ax.axvline(paper_c, color="C3", ls=":", lw=1)
             ax.annotate("paper's compute", (paper_c, 0.02), xycoords=("data", "axes fraction"), rotation=90,
                         fontsize=7, color="C3", ha="right", va="bottom")
-        proj = f.get("projection")
-        if proj is not None and not pd.isna(proj) and len(pts):
+        proj = S.shown_projection(f, pts)
+        if proj is not None and len(pts):
             x0 = float(pts["compute"].max())
             y0 = float(f["slope"]) * math.log10(x0) + (float(proj) - float(f["slope"]) * math.log10(float(paper_c)))
             ax.plot([x0, paper_c], [y0, proj], ls="--", color="C1", label=S.PROJECTION)

@@ -22,8 +22,10 @@ k = `noise.t_quantile(df)` (the one-sided 90 % quantile of NOISE_RULE; no second
 - TOO_FEW    with fewer than MIN_RUNGS rungs (or no noise estimate): not classified.
 
 A projection to the paper's compute (intercept + slope * log10(c_paper)) is made only for a clear
-trend (narrowing or widening) fitted on at least MIN_RUNGS rungs, and is always labelled a
-projection: a straight line in log-compute, extrapolated. A quantity with a range (a mean |ours -
+trend (narrowing or widening) fitted on at least MIN_RUNGS rungs, and no further above the top rung
+than the ladder itself spans (MAX_EXTRAPOLATION x its decades, `within_reach`): a line fitted over
+1.2 decades says nothing about 4 decades further. It is always labelled a projection: a straight
+line in log-compute, extrapolated. A quantity with a range (a mean |ours -
 paper| is >= 0, a Kendall tau in [-1, 1]) is projected no further than its bound: where the line
 crosses it before the paper's compute, the projection is the bound and the label says at what
 compute the line reaches it (`crossing`).
@@ -45,6 +47,8 @@ NARROWING, FLAT, WIDENING, TOO_FEW = "narrowing", "flat", "widening", "too few r
 TRENDS = (NARROWING, FLAT, WIDENING, TOO_FEW)
 MIN_RUNGS = 3
 PROJECTION = "projection"
+#: how far above its top rung a ladder projects, in units of its own span (decades top / bottom)
+MAX_EXTRAPOLATION = 1.0
 
 #: csv columns of a ladder table (row = "seed" or "fit")
 COLUMNS = ["row", "quantity", "claim", "direction", "rung", "compute", "seed", "value", "slope", "slope_se",
@@ -61,6 +65,8 @@ class Fit:
     intercept: float
     rungs: int
     method: str  # "paired by seed" | "OLS on seed means"
+    lo: float = math.nan  # the lowest and highest compute with a value (the fitted range)
+    hi: float = math.nan
 
     @property
     def k(self) -> float:
@@ -98,9 +104,10 @@ def fit(compute: Sequence[float], per_seed: Sequence[Sequence[float]]) -> Option
             slope = float(slopes.mean())
             se = float(slopes.std(ddof=1) / math.sqrt(len(slopes)))
             return Fit(slope, se, len(slopes) - 1, float(ybar.mean() - slope * x.mean()), int(ok.sum()),
-                       "paired by seed")
+                       "paired by seed", 10 ** x.min(), 10 ** x.max())
     slope, intercept, se = _ols(x, ybar)
-    return Fit(slope, se, int(ok.sum()) - 2, intercept, int(ok.sum()), "OLS on seed means")
+    return Fit(slope, se, int(ok.sum()) - 2, intercept, int(ok.sum()), "OLS on seed means", 10 ** x.min(),
+               10 ** x.max())
 
 
 def classify(f: Optional[Fit], direction: int) -> str:
@@ -118,11 +125,25 @@ def classify(f: Optional[Fit], direction: int) -> str:
     return FLAT
 
 
+def within_reach(lo: float, hi: float, paper_compute: Optional[float]) -> tuple[bool, str]:
+    """(True, "") when the paper's compute lies no further above the top rung `hi` than
+    MAX_EXTRAPOLATION x the ladder's span (log10 hi/lo), else (False, why) in one phrase."""
+    if paper_compute is None or not (lo > 0 and hi > 0 and paper_compute > 0):
+        return False, "no paper compute or fitted range"
+    span, beyond = math.log10(hi / lo), math.log10(paper_compute / hi)
+    if beyond <= MAX_EXTRAPOLATION * span:
+        return True, ""
+    return False, (f"the paper's compute is {beyond:.1f} decades above the top rung, beyond the ladder's own "
+                   f"span of {span:.1f}")
+
+
 def projection(f: Optional[Fit], trend: str, paper_compute: Optional[float],
                bounds: tuple = (-math.inf, math.inf)) -> Optional[float]:
-    """The fitted line at the paper's compute, only for a clear trend on >= MIN_RUNGS rungs, held
-    inside the quantity's range `bounds` (lo, hi)."""
+    """The fitted line at the paper's compute, only for a clear trend on >= MIN_RUNGS rungs whose
+    paper compute is `within_reach`, held inside the quantity's range `bounds` (lo, hi)."""
     if f is None or paper_compute is None or trend not in (NARROWING, WIDENING) or f.rungs < MIN_RUNGS:
+        return None
+    if not within_reach(f.lo, f.hi, paper_compute)[0]:
         return None
     lo, hi = bounds
     return float(min(max(f.at(paper_compute), lo), hi))
@@ -150,11 +171,14 @@ class Trend:
     rungs: int
     projection: Optional[float]
     paper_compute: Optional[float]
+    not_projected: str = ""  # why a clear trend has no projection (`within_reach`), else ""
 
     def text(self) -> str:
         """"<quantity>: narrowing, slope +1.2 +- 0.3 per decade of compute over 3 rungs[; projection ...]"."""
         proj = "" if self.projection is None else (f"; {PROJECTION} at the paper's compute "
                                                    f"({self.paper_compute:.3g}x ours): {self.projection:.3g}")
+        if self.not_projected:
+            proj = f"; no {PROJECTION}: {self.not_projected}"
         return (f"{self.quantity}: {self.trend}, slope {self.slope:+.3g} +- {self.se:.2g} per decade of compute "
                 f"over {self.rungs} rungs{proj}")
 
@@ -183,6 +207,8 @@ def ladder_rows(quantities: Sequence[dict], rungs: Sequence[dict], paper_compute
             c = crossing(f, bounds)
             if c is not None and proj != f.at(paper_compute):
                 label += f" (the line reaches {proj:.3g}, the end of its range, at {c:.3g}x)"
+        elif trend in (NARROWING, WIDENING) and paper_compute is not None:
+            label += f"; no {PROJECTION}: {within_reach(f.lo, f.hi, paper_compute)[1]}"
         rows.append(dict(base, row="fit", slope=None if f is None else f.slope, slope_se=None if f is None else f.se,
                          df=None if f is None else f.df, k=None if f is None else f.k,
                          fit=None if f is None else f.method, trend=trend, paper_compute=paper_compute,
@@ -206,9 +232,27 @@ def read_trends(table) -> list[Trend]:
     for _, r in table[table["row"] == "fit"].iterrows():
         claim = r.get("claim")
         claim = "" if claim is None or (isinstance(claim, float) and math.isnan(claim)) else str(claim)
+        pts = table[(table["row"] == "seed") & (table["quantity"] == r["quantity"])]
+        proj, paper = shown_projection(r, pts), _num(r.get("paper_compute"))  # a csv written before
+        # MAX_EXTRAPOLATION is read by today's rule
+        why = ""
+        if str(r["trend"]) in (NARROWING, WIDENING) and paper is not None:
+            why = within_reach(*compute_range(pts), paper)[1]
         out.append(Trend(str(r["quantity"]), claim, int(r["direction"]), str(r["trend"]),
                          _num(r.get("slope")) or 0.0, _num(r.get("slope_se")) or 0.0,
-                         int(((table["row"] == "seed") & (table["quantity"] == r["quantity"])).pipe(
-                             lambda m: table.loc[m, "rung"].nunique())),
-                         _num(r.get("projection")), _num(r.get("paper_compute"))))
+                         int(pts["rung"].nunique()), proj, paper, why))
     return out
+
+
+def compute_range(seed_rows) -> tuple[float, float]:
+    """(lowest, highest) compute of a quantity's seed rows with a value (nan, nan without one)."""
+    c = seed_rows.loc[seed_rows["value"].notna(), "compute"].astype(float) if len(seed_rows) else []
+    return (float(min(c)), float(max(c))) if len(c) else (math.nan, math.nan)
+
+
+def shown_projection(fit_row, seed_rows) -> Optional[float]:
+    """The projection a ladder csv's fit row holds, if today's rule (`within_reach`) still shows it."""
+    proj = _num(fit_row.get("projection"))
+    if proj is None or not within_reach(*compute_range(seed_rows), _num(fit_row.get("paper_compute")))[0]:
+        return None
+    return proj
