@@ -179,3 +179,43 @@ def test_no_projection_further_above_the_ladder_than_it_spans():
     old.loc[old["row"] == "fit", "projection"] = 0.0  # as a csv made before the rule holds it
     assert S.read_trends(old)[0].projection is None
     assert S.shown_projection(old[old["row"] == "fit"].iloc[0], old[old["row"] == "seed"]) is None
+
+
+def test_a_rung_whose_compared_models_sit_at_chance_gives_no_value():
+    import numpy as np
+
+    """FedMT's quick ladder had FedMT (E) and SemiFL both at 1% (CIFAR-100's one-class score) at its
+    first rung, a margin of 0.0 that entered the fit; `learned` leaves such a rung out (Missing)."""
+    from fedpaper.papers._common.rows import Cell, Missing
+    from fedpaper.papers.ladder import learned
+
+    def cell(*v):
+        return Cell(float(np.mean(v)), float(np.std(v, ddof=1)), len(v), tuple(v))
+
+    ok = {"FedMT (E)": cell(20.0, 22.0, 21.0), "SemiFL": cell(18.0, 19.0, 20.0), "FedAvg": cell(1.0, 1.2, 0.9)}
+    assert learned(ok, ("FedMT (E)", "SemiFL"), 1.0) is ok
+    assert learned(ok, ("FedMT (E)",), 1.0, others=("SemiFL", "FedAvg")) is ok  # one learning other suffices
+    flat = {"FedMT (E)": cell(1.0, 1.0, 1.0), "SemiFL": cell(1.0, 1.0, 1.0)}
+    with pytest.raises(Missing, match=r"at chance, left out of the fit: FedMT \(E\) 1.0/1.0/1.0, SemiFL 1.0/1.0/1.0 "
+                                      r"at gamma=0.99 \(one-class score 1.0, margin 2\)"):
+        learned(flat, ("FedMT (E)", "SemiFL"), 1.0, "at gamma=0.99")
+    with pytest.raises(Missing, match="FedAvg"):
+        learned(ok, ("FedMT (E)",), 1.0, others=("FedAvg",))  # every other model at chance
+
+
+def test_fedmt_ladder_leaves_an_at_chance_rung_out():
+    import numpy as np
+
+    import pandas as pd
+
+    from fedpaper.papers._common.rows import Missing
+    from fedpaper.papers.fedmt import ladder as L
+
+    def rows(e, s):
+        return [{"metric": L.ACC, "gamma": 0.5, "method": m, "mean": float(np.mean(v)), "std": 0.1, "n_seeds": 3,
+                 "per_seed": ";".join(f"{x:.2f}" for x in v)} for m, v in ((L.E, e), ("SemiFL", s))]
+
+    good = pd.DataFrame(rows((20.0, 21.0, 22.0), (18.0, 19.0, 23.0)))
+    assert L.c11({"fig2b": good}).seeds == pytest.approx((2.0, 2.0, -1.0))
+    with pytest.raises(Missing, match="at chance"):
+        L.c11({"fig2b": pd.DataFrame(rows((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)))})

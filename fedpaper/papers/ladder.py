@@ -102,6 +102,22 @@ def worst(arrays: Sequence[np.ndarray]) -> Cell:
     return as_cell(np.min(np.vstack(arrays), axis=0))
 
 
+def learned(cells: dict, names, chance: Optional[float], where: str = "", others=()) -> dict:
+    """`cells` ({method: Cell}) when none of `names`, and not every one of `others`, sits at
+    chance by the claims' one rule (_common.chance.at_chance, all of them scored together); else
+    Missing: a margin between models that never learned tests nothing, so the rung gives this
+    quantity no value and is left out of its fit (compute_table's notes say which rung and why)."""
+    from fedpaper.papers._common.chance import at_chance, chance_cause
+
+    sub = {n: cells[n] for n in (*names, *others) if n in cells}
+    at = at_chance(sub, chance)
+    rest = [n for n in others if n in sub]
+    bad = [n for n in names if n in at] + (rest if rest and all(n in at for n in rest) else [])
+    if bad:
+        raise Missing("at chance, left out of the fit: " + chance_cause(bad, sub, chance, where).evidence)
+    return cells
+
+
 def method_cells(t: pd.DataFrame, **key) -> dict:
     """{method: Cell} of the rows matching key (by normal form)."""
     sel = t

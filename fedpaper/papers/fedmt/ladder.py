@@ -42,9 +42,10 @@ import numpy as np
 from fedpaper.papers import fedmt as FM
 from fedpaper.papers import load_reported
 from fedpaper.papers.fedmt import profiles as P
-from fedpaper.papers.fedmt.claims import ACC, BASE, E, T
+from fedpaper.papers.fedmt.claims import ACC, BASE, E, T, chance
 from fedpaper.parameters import artifact_function
-from fedpaper.papers.ladder import GAP, Ladder, Quantity, Rung, gap_to_paper, method_cells, run_ladder, seeds_of, worst
+from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, run_ladder,
+                                    seeds_of, worst)
 
 
 def _sized(rounds: int, spc: int) -> dict:
@@ -65,7 +66,7 @@ def c3(tabs):
     t = t[t["metric"] == ACC]
     out = []
     for n in sorted({float(x) for x in t["n"]}):
-        m = method_cells(t, n=n)
+        m = learned(method_cells(t, n=n), (T, E), chance(t, ACC), f"at n={n:g}", others=BASE)
         out.append(np.min([seeds_of(m[k]) for k in (T, E)], axis=0)
                    - np.max([seeds_of(m[k]) for k in BASE if k in m], axis=0))
     return worst(out)
@@ -77,7 +78,7 @@ def c11(tabs):
     t = t[(t["metric"] == ACC) & t["gamma"].notna()]
     out = []
     for g in sorted({float(x) for x in t["gamma"]}):
-        m = method_cells(t, gamma=g)
+        m = learned(method_cells(t, gamma=g), (E, "SemiFL"), chance(t, ACC), f"at gamma={g:g}")
         out.append(seeds_of(m[E]) - seeds_of(m["SemiFL"]))
     return worst(out)
 
