@@ -193,10 +193,11 @@ def test_a_rung_whose_compared_models_sit_at_chance_gives_no_value():
         return Cell(float(np.mean(v)), float(np.std(v, ddof=1)), len(v), tuple(v))
 
     ok = {"FedMT (E)": cell(20.0, 22.0, 21.0), "SemiFL": cell(18.0, 19.0, 20.0), "FedAvg": cell(1.0, 1.2, 0.9)}
-    assert learned(ok, ("FedMT (E)", "SemiFL"), 1.0) is ok
-    assert learned(ok, ("FedMT (E)",), 1.0, others=("SemiFL", "FedAvg")) is ok  # one learning other suffices
+    assert learned(ok, ("FedMT (E)", "SemiFL"), 1.0) == ok
+    # one learning other suffices; the others at chance are left out, as the claim checks do
+    assert learned(ok, ("FedMT (E)",), 1.0, others=("SemiFL", "FedAvg")) == {k: ok[k] for k in ("FedMT (E)", "SemiFL")}
     flat = {"FedMT (E)": cell(1.0, 1.0, 1.0), "SemiFL": cell(1.0, 1.0, 1.0)}
-    with pytest.raises(Missing, match=r"at chance, left out of the fit: FedMT \(E\) 1.0/1.0/1.0, SemiFL 1.0/1.0/1.0 "
+    with pytest.raises(Missing, match=r"at chance: FedMT \(E\) 1.0/1.0/1.0, SemiFL 1.0/1.0/1.0 "
                                       r"at gamma=0.99 \(one-class score 1.0, margin 2\)"):
         learned(flat, ("FedMT (E)", "SemiFL"), 1.0, "at gamma=0.99")
     with pytest.raises(Missing, match="FedAvg"):
@@ -219,3 +220,21 @@ def test_fedmt_ladder_leaves_an_at_chance_rung_out():
     assert L.c11({"fig2b": good}).seeds == pytest.approx((2.0, 2.0, -1.0))
     with pytest.raises(Missing, match="at chance"):
         L.c11({"fig2b": pd.DataFrame(rows((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)))})
+
+
+def test_a_worst_row_quantity_takes_the_rows_that_learned_and_names_the_others():
+    from fedpaper.papers import ladder as LD
+    from fedpaper.papers._common.rows import Missing
+
+    def bad():
+        raise Missing("at chance: X 1.0/1.0/1.0 at n=5")
+
+    left: list = []
+    token = LD._LEFT_OUT.set(left)
+    try:
+        assert LD.testable([lambda: 1.0, bad, lambda: 2.0]) == [1.0, 2.0]
+    finally:
+        LD._LEFT_OUT.reset(token)
+    assert left == ["at chance: X 1.0/1.0/1.0 at n=5"]
+    with pytest.raises(Missing, match="at chance: X"):
+        LD.testable([bad])

@@ -21,6 +21,7 @@ log axis, seeds and their spread, the paper's compute marked, projections dashed
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import math
 import os
@@ -102,11 +103,35 @@ def worst(arrays: Sequence[np.ndarray]) -> Cell:
     return as_cell(np.min(np.vstack(arrays), axis=0))
 
 
+#: the rows a quantity left out at the rung being computed (`testable`), read by compute_table
+_LEFT_OUT: contextvars.ContextVar = contextvars.ContextVar("fedpaper_ladder_left_out", default=None)
+
+
+def testable(rows: Sequence[Callable]) -> list:
+    """The values of the rows (zero-argument callables, each a row's per-seed margin) that can be
+    tested: a row raising Missing (e.g. its models at chance: `learned`) is left out and named in
+    the ladder's notes; Missing when no row is left. A "worst row" quantity is thus the worst of
+    the rows that learned at that rung."""
+    out, why = [], []
+    for row in rows:
+        try:
+            out.append(row())
+        except Missing as e:
+            why.append(str(e))
+    if not out:
+        raise Missing("; ".join(why) or "no rows")
+    sink = _LEFT_OUT.get()
+    if why and sink is not None:
+        sink.extend(why)
+    return out
+
+
 def learned(cells: dict, names, chance: Optional[float], where: str = "", others=()) -> dict:
-    """`cells` ({method: Cell}) when none of `names`, and not every one of `others`, sits at
-    chance by the claims' one rule (_common.chance.at_chance, all of them scored together); else
-    Missing: a margin between models that never learned tests nothing, so the rung gives this
-    quantity no value and is left out of its fit (compute_table's notes say which rung and why)."""
+    """`cells` ({method: Cell}) without those of `others` that sit at chance by the claims' one
+    rule (_common.chance.at_chance, all of them scored together), as the claim checks leave them
+    out; Missing when one of `names` or every one of `others` is at chance: a margin between models
+    that never learned tests nothing, so the row (`testable`) or the rung gives no value and is left
+    out of the fit (compute_table's notes say which and why)."""
     from fedpaper.papers._common.chance import at_chance, chance_cause
 
     sub = {n: cells[n] for n in (*names, *others) if n in cells}
@@ -114,8 +139,8 @@ def learned(cells: dict, names, chance: Optional[float], where: str = "", others
     rest = [n for n in others if n in sub]
     bad = [n for n in names if n in at] + (rest if rest and all(n in at for n in rest) else [])
     if bad:
-        raise Missing("at chance, left out of the fit: " + chance_cause(bad, sub, chance, where).evidence)
-    return cells
+        raise Missing("at chance: " + chance_cause(bad, sub, chance, where).evidence)
+    return {k: v for k, v in cells.items() if not (k in rest and k in at)}
 
 
 def method_cells(t: pd.DataFrame, **key) -> dict:
@@ -193,11 +218,17 @@ def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame
     for r in rungs:
         tables = _rung_tables(ladder, profile, r["rung"], seeds, data_root)
         for q in ladder.quantities:
+            left_out: list = []
+            token = _LEFT_OUT.set(left_out)
             try:
                 c = q.value(tables)
             except (Missing, KeyError) as e:
                 notes.append(f"{q.name}: no value at rung {r['name']} ({e})")
                 continue
+            finally:
+                _LEFT_OUT.reset(token)
+            if left_out:
+                notes.append(f"{q.name}: at rung {r['name']} rows left out ({'; '.join(left_out)})")
             values[q.name][r["name"]] = dict(zip(seeds, c.seeds))
     qs = [{"quantity": q.name, "claim": claim_ids(ladder, q), "direction": q.direction, "values": values[q.name],
            "bounds": q.bounds} for q in ladder.quantities]

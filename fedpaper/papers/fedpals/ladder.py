@@ -37,9 +37,11 @@ import numpy as np
 from fedpaper.papers import fedpals as F
 from fedpaper.papers import load_reported
 from fedpaper.papers.fedpals import profiles as P
+from fedpaper.papers._common.chance import chance_level
 from fedpaper.papers.fedpals.claims import BASELINES, NON_ORACLE
 from fedpaper.parameters import artifact_function
-from fedpaper.papers.ladder import GAP, Ladder, Quantity, Rung, gap_to_paper, method_cells, run_ladder, seeds_of, worst
+from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, run_ladder,
+                                    seeds_of, testable, worst)
 
 #: claim 4's margin as its check states it ("here: at least 10 points"; fedpals/claims.py)
 WIDE = 10.0
@@ -54,31 +56,37 @@ RUNGS = {
 }
 
 
-def _rows(t):
-    return [method_cells(t, dataset=d, label_split=s) for d, s in
-            dict.fromkeys(zip(t["dataset"], t["label_split"]))]
+def _rows(t, others, margin) -> list:
+    """Each Table 1 row's margin(cells) where FedPALS and at least one of `others` learn
+    (ladder.learned; the other rows are left out: ladder.testable)."""
+    def row(d, s):
+        return lambda: margin(learned(method_cells(t, dataset=d, label_split=s), ("FedPALS",), chance_level(s),
+                                      f"in {d} {s}", others=others))
+    return testable([row(d, s) for d, s in dict.fromkeys(zip(t["dataset"], t["label_split"]))])
 
 
 def c1(tabs):
     """FedPALS minus the best other non-oracle method, the worst Table 1 row (claim 1)."""
-    return worst([seeds_of(m["FedPALS"]) - np.max([seeds_of(m[k]) for k in NON_ORACLE if k in m and k != "FedPALS"],
-                                                   axis=0) for m in _rows(tabs["table1"])])
+    others = [k for k in NON_ORACLE if k != "FedPALS"]
+    return worst(_rows(tabs["table1"], others, lambda m: seeds_of(m["FedPALS"])
+                       - np.max([seeds_of(m[k]) for k in others if k in m], axis=0)))
 
 
 def c4(tabs):
     """FedPALS minus FedAvg minus the claim's margin, the worst Table 1 row (claim 4)."""
-    return worst([seeds_of(m["FedPALS"]) - seeds_of(m["FedAvg"]) - WIDE for m in _rows(tabs["table1"])])
+    return worst(_rows(tabs["table1"], ("FedAvg",), lambda m: seeds_of(m["FedPALS"]) - seeds_of(m["FedAvg"]) - WIDE))
 
 
 def c6(tabs):
     """FedPALS minus the best baseline at C = 2 and 3 (Fig. 2c; claim 6), the worse of the two."""
     t = tabs["fig2c"]
-    out = []
-    for C in (2, 3):
-        m = method_cells(t, C=C)
-        if "FedPALS" in m:
-            out.append(seeds_of(m["FedPALS"]) - np.max([seeds_of(m[k]) for k in BASELINES if k in m], axis=0))
-    return worst(out)
+
+    def row(C):
+        def margin():
+            m = learned(method_cells(t, C=C), ("FedPALS",), chance_level(f"C={C}"), f"at C={C}", others=BASELINES)
+            return seeds_of(m["FedPALS"]) - np.max([seeds_of(m[k]) for k in BASELINES if k in m], axis=0)
+        return margin
+    return worst(testable([row(C) for C in (2, 3) if "FedPALS" in method_cells(t, C=C)]))
 
 
 def gap(tabs):
