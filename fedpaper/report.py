@@ -317,7 +317,8 @@ def ladder_section() -> list[str]:
         if table is None or (rec or {}).get("exploration") or (rec or {}).get("synthetic"):
             continue
         rows = [[t.quantity, ", ".join(f"`{c}`" for c in t.claim.split(";") if c) or "–", t.trend,
-                 f"{t.slope:+.2f} ± {t.se:.2f}", str(t.rungs),
+                 "–" if t.slope is None else f"{t.slope:+.2f} ± {t.se:.2f}" if t.se is not None else f"{t.slope:+.2f}",
+                 str(t.rungs),
                  f"not projected: {t.not_projected}" if t.not_projected else
                  "–" if t.projection is None else f"{t.projection:.3g} (projection)"] for t in read_trends(table)]
         md, _ = _frame_to_md(pd.DataFrame(rows, columns=["quantity", "claims", "trend", "slope per decade",

@@ -238,3 +238,16 @@ def test_a_worst_row_quantity_takes_the_rows_that_learned_and_names_the_others()
     assert left == ["at chance: X 1.0/1.0/1.0 at n=5"]
     with pytest.raises(Missing, match="at chance: X"):
         LD.testable([bad])
+
+
+def test_a_quantity_without_a_fit_reads_back_without_a_slope():
+    import pandas as pd
+
+    rows = S.ladder_rows([{"quantity": "q", "claim": "5", "direction": 1, "values": {}},
+                          {"quantity": "r", "claim": "", "direction": 1,
+                           "values": {"a": {0: 1.0, 1: 2.0}, "b": {0: 2.0, 1: 2.5}}}],
+                         [{"name": "a", "compute": 0.1}, {"name": "b", "compute": 1.0}], 1e4)
+    q, r = S.read_trends(pd.DataFrame(rows, columns=S.COLUMNS))
+    assert (q.trend, q.slope, q.se, q.rungs) == (S.TOO_FEW, None, None, 0)
+    assert q.text() == "q: too few rungs (0 rung(s) with a value)"
+    assert r.trend == S.TOO_FEW and r.rungs == 2 and r.slope is not None

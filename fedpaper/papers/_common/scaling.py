@@ -166,8 +166,8 @@ class Trend:
     claim: str  # "" for a gap to the paper not tied to one claim
     direction: int
     trend: str
-    slope: float
-    se: float
+    slope: Optional[float]  # None: no fit (fewer than two rungs with a value)
+    se: Optional[float]
     rungs: int
     projection: Optional[float]
     paper_compute: Optional[float]
@@ -179,6 +179,11 @@ class Trend:
                                                    f"({self.paper_compute:.3g}x ours): {self.projection:.3g}")
         if self.not_projected:
             proj = f"; no {PROJECTION}: {self.not_projected}"
+        if self.slope is None:
+            return f"{self.quantity}: {self.trend} ({self.rungs} rung(s) with a value)"
+        if self.se is None:
+            return (f"{self.quantity}: {self.trend}, slope {self.slope:+.3g} per decade of compute over {self.rungs} "
+                    f"rungs (no noise estimate){proj}")
         return (f"{self.quantity}: {self.trend}, slope {self.slope:+.3g} +- {self.se:.2g} per decade of compute "
                 f"over {self.rungs} rungs{proj}")
 
@@ -239,7 +244,7 @@ def read_trends(table) -> list[Trend]:
         if str(r["trend"]) in (NARROWING, WIDENING) and paper is not None:
             why = within_reach(*compute_range(pts), paper)[1]
         out.append(Trend(str(r["quantity"]), claim, int(r["direction"]), str(r["trend"]),
-                         _num(r.get("slope")) or 0.0, _num(r.get("slope_se")) or 0.0,
+                         _num(r.get("slope")), _num(r.get("slope_se")),
                          int(pts["rung"].nunique()), proj, paper, why))
     return out
 
