@@ -222,22 +222,44 @@ def test_fedmt_ladder_leaves_an_at_chance_rung_out():
         L.c11({"fig2b": pd.DataFrame(rows((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)))})
 
 
-def test_a_worst_row_quantity_takes_the_rows_that_learned_and_names_the_others():
+def test_a_worst_row_quantity_compares_the_same_rows_at_every_rung():
+    """A row at chance at one rung (that has a value) is left out at every rung: otherwise the worst
+    of more rows at a larger rung would look like a widening gap."""
+    import numpy as np
+
     from fedpaper.papers import ladder as LD
     from fedpaper.papers._common.rows import Missing
 
     def bad():
-        raise Missing("at chance: X 1.0/1.0/1.0 at n=5")
+        raise Missing("at chance: X 1.0/1.0/1.0")
 
     left: list = []
     token = LD._LEFT_OUT.set(left)
     try:
-        assert LD.testable([lambda: 1.0, bad, lambda: 2.0]) == [1.0, 2.0]
+        assert LD.testable([("a", lambda: 1.0), ("b", bad), ("c", lambda: 2.0)]) == [1.0, 2.0]
     finally:
         LD._LEFT_OUT.reset(token)
-    assert left == ["at chance: X 1.0/1.0/1.0 at n=5"]
+    assert left == [("b", "at chance: X 1.0/1.0/1.0")]
     with pytest.raises(Missing, match="at chance: X"):
-        LD.testable([bad])
+        LD.testable([("b", bad)])
+
+    # rung r1: row "low" at chance; rung r2: both learn, "low" much worse than "high"
+    tables = {"r1": {"low": None, "high": 5.0}, "r2": {"low": -9.0, "high": 6.0}}
+
+    def value(t):
+        def row(k):
+            def f():
+                if t[k] is None:
+                    raise Missing(f"at chance: {k}")
+                return np.array([t[k], t[k]])
+            return f
+        return LD.worst(LD.testable([(k, row(k)) for k in ("low", "high")]))
+
+    q = LD.Quantity("q", (1,), 1, value)
+    vals, notes = LD._values_on_common_rows(q, [{"name": "r1"}, {"name": "r2"}], tables, [0, 1])
+    assert vals == {"r1": {0: 5.0, 1: 5.0}, "r2": {0: 6.0, 1: 6.0}}  # "low" out at both rungs
+    assert notes == ["q: rows left out at every rung, so that each rung compares the same rows: low (rung r1: at "
+                     "chance: low)"]
 
 
 def test_a_quantity_without_a_fit_reads_back_without_a_slope():

@@ -103,23 +103,28 @@ def worst(arrays: Sequence[np.ndarray]) -> Cell:
     return as_cell(np.min(np.vstack(arrays), axis=0))
 
 
-#: the rows a quantity left out at the rung being computed (`testable`), read by compute_table
+#: the rows a quantity left out at the rung being computed (`testable`: [(row key, why)]), and the
+#: rows to leave out at every rung (their keys), both set by compute_table
 _LEFT_OUT: contextvars.ContextVar = contextvars.ContextVar("fedpaper_ladder_left_out", default=None)
+_EXCLUDE: contextvars.ContextVar = contextvars.ContextVar("fedpaper_ladder_exclude", default=frozenset())
 
 
-def testable(rows: Sequence[Callable]) -> list:
-    """The values of the rows (zero-argument callables, each a row's per-seed margin) that can be
-    tested: a row raising Missing (e.g. its models at chance: `learned`) is left out and named in
-    the ladder's notes; Missing when no row is left. A "worst row" quantity is thus the worst of
-    the rows that learned at that rung."""
+def testable(rows: Sequence[tuple]) -> list:
+    """The values of the rows ((key, zero-argument callable giving the row's per-seed margin)) that
+    can be tested: a row raising Missing (e.g. its models at chance: `learned`) is left out and
+    reported (key, why) to compute_table, which then leaves that row out at every rung, so that a
+    "worst row" quantity compares the same rows along the whole ladder; Missing when no row is left."""
     out, why = [], []
-    for row in rows:
+    skip = _EXCLUDE.get()
+    for key, row in rows:
+        if key in skip:
+            continue
         try:
             out.append(row())
         except Missing as e:
-            why.append(str(e))
+            why.append((key, str(e)))
     if not out:
-        raise Missing("; ".join(why) or "no rows")
+        raise Missing("; ".join(w for _, w in why) or "no rows left (" + ", ".join(sorted(skip)) + " left out)")
     sink = _LEFT_OUT.get()
     if why and sink is not None:
         sink.extend(why)
@@ -208,6 +213,35 @@ def claim_ids(ladder: Ladder, q: Quantity) -> str:
     return ";".join(f"{ladder.paper}/claim-{n}" for n in q.claims)
 
 
+def _values_on_common_rows(q: Quantity, rungs: list, tables: dict, seeds) -> tuple[dict, list]:
+    """({rung: {seed: value}}, notes) of quantity q, every rung computed over the same rows: a row
+    left out at a rung that has a value (`testable`: its models at chance there) is left out at
+    every rung, repeated until no new row drops; a rung with no row left gives no value."""
+    excluded: dict = {}  # row key -> why (the first rung it failed at)
+    while True:
+        values, missing, new = {}, [], {}
+        for r in rungs:
+            left: list = []
+            tokens = _LEFT_OUT.set(left), _EXCLUDE.set(frozenset(excluded))
+            try:
+                c = q.value(tables[r["name"]])
+            except (Missing, KeyError) as e:
+                missing.append(f"{q.name}: no value at rung {r['name']} ({e})")
+                continue
+            finally:
+                _LEFT_OUT.reset(tokens[0])
+                _EXCLUDE.reset(tokens[1])
+            values[r["name"]] = dict(zip(seeds, c.seeds))
+            for key, why in left:
+                new.setdefault(key, f"rung {r['name']}: {why}")
+        if not new:
+            break
+        excluded.update(new)
+    notes = missing + ([f"{q.name}: rows left out at every rung, so that each rung compares the same rows: "
+                        + "; ".join(f"{k} ({w})" for k, w in excluded.items())] if excluded else [])
+    return values, notes
+
+
 def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
     profile = p["profile"]
     seeds = p["seeds"]
@@ -215,21 +249,10 @@ def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame
     rungs.sort(key=lambda r: r["compute"])
     values = {q.name: {} for q in ladder.quantities}
     notes = []
-    for r in rungs:
-        tables = _rung_tables(ladder, profile, r["rung"], seeds, data_root)
-        for q in ladder.quantities:
-            left_out: list = []
-            token = _LEFT_OUT.set(left_out)
-            try:
-                c = q.value(tables)
-            except (Missing, KeyError) as e:
-                notes.append(f"{q.name}: no value at rung {r['name']} ({e})")
-                continue
-            finally:
-                _LEFT_OUT.reset(token)
-            if left_out:
-                notes.append(f"{q.name}: at rung {r['name']} rows left out ({'; '.join(left_out)})")
-            values[q.name][r["name"]] = dict(zip(seeds, c.seeds))
+    tables = {r["name"]: _rung_tables(ladder, profile, r["rung"], seeds, data_root) for r in rungs}
+    for q in ladder.quantities:
+        values[q.name], q_notes = _values_on_common_rows(q, rungs, tables, seeds)
+        notes += q_notes
     qs = [{"quantity": q.name, "claim": claim_ids(ladder, q), "direction": q.direction, "values": values[q.name],
            "bounds": q.bounds} for q in ladder.quantities]
     paper = ladder.paper_compute()

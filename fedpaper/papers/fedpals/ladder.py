@@ -62,7 +62,7 @@ def _rows(t, others, margin) -> list:
     def row(d, s):
         return lambda: margin(learned(method_cells(t, dataset=d, label_split=s), ("FedPALS",), chance_level(s),
                                       f"in {d} {s}", others=others))
-    return testable([row(d, s) for d, s in dict.fromkeys(zip(t["dataset"], t["label_split"]))])
+    return testable([(f"{d} {s}", row(d, s)) for d, s in dict.fromkeys(zip(t["dataset"], t["label_split"]))])
 
 
 def c1(tabs):
@@ -86,7 +86,7 @@ def c6(tabs):
             m = learned(method_cells(t, C=C), ("FedPALS",), chance_level(f"C={C}"), f"at C={C}", others=BASELINES)
             return seeds_of(m["FedPALS"]) - np.max([seeds_of(m[k]) for k in BASELINES if k in m], axis=0)
         return margin
-    return worst(testable([row(C) for C in (2, 3) if "FedPALS" in method_cells(t, C=C)]))
+    return worst(testable([(f"C={C}", row(C)) for C in (2, 3) if "FedPALS" in method_cells(t, C=C)]))
 
 
 def gap(tabs):
