@@ -132,40 +132,16 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def _model_kwargs(key) -> dict:
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(key.model_kwargs).items()}
-    if kw.get("pretrained"):
-        kw["pretrained"] = False  # speed does not depend on the weights (ImageNet weights may be absent)
-    return kw
-
-
 def train_timing(key, device, per_key_s: float, batches: int, max_rounds: int) -> dict:
     """Samples/s of the engine training `key`'s model on `device` (see the module docstring)."""
-    import numpy as np
-    import torch
-
     from fedpaper.algorithms.methods import Method
-    from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
-    from fedpaper.model_costs import ENGINE_TIMING_CLIENTS
+    from fedpaper.engine import FederatedTrainer
+    from fedpaper.model_costs import ENGINE_TIMING_CLIENTS, timing_federation
     from fedpaper.progress import on_rounds
 
-    kw = _model_kwargs(key)
     per_client = batches * key.batch_size
     m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS))
-    g = torch.Generator().manual_seed(0)
-    k = int(kw.get("num_classes", 10))
-    n = m * per_client
-    x = torch.randn(n, *key.input_shape, generator=g)
-    xt = torch.randn(key.batch_size, *key.input_shape, generator=g)
-    if key.multilabel:
-        y, yt = (torch.rand(n, k, generator=g) < 0.2).float(), (torch.rand(len(xt), k, generator=g) < 0.2).float()
-    else:
-        y, yt = torch.randint(0, k, (n,), generator=g), torch.randint(0, k, (len(xt),), generator=g)
-    pools = Pools(x.to(device), y.to(device), xt.to(device), yt.to(device), k)
-    fed = Federation([np.arange(i * per_client, (i + 1) * per_client) for i in range(m)], np.arange(len(xt)))
-    cfg = TrainConfig(model=key.model, model_kwargs=kw, optimizer=key.optimizer, lr=1e-4, batch_size=key.batch_size,
-                      local_epochs=1, rounds=1 + max_rounds, momentum=key.momentum, precision=key.precision,
-                      device=str(device))
+    pools, fed, cfg, n = timing_federation(key, m, batches, rounds=1 + max_rounds, device=device)
     marks: list = []
     first = [None]
 
@@ -238,9 +214,9 @@ def eval_timing(key, device, seconds: float = 1.0) -> dict:
     from fedpaper.engine import TrainConfig
     from fedpaper.engine.evaluate import autocast
     from fedpaper.engine.memory import eval_batch_that_fits, step_memory
-    from fedpaper.model_costs import _build
+    from fedpaper.model_costs import _build, timing_model_kwargs
 
-    cfg = TrainConfig(model=key.model, model_kwargs=_model_kwargs(key), optimizer=key.optimizer,
+    cfg = TrainConfig(model=key.model, model_kwargs=timing_model_kwargs(key), optimizer=key.optimizer,
                       batch_size=key.batch_size, momentum=key.momentum, precision=key.precision,
                       eval_batch=key.eval_batch, device=str(device))
     rows = eval_batch_that_fits(step_memory(cfg, tuple(key.input_shape)), key.eval_batch)

@@ -97,16 +97,22 @@ def _autocast(key: ModelKey):
     return torch.autocast("cpu", dtype=torch.bfloat16) if key.precision == "bf16" else contextlib.nullcontext()
 
 
+def timing_model_kwargs(key: ModelKey) -> dict:
+    """The model arguments a timing builds `key`'s model with: lists as tuples, and no pretrained
+    weights (speed does not depend on them, and ImageNet weights may be absent)."""
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(key.model_kwargs).items()}
+    if kw.get("pretrained"):
+        kw["pretrained"] = False
+    return kw
+
+
 def _build(key: ModelKey):
     import torch
 
     from fedpaper.models import build_model
 
     torch.manual_seed(0)
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(key.model_kwargs).items()}
-    if kw.get("pretrained"):
-        kw["pretrained"] = False  # costs do not depend on the weights (ImageNet weights may be absent here)
-    return build_model(key.model, **kw)
+    return build_model(key.model, **timing_model_kwargs(key))
 
 
 class _TotalOnly:
@@ -184,37 +190,47 @@ ENGINE_TIMING_CLIENTS = 10
 ENGINE_TIMING_MACS = 2e11
 
 
-def engine_timing(key: ModelKey, train_macs: float, batches: int = 2) -> dict:
-    """CPU seconds per training sample of the engine itself (fedpaper.engine.train, FedAvg, the
-    backend it picks) training `key`'s model: min(the run's clients, ENGINE_TIMING_CLIENTS) clients
-    of `batches` batches each on random data of the input shape, two rounds, the second one timed
-    (process CPU time between the engine's round callbacks, its aggregation included); and per
-    evaluation sample a no-grad forward at the run's evaluation batch (at most 256)."""
+def timing_federation(key: ModelKey, clients: int, batches: int, rounds: int, device="cpu"):
+    """(pools, federation, TrainConfig, training samples per round) of a timing run: `clients`
+    clients of `batches` batches each of random data of `key`'s input shape (labels of its kind),
+    one test batch, FedAvg's settings of `key` for `rounds` rounds on `device`."""
     import numpy as np
     import torch
 
-    from fedpaper.algorithms.methods import Method
-    from fedpaper.engine import Federation, Pools, TrainConfig, train
-    from fedpaper.progress import on_rounds
+    from fedpaper.engine import Federation, Pools, TrainConfig
 
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(key.model_kwargs).items()}
-    if kw.get("pretrained"):
-        kw["pretrained"] = False
+    kw = timing_model_kwargs(key)
     per_client = batches * key.batch_size
-    m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS, int(ENGINE_TIMING_MACS // max(1.0, train_macs * per_client))))
     g = torch.Generator().manual_seed(0)
     k = int(kw.get("num_classes", 10))
-    n = m * per_client
+    n = clients * per_client
     x = torch.randn(n, *key.input_shape, generator=g)
     xt = torch.randn(key.batch_size, *key.input_shape, generator=g)
     if key.multilabel:
         y, yt = (torch.rand(n, k, generator=g) < 0.2).float(), (torch.rand(len(xt), k, generator=g) < 0.2).float()
     else:
         y, yt = torch.randint(0, k, (n,), generator=g), torch.randint(0, k, (len(xt),), generator=g)
-    pools = Pools(x, y, xt, yt, k)
-    fed = Federation([np.arange(i * per_client, (i + 1) * per_client) for i in range(m)], np.arange(len(xt)))
+    pools = Pools(x.to(device), y.to(device), xt.to(device), yt.to(device), k)
+    fed = Federation([np.arange(i * per_client, (i + 1) * per_client) for i in range(clients)], np.arange(len(xt)))
     cfg = TrainConfig(model=key.model, model_kwargs=kw, optimizer=key.optimizer, lr=1e-4, batch_size=key.batch_size,
-                      local_epochs=1, rounds=2, momentum=key.momentum, precision=key.precision, device="cpu")
+                      local_epochs=1, rounds=rounds, momentum=key.momentum, precision=key.precision,
+                      device=str(device))
+    return pools, fed, cfg, n
+
+
+def engine_timing(key: ModelKey, train_macs: float, batches: int = 2) -> dict:
+    """CPU seconds per training sample of the engine itself (fedpaper.engine.train, FedAvg, the
+    backend it picks) training `key`'s model: min(the run's clients, ENGINE_TIMING_CLIENTS) clients
+    of `batches` batches each on random data of the input shape, two rounds, the second one timed
+    (process CPU time between the engine's round callbacks, its aggregation included); and per
+    evaluation sample a no-grad forward at the run's evaluation batch (at most 256)."""
+    from fedpaper.algorithms.methods import Method
+    from fedpaper.engine import train
+    from fedpaper.progress import on_rounds
+
+    per_client = batches * key.batch_size
+    m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS, int(ENGINE_TIMING_MACS // max(1.0, train_macs * per_client))))
+    pools, fed, cfg, n = timing_federation(key, m, batches, rounds=2)
     marks = []
     with on_rounds(lambda rnd, rounds, runs: marks.append(time.process_time())):
         train(Method("FedAvg"), cfg, pools, [fed], progress=False)
