@@ -132,20 +132,18 @@ def testable(rows: Sequence[tuple]) -> list:
 
 
 def learned(cells: dict, names, chance: Optional[float], where: str = "", others=()) -> dict:
-    """`cells` ({method: Cell}) without those of `others` that sit at chance by the claims' one
-    rule (_common.chance.at_chance, all of them scored together), as the claim checks leave them
-    out; Missing when one of `names` or every one of `others` is at chance: a margin between models
-    that never learned tests nothing, so the row (`testable`) or the rung gives no value and is left
-    out of the fit (compute_table's notes say which and why)."""
-    from fedpaper.papers._common.chance import at_chance, chance_cause
+    """`cells` ({method: Cell}) without those of `others` that sit at chance, by the claims' own
+    `_common.chance.learning` on `names` and `others` scored together; Missing when one of `names`
+    or every one of `others` is at chance: a margin between models that never learned tests
+    nothing, so the row (`testable`) or the rung gives no value and is left out of the fit
+    (compute_table's notes say which and why)."""
+    from fedpaper.papers._common.chance import learning
 
     sub = {n: cells[n] for n in (*names, *others) if n in cells}
-    at = at_chance(sub, chance)
-    rest = [n for n in others if n in sub]
-    bad = [n for n in names if n in at] + (rest if rest and all(n in at for n in rest) else [])
-    if bad:
-        raise Missing("at chance: " + chance_cause(bad, sub, chance, where).evidence)
-    return {k: v for k, v in cells.items() if not (k in rest and k in at)}
+    kept, untestable, _ = learning(sub, chance, names, others, where)
+    if untestable is not None:
+        raise Missing("at chance: " + untestable.detail)
+    return {k: v for k, v in cells.items() if k not in sub or k in kept}
 
 
 def method_cells(t: pd.DataFrame, **key) -> dict:
