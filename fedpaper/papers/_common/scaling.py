@@ -238,11 +238,11 @@ def read_trends(table) -> list[Trend]:
         claim = r.get("claim")
         claim = "" if claim is None or (isinstance(claim, float) and math.isnan(claim)) else str(claim)
         pts = table[(table["row"] == "seed") & (table["quantity"] == r["quantity"])]
-        proj, paper = shown_projection(r, pts), _num(r.get("paper_compute"))  # a csv written before
-        # MAX_EXTRAPOLATION is read by today's rule
-        why = ""
-        if str(r["trend"]) in (NARROWING, WIDENING) and paper is not None:
-            why = within_reach(*compute_range(pts), paper)[1]
+        paper = _num(r.get("paper_compute"))
+        reach, why = within_reach(*compute_range(pts), paper)
+        proj = _num(r.get("projection")) if reach else None  # a csv written before MAX_EXTRAPOLATION
+        # is read by today's rule
+        why = why if str(r["trend"]) in (NARROWING, WIDENING) and paper is not None else ""
         out.append(Trend(str(r["quantity"]), claim, int(r["direction"]), str(r["trend"]),
                          _num(r.get("slope")), _num(r.get("slope_se")),
                          int(pts["rung"].nunique()), proj, paper, why))
