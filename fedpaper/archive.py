@@ -269,8 +269,10 @@ def code_notes(record: dict, store: Optional[ResultStore] = None, papers=None) -
         pin = {"core": versions[-1].split("+")[0], paper: versions[-1].split("+")[-1]}
         notes.append(f"the {paper} runs of {Path(record.get('archive', '?')).name} were made by code version "
                      f"{versions[-1]} ({at}) but this checkout's is {current}, so `fedpaper reproduce` will not "
-                     f"reuse them: run from {at} (git checkout {commit[:12] if commit else '<commit>'}), or, only if "
-                     f"your changes do not affect results, pin it: export {CODE_VERSION_ENV}='{json.dumps(pin)}'")
+                     f"reuse them: run from {at} (git checkout {commit[:12] if commit else '<commit>'}), or, if "
+                     f"your changes cannot affect results, check that and keep them: `fedpaper cache rekey --only "
+                     f"{paper}` (retrains the cheapest run, compares bit for bit), or pin it unchecked: "
+                     f"export {CODE_VERSION_ENV}='{json.dumps(pin)}'")
     return notes
 
 

@@ -8,6 +8,7 @@
     fedpaper list      [--data-root PATH] [--paper PAPER]
     fedpaper cache export ARCHIVE [--only ID_OR_PAPER ...] [--profile P]
     fedpaper cache import ARCHIVE
+    fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K]
     fedpaper plan      --profile P [--only ID_OR_PAPER ...] [--data-root PATH] [--csv PATH]
 
 Bad input (unknown artifact, profile or paper, a data root that does not exist, an artifact that
@@ -106,7 +107,8 @@ def _build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--paper", default=None, help="only this paper")
     ls.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
-    c = sub.add_parser("cache", help="export finished runs to a portable archive, or import one")
+    c = sub.add_parser("cache", help="export finished runs to a portable archive, import one, or rekey runs "
+                                       "across a code change that does not change results")
     c.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     csub = c.add_subparsers(dest="cache_command", parser_class=_Parser)
     ex = csub.add_parser("export", help="write finished runs of the results cache to a checksummed .tar.gz")
@@ -118,6 +120,15 @@ def _build_parser() -> argparse.ArgumentParser:
     im = csub.add_parser("import", help="check an archive and add its runs to the results cache")
     im.add_argument("archive")
     im.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    rk = csub.add_parser("rekey", help="keep finished runs across a code change, after retraining some of them "
+                                       "shows the current code reproduces them bit for bit")
+    rk.add_argument("--only", nargs="+", metavar="ID", default=None,
+                    help="artifact ids or paper names whose recorded runs to rekey (default: every entry)")
+    rk.add_argument("--profile", default=None, help="only the runs recorded for this profile")
+    rk.add_argument("--verify", type=int, default=1, metavar="K",
+                    help="runs retrained per paper and old code version, the cheapest first (default 1)")
+    rk.add_argument("--data-root", default=None)
+    rk.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     pl = sub.add_parser("plan", help="what a profile's artifacts cost (runs, samples, MACs, memory, time), "
                                      "counted without training")
@@ -507,6 +518,7 @@ def _print_stopped(stopped: list, plan: Plan, args) -> None:
 
 def cmd_cache(args) -> int:
     from fedpaper.archive import ArchiveError, export_archive, import_archive
+    from fedpaper.rekey import RekeyError, rekey
 
     try:
         if args.cache_command == "export":
@@ -529,9 +541,22 @@ def cmd_cache(args) -> int:
             for line in out["notes"]:
                 print(f"fedpaper: note: {line}", file=sys.stderr)
             return 0
-    except ArchiveError as e:
+        if args.cache_command == "rekey":
+            if args.only:
+                _select(args.only)
+            if args.profile is not None:
+                from fedpaper.artifacts import check_profile
+
+                check_profile(args.profile)
+            out = rekey(only=args.only, profile=args.profile, verify=args.verify, data_root=args.data_root)
+            for (paper, old), c in out.items():
+                print(f"rekeyed {c['runs']} {paper} runs from code {old} to {c['to']} "
+                      f"({len(c['verified'])} retrained, the same bit for bit)")
+            return 0
+    except (ArchiveError, RekeyError) as e:
         raise UsageError(str(e)) from None
-    raise UsageError("fedpaper cache needs a command: export ARCHIVE or import ARCHIVE (see `fedpaper cache --help`)")
+    raise UsageError("fedpaper cache needs a command: export ARCHIVE, import ARCHIVE or rekey "
+                     "(see `fedpaper cache --help`)")
 
 
 # What became of each artifact: regenerated, re-rendered from committed results, not regenerated

@@ -1,0 +1,102 @@
+"""fedpaper cache rekey: runs of an old code version are stored again under the current one only
+when retraining the cheapest of them gives the same results bit for bit."""
+import json
+import pickle
+
+import pytest
+
+from fedpaper import cli
+from fedpaper import experiment as E
+from fedpaper import rekey as R
+from fedpaper import store as S
+from fedpaper.papers.fedpals import profiles as FP
+from fedpaper.papers.fedpals import runs as FR
+from fedpaper.store import ResultStore
+
+
+def _specs():
+    p = FP.runs("smoke")
+    p.update(FP.grid("smoke"))
+    return [FR.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, method=m, seed=0)
+            for m in ("FedAvg", "FedProx")]
+
+
+def _old_store(root, specs):
+    """The specs' runs stored as if made by an older code version "old0000000000000+old"."""
+    old = ResultStore(root, code="old0000000000000+old")
+    token = S.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
+    try:
+        results = E.run_specs(specs, execution=FR.execution(), store=old, progress=False)
+    finally:
+        S.SWEEP_OWNER.reset(token)
+    return old, results
+
+
+def _entry(path):
+    data = path.read_bytes()
+    payload = S.verified_payload(data)
+    return pickle.loads(payload if payload is not None else data)
+
+
+def test_first_difference_is_exact_and_names_the_place():
+    a = {"history": [{"round": 1, "acc": 0.5}], "best": {"acc": float("nan")}}
+    assert R.first_difference(a, json.loads(json.dumps(a).replace("NaN", "NaN"))) is None
+    b = {"history": [{"round": 1, "acc": 0.5 + 1e-16 * 0 + 2 ** -40}], "best": {"acc": float("nan")}}
+    assert R.first_difference(a, b) == f"result.history[0].acc: 0.5 != {0.5 + 2 ** -40!r}"
+    assert "keys" in R.first_difference({"x": 1}, {"y": 1})
+    assert R.first_difference([1, 2], [1]) == "result: 2 items != 1"
+
+
+def test_rekey_retrains_the_cheapest_and_moves_every_run_only_when_equal(tmp_path):
+    specs = _specs()
+    old, results = _old_store(tmp_path, specs)
+    cur = ResultStore(tmp_path)  # the current code version
+    keys = [E.store_key(s) for s in specs]
+    assert not any(k in cur for k in keys)
+    said = []
+    out = R.rekey(cur, only=["fedpals/table1"], profile="smoke", verify=1, say=said.append)
+    ((paper, was), c), = out.items()
+    assert (paper, was, c["runs"], len(c["verified"])) == ("fedpals", "old0000000000000+old", 2, 1)
+    assert "bit for bit" in said[-1]
+    for k, r in zip(keys, results):
+        assert R.first_difference(R._compared(cur.get(k)), R._compared(r)) is None
+        e = _entry(cur.path(k))
+        assert e["rekeyed"]["from"] == "old0000000000000+old" and e["rekeyed"]["to"] == cur.code_of(k)
+    assert old.get(keys[0]) is not None  # the old entries are kept
+    assert cur.progress("fedpals/table1", "smoke") == (2, 2)  # the index knows the rekeyed runs
+    assert len(list((tmp_path / R.REKEYS_DIR).glob("*.json"))) == 1
+    with pytest.raises(R.RekeyError, match="nothing to rekey"):
+        R.rekey(cur, only=["fedpals"], verify=1, say=said.append)
+
+
+def test_a_run_the_current_code_does_not_reproduce_stops_everything(tmp_path, capsys):
+    specs = _specs()
+    old, _ = _old_store(tmp_path, specs)
+    for s in specs:  # as if the old code had computed other numbers
+        p = old.path(E.store_key(s))
+        e = _entry(p)
+        e["result"]["history"][0]["train_loss"] += 1.0
+        ResultStore._write(p, e)
+    cur = ResultStore(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    with pytest.raises(R.RekeyError, match=r"not reproduced by this code .*history\[0\]\.train_loss"):
+        R.rekey(cur, verify=1, say=lambda *_: None)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == before  # nothing written
+    assert not any(E.store_key(s) in cur for s in specs)
+
+
+def test_cli_rekey_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path))
+    assert cli.main(["cache", "rekey", "--verify", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--verify 0" in err[0]
+    assert cli.main(["cache", "rekey", "--only", "fedpals/table1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no runs of fedpals/table1" in err[0]
+
+
+def test_a_spec_that_is_not_a_run_spec_is_refused(tmp_path):
+    old = ResultStore(tmp_path, code="old0000000000000+old")
+    old.put({"paper": "fedpals", "method": "fedavg", "seed": 0}, {"acc": 0.5, "log": {}})
+    with pytest.raises(R.RekeyError, match="not a fedpaper RunSpec run"):
+        R.rekey(ResultStore(tmp_path), verify=1, say=lambda *_: None)
