@@ -245,6 +245,32 @@ def collect(*, artifact_id: str, profile: str, params: dict, datasets: list, see
     return rec
 
 
+def compute_record(results) -> dict:
+    """What the runs behind an artifact cost, from their results' engine logs (experiment._result):
+    runs, training samples, and the engine's wall and process-CPU seconds (evaluation included),
+    each engine call's samples and seconds split evenly over the runs it trained ("runs" in its log;
+    a log without it counts as one run per call, as the FedPALS sweep on CPU trains). Summed
+    over every run, so it is the compute of a sweep made in pieces, not of the last piece; a run
+    whose log predates "cpu_seconds" counts in "runs_without_cpu_seconds"."""
+    out = {"runs": 0, "training_samples": 0, "train_wall_s": 0.0, "train_cpu_s": 0.0, "runs_without_cpu_seconds": 0,
+           "devices": [], "backends": []}
+    for r in results:
+        log = (r or {}).get("log") or {}
+        share = max(1, int(log.get("runs") or 1))
+        out["runs"] += 1
+        out["training_samples"] += int(log.get("samples") or 0) // share
+        out["train_wall_s"] += float(log.get("train_seconds") or 0.0) / share
+        if log.get("cpu_seconds") is None:
+            out["runs_without_cpu_seconds"] += 1
+        else:
+            out["train_cpu_s"] += float(log["cpu_seconds"]) / share
+        for k, key in (("devices", "device"), ("backends", "backend")):
+            if log.get(key) and log[key] not in out[k]:
+                out[k].append(log[key])
+    out["train_wall_s"], out["train_cpu_s"] = round(out["train_wall_s"], 1), round(out["train_cpu_s"], 1)
+    return out
+
+
 def summary(rec: dict) -> str:
     """One line for the report: profile, device, commit, seeds, data flags."""
     git = rec.get("git") or {}

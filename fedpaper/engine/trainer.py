@@ -227,7 +227,7 @@ class FederatedTrainer:
         self.aug_rngs = self._aug_rngs()
         self.run_gens = RunGenerators(self.device)
         self.diverged = np.zeros(self.R, dtype=np.int64)  # the round each run diverged in (0: it has not)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         n_samples = 0
         best = _BestTracker(self.R) if cfg.keep_best else None
         bar = tqdm(range(1, cfg.rounds + 1), desc=f"{self.algo.name} x{self.R}", disable=not self.progress,
@@ -264,7 +264,9 @@ class FederatedTrainer:
                 for later in range(rnd + 1, cfg.rounds + 1):
                     round_done(later, cfg.rounds, self.R)
                 break
-        self.step_log = {"train_seconds": time.perf_counter() - t0, "samples": n_samples, "backend": self.backend,
+        # wall and process CPU seconds of this engine call (all its runs: "runs" of them; evaluation included)
+        self.step_log = {"train_seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+                         "runs": self.R, "samples": n_samples, "backend": self.backend,
                          "backend_rule": self.backend_rule, "precision": cfg.precision,
                          "layout": self.layout_rule, "device": device_name(self.device)}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}

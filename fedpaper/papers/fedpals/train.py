@@ -13,6 +13,7 @@ from fedpaper.papers._common.chance import CHANCE_MARGIN, at_chance, chance_leve
 from fedpaper.papers._common.rows import cell_of
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
+from fedpaper.provenance import compute_record
 from fedpaper.store import SWEEP_OWNER, ResultStore
 
 
@@ -144,7 +145,8 @@ def table1_compute(p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
     rec = records(specs, results)
     tab = summary(rec, ["dataset", "label_split", "clients", "method"])
     datasets = list(dict.fromkeys(d for d, _ in table1_settings(p)))
-    return tab, info(p, datasets, data_root, list(p.get("notes") or []) + diverged_notes(tab))
+    inf = info(p, datasets, data_root, list(p.get("notes") or []) + diverged_notes(tab))
+    return tab, {**inf, "compute": compute_record(results)}
 
 
 def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, title: str):

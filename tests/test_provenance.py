@@ -1,0 +1,11 @@
+"""provenance.compute_record: what a sweep's runs cost, summed over runs made in any number of pieces."""
+from fedpaper.provenance import compute_record
+
+
+def test_compute_record_splits_each_engine_call_over_its_runs_and_counts_old_logs():
+    two = {"train_seconds": 10.0, "cpu_seconds": 8.0, "runs": 2, "samples": 400, "device": "cpu", "backend": "grouped"}
+    old = {"train_seconds": 3.0, "samples": 50, "device": "cpu", "backend": "loop"}  # before "cpu_seconds"/"runs"
+    rec = compute_record([{"log": two}, {"log": two}, {"log": old}, {"history": []}])
+    assert rec["runs"] == 4 and rec["training_samples"] == 200 + 200 + 50
+    assert rec["train_wall_s"] == 13.0 and rec["train_cpu_s"] == 8.0
+    assert rec["runs_without_cpu_seconds"] == 2 and rec["backends"] == ["grouped", "loop"] and rec["devices"] == ["cpu"]
