@@ -64,6 +64,13 @@ def check_device(pools: Pools, device: torch.device) -> None:
                                 f"on {device} (experiment.get_pools / Pools.from_dataset(..., device={str(device)!r}))")
 
 
+
+def _rows_from(rows: torch.Tensor, source: dict, tensors: dict) -> dict:
+    """`tensors` with the leading-dimension rows where `rows` ([n] bool) is True taken from
+    `source` (the same names; a name `source` lacks is kept as it is)."""
+    return {k: torch.where(rows.view(-1, *[1] * (v.dim() - 1)), source[k].to(v.dtype), v) if k in source else v
+            for k, v in tensors.items()}
+
 class FederatedTrainer:
     """Trains R runs of one method at once (see the module docstring)."""
 
@@ -298,8 +305,7 @@ class FederatedTrainer:
         if not held.any():
             return new, loss
         h = torch.as_tensor(held, device=self.device)
-        new = {k: torch.where(h.view(-1, *[1] * (v.dim() - 1)), anchor[k].to(v.dtype), v) for k, v in new.items()}
-        return new, torch.where(h, torch.zeros_like(loss), loss)
+        return _rows_from(h, anchor, new), torch.where(h, torch.zeros_like(loss), loss)
 
     def _restore_diverged(self, rnd, prev_params, prev_buffers):
         """A run whose global model is non-finite after aggregation and server steps diverged in
@@ -311,13 +317,8 @@ class FederatedTrainer:
         if not self.diverged.any():
             return
         h = torch.as_tensor(self.diverged > 0, device=self.device)
-
-        def keep(now, before):
-            return {k: torch.where(h.view(-1, *[1] * (v.dim() - 1)), before[k].to(v.dtype), v) if k in before else v
-                    for k, v in now.items()}
-
-        self.global_params = keep(self.global_params, prev_params)
-        self.global_buffers = keep(self.global_buffers, prev_buffers)
+        self.global_params = _rows_from(h, prev_params, self.global_params)
+        self.global_buffers = _rows_from(h, prev_buffers, self.global_buffers)
 
     def _participants(self, rngs) -> np.ndarray:
         k = max(1, int(round(self.cfg.participation * self.M)))
