@@ -64,12 +64,12 @@ def check_device(pools: Pools, device: torch.device) -> None:
                                 f"on {device} (experiment.get_pools / Pools.from_dataset(..., device={str(device)!r}))")
 
 
-
 def _rows_from(rows: torch.Tensor, source: dict, tensors: dict) -> dict:
     """`tensors` with the leading-dimension rows where `rows` ([n] bool) is True taken from
     `source` (the same names; a name `source` lacks is kept as it is)."""
     return {k: torch.where(rows.view(-1, *[1] * (v.dim() - 1)), source[k].to(v.dtype), v) if k in source else v
             for k, v in tensors.items()}
+
 
 class FederatedTrainer:
     """Trains R runs of one method at once (see the module docstring)."""
