@@ -37,13 +37,25 @@ contender's figure is the median over invocations with the min-max spread, and a
 batched / Flower) is computed within each invocation and reported as the median with its spread.
 On a shared machine other processes take CPU: the table also gives samples per CPU-second of the
 contender's own process tree, which load inflates less than wall time.
-Writes benchmarks/results/engine.md and engine.json.
+
+Failures: a contender process that fails (exit status, no result, a Flower round with a failed
+client, or --timeout) runs again in a fresh process, at most --retries times (default 1); the json
+keeps every failed attempt's error and the last lines of its stderr ("failed_attempts",
+"stderr_tail"), and the md names each retried or failed invocation with its reason.
+
+ISA: the md names the CPU and its instruction-set flags, and the ISA every contender process was
+allowed: `--emulate-avx2` sets ONEDNN_MAX_CPU_ISA=AVX2 and ATEN_CPU_CAPABILITY=avx2 for every contender
+process (Ray's actors inherit them), i.e. the AVX2 path on an AVX-512 CPU, and the md says
+"AVX2 emulated on <cpu>"; the same variables set by hand are passed on and named as well.
+
+Writes benchmarks/results/engine.md and engine.json (--out PATH.md: PATH.md and PATH.json instead).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -57,7 +69,7 @@ for p in (str(REPO), str(BENCH)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from machine import cpu_line, loadavg, machine  # noqa: E402  (benchmarks/machine.py)
+from machine import AVX2_EMULATION_ENV, cpu_line, isa_line, loadavg, machine  # noqa: E402  (benchmarks/machine.py)
 
 MODELS = {
     "privlabels_cnn": dict(in_channels=1, image_size=28),
@@ -86,6 +98,13 @@ LABEL = {
     "flower": "Flower simulation (Ray), fp32",
 }
 MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_MMAP_THRESHOLD_": str(32 << 20)}  # as cpu.py
+# Every contender process: no Flower telemetry, no Ray usage stats (no network), a patient Ray API-server wait.
+QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "RAY_USAGE_STATS_ENABLED": "0", "RAY_DASHBOARD_STARTUP_TIMEOUT_S": "180"}
+TAIL_LINES = 40  # lines of a failed contender's stderr kept in the json
+# Lines in a failed contender's stderr that name a cause its exception does not (Ray's raylet abort).
+CAUSE_PATTERNS = [re.compile(r"Timed out waiting for file \S+"), re.compile(r"Check failed: .{0,160}")]
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Expired)(: |$)")
 
 
 def _precision(contender: str) -> str:
@@ -142,10 +161,16 @@ def worker(args) -> dict:
         w = args.warmup
         info.update(startup_s=r["startup_s"], warmup_s=r["round_s"][:w], round_s=r["round_s"][w:],
                     own_cores=r["own_cores"][w:], foreign_cores=r["foreign_cores"][w:], flwr=r["flwr"],
-                    failures=r["failures"], results=r["results"], total_s=r["total_s"])
+                    failures=r["failures"], results=r["results"], total_s=r["total_s"], ray_init_s=r["ray_init_s"])
+        if any(r["failures"] or []) or any(n != args.clients for n in r["results"] or []) \
+                or len(r["round_s"]) != n_total + args.extra:
+            raise RuntimeError(f"Flower rounds incomplete: {len(r['round_s'])} of {n_total + args.extra} rounds, "
+                               f"client results per round {r['results']}, failures {r['failures']}")
         import ray
+        import torch
 
         info["ray"] = ray.__version__
+        info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         return info
 
     ds, rows, np, torch = _setup(args)
@@ -188,7 +213,7 @@ def worker(args) -> dict:
             info["startup_s"] = time.perf_counter() - t_start
             info["backend"] = tr.backend
             times = _rounds(tr.run, args)
-    info.update(times, threads=torch.get_num_threads())
+    info.update(times, threads=torch.get_num_threads(), cpu_capability=torch.backends.cpu.get_cpu_capability())
     return info
 
 
@@ -215,24 +240,123 @@ def run_contender(args, model: str, contender: str) -> dict:
            "--samples", str(args.samples), "--batch", str(args.batch), "--lr", str(args.lr),
            "--seed", str(args.seed), "--threads", str(args.threads), "--data", args.data]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BENCH), str(REPO), os.environ.get("PYTHONPATH", "")]),
-               FLWR_TELEMETRY_ENABLED="0", RAY_DEDUP_LOGS="0", PYTHONUNBUFFERED="1", FEDPAPER_MALLOC_TUNING="0",
-               OMP_NUM_THREADS=str(args.threads))
+               RAY_DEDUP_LOGS="0", PYTHONUNBUFFERED="1", FEDPAPER_MALLOC_TUNING="0",
+               OMP_NUM_THREADS=str(args.threads), **QUIET_ENV)
     for k in MALLOC_ENV:
         env.pop(k, None)
     if args.malloc == "tuned":  # every contender process (and Ray's actors, which inherit it)
         env.update(MALLOC_ENV)
+    env.update(isa_env(args))  # the same (already there unless --emulate-avx2), named in the md
     load = loadavg()
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if proc.returncode or not lines:
-        tail = (proc.stdout[-1500:] + "\n" + proc.stderr[-3000:]).strip()
-        return {"contender": contender, "model": model, "error": f"exit {proc.returncode}: {tail}",
-                "load_before": load}
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+        status, stdout, stderr = proc.returncode and f"exit {proc.returncode}", proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        status, stdout, stderr = f"killed after the {args.timeout} s timeout", _text(exc.stdout), _text(exc.stderr)
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    if status or not lines:
+        return {"contender": contender, "model": model,
+                "error": f"{status or 'exit 0 without a RESULT line'}: {failure_reason(stderr, stdout)}",
+                "stderr_tail": tail_lines(stderr), "stdout_tail": tail_lines(stdout, 10), "load_before": load,
+                "process_s": time.perf_counter() - t0}
     res = json.loads(lines[-1][len("RESULT "):])
     res["load_before"] = load
     res["process_s"] = time.perf_counter() - t0
     return res
+
+
+def _text(b) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+
+def isa_env(args) -> dict:
+    """The ISA-capping variables every contender process gets: AVX2_EMULATION_ENV with --emulate-avx2,
+    else those of them already set in this environment (passed on unchanged)."""
+    if getattr(args, "emulate_avx2", False):
+        return dict(AVX2_EMULATION_ENV)
+    return {k: os.environ[k] for k in AVX2_EMULATION_ENV if k in os.environ}
+
+
+def tail_lines(text: str, n: int = TAIL_LINES) -> list:
+    """The last `n` non-empty lines of `text`, colour codes removed."""
+    lines = [_ANSI.sub("", ln).rstrip() for ln in (text or "").splitlines()]
+    return [ln for ln in lines if ln.strip()][-n:]
+
+
+def failure_reason(stderr: str, stdout: str = "") -> str:
+    """Why a contender process failed, in one line: the last exception line of its stderr (else its last
+    non-empty line, else stdout's), with a known underlying cause found in stderr in brackets (the
+    raylet's "Timed out waiting for file ..." when Ray's start-up failed)."""
+    lines = tail_lines(stderr, 10**9) or tail_lines(stdout, 10**9)
+    exc = [ln for ln in lines if _EXC_LINE.match(ln)]
+    reason = (exc[-1] if exc else lines[-1] if lines else "(no output)").strip()
+    text = _ANSI.sub("", stderr or "")
+    for pat in CAUSE_PATTERNS:
+        m = pat.search(text)
+        if m and m.group(0) not in reason:
+            reason += f" [{m.group(0).strip()}]"
+            break
+    return reason
+
+
+def run_with_retries(run, retries: int) -> dict:
+    """`run()` (one contender process) until it returns a result without "error", at most 1 + `retries`
+    times. The result gets "attempts" (how many processes ran), "retried" (attempts > 1) and
+    "failed_attempts" (each earlier failed attempt's error, stderr tail, load and seconds); when the
+    last attempt failed as well, the result is that attempt's error."""
+    failed = []
+    for attempt in range(1 + max(0, retries)):
+        r = run()
+        if "error" not in r or attempt == retries:
+            break
+        failed.append({k: r[k] for k in ("error", "stderr_tail", "load_before", "process_s") if k in r})
+    r.update(attempts=attempt + 1, retried=attempt > 0, failed_attempts=failed)
+    return r
+
+
+def _cell(text: str, n: int = 220) -> str:
+    """Text for a markdown table cell: one line, no pipes, at most n characters."""
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def error_reason(err: dict) -> str:
+    """A failed attempt's error in one line. Runs before 2026-11-26 stored the process's whole output
+    (stdout, then stderr) in "error", without "stderr_tail": its reason is worked out from that text."""
+    if "stderr_tail" in err or "\n" not in err.get("error", ""):
+        return err.get("error", "")
+    head, _, text = err["error"].partition(": ")
+    return f"{head}: {failure_reason(text)}"
+
+
+def attempt_notes(rows: list) -> list:
+    """The notes-column sentences on retries and failures of one contender's invocations."""
+    out = []
+    for r in sorted(rows, key=lambda r: r.get("invocation", 0)):
+        inv = r.get("invocation", 0) + 1
+        if "error" in r:
+            n = r.get("attempts", 1)
+            out.append(f"invocation {inv} FAILED ({n} attempt{'s' if n > 1 else ''}): {_cell(error_reason(r))}")
+        elif r.get("retried"):
+            first = error_reason((r.get("failed_attempts") or [{}])[0])
+            out.append(f"invocation {inv} retried in a fresh process after a failed attempt ({_cell(first)})")
+    return out
+
+
+def completion_line(results: list) -> str:
+    """One line: how many contender runs completed, how many after a retry, which failed."""
+    ok = [r for r in results if "error" not in r]
+    retried = [r for r in ok if r.get("retried")]
+    failed = [r for r in results if "error" in r]
+    line = (f"**Completion: {len(ok)} of {len(results)} contender runs completed**"
+            + (f", {len(retried)} of them on a retry in a fresh process "
+               f"({', '.join(sorted({r['model'] + ' ' + r['contender'] for r in retried}))})" if retried else
+               ", none needed a retry"))
+    if failed:
+        line += (f"; **{len(failed)} failed** "
+                 f"({', '.join(sorted({r['model'] + ' ' + r['contender'] for r in failed}))})")
+    return line + "."
 
 
 def summarise(res: dict, samples_per_round: int, rounds: int) -> dict:
@@ -292,6 +416,7 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
           f"    {meta['command']}", "",
           "## Machine", "",
           f"- CPU: {cpu_line(m)}",
+          f"- {isa_line(m, meta.get('isa_env'), [r['cpu_capability'] for r in results if r.get('cpu_capability')])}",
           f"- GPU: {m['gpu']}",
           f"- Python {m['python']}, torch {m['torch']}, **{args.threads} torch thread(s) per contender process** "
           f"({'; '.join(m['torch_parallel'])}); Flower: Ray num_cpus {args.threads}, one thread per actor",
@@ -300,7 +425,12 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
           f"{meta['wall_s']:.0f} s. **The machine was shared** with other sessions' runs (the `other processes` "
           "column: cores other processes kept busy during the timed rounds, median). Wall-clock rates on it "
           "are noisy; the CPU-second rate (samples per CPU-second of the contender's own process tree) is "
-          "less sensitive to load, and ratios are taken within one invocation.", "",
+          "less sensitive to load, and ratios are taken within one invocation.",
+          f"- {completion_line(results)} " + (
+              f"A contender process that failed ran again in a fresh process, at most {args.retries} time(s) "
+              "(`--retries`); the notes column names each retry and failure with its reason, the json keeps "
+              "every failed attempt's stderr tail." if getattr(args, "retries", 0) else
+              "Failed contender processes were not retried."), "",
           "## Workload and fairness", "",
           f"FedAvg, {args.clients} clients x {args.samples} real Fashion-MNIST training samples "
           f"(private_label_partition, L=10, seed {args.seed}), Adam lr {args.lr}, batch {args.batch}, 1 local "
@@ -330,12 +460,13 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
             errs = [r for r in rc if "error" in r]
             ok = [r for r in rc if "error" not in r]
             if not ok:
-                last = [ln for ln in errs[0]["error"].splitlines() if ln.strip()][-1]
-                L.append(f"| {LABEL[c]} | failed in all {len(errs)} invocations | | | | | {last[:300]} |")
+                L.append(f"| {LABEL[c]} | failed in all {len(errs)} invocations | | | | | "
+                         f"{'; '.join(attempt_notes(rc))} |")
                 continue
             note = [f"invocation medians (s/round): {', '.join(fmt(r['median_s']) for r in ok)}"]
             if errs:
                 note.append(f"{len(errs)} invocation(s) failed")
+            note += attempt_notes(rc)
             if c == "flower":
                 note.append(f"start-up {', '.join(fmt(r.get('startup_s'), 1) for r in ok)} s, warm-up round "
                             f"{', '.join(fmt(r['warmup_s'][0] if r.get('warmup_s') else None, 1) for r in ok)} s "
@@ -382,9 +513,13 @@ NOTES = """## Notes
   Flower runs fp32, as its users run it. Whether bf16 changes accuracy: benchmarks/results/precision.md.
 - Flower on a loaded machine: Ray's raylet waits a fixed ~15 s for its dashboard agent's port
   files and aborts when the agent (a Python process) starts slower than that
-  (ray-project/ray#65983); with the load average at 8-11 on 2 cores every Flower start-up here
-  failed that way ("The current node timed out during startup"; raylet.err: "Timed out waiting
-  for file .../metrics_agent_port_..."), also outside `nice` and with fixed agent ports. The last
+  (ray-project/ray#65983); `ray.init` then fails 30 s later with "The current node timed out during
+  startup" (raylet.err: "Timed out waiting for file .../metrics_agent_port_..."). The wait cannot be
+  configured in Ray 2.55. benchmarks/flower_sim.py starts Ray itself (no dashboard, no usage stats,
+  node address 127.0.0.1, a longer API-server wait so that the raylet's agents do not start beside
+  it) and prints the Ray logs' tails when it fails; a failed contender runs once more in a fresh
+  process (`--retries`), which the notes column says. On the 2026-11-24 run (load 8-11 on 2 cores)
+  Flower failed to start that way in 3 of 6 runs, without a retry. The
   idle-machine run (2026-11-21, the old set-up: per-sample normalisation for plain loop and
   Flower, malloc setting for the engine only, 2 threads) had Flower with two one-thread actors at
   1.19x (privlabels CNN) and 1.75x (LeNet) the 2-thread plain loop, and the grouped engine at
@@ -434,7 +569,13 @@ def main(argv=None):
     ap.add_argument("--data", choices=["prestd", "per-sample"], default="prestd")
     ap.add_argument("--malloc", choices=["tuned", "default"], default="tuned")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per contender process")
-    ap.add_argument("--out", default=str(BENCH / "results" / "engine.md"))
+    ap.add_argument("--retries", type=int, default=1,
+                    help="times a failed contender process runs again in a fresh process (named in the md)")
+    ap.add_argument("--emulate-avx2", action="store_true",
+                    help="ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 for every contender process (the AVX2 path "
+                         "on an AVX-512 CPU); the md says so")
+    ap.add_argument("--out", default=str(BENCH / "results" / "engine.md"),
+                    help="the md to write; the json goes beside it (same name, .json)")
     ap.add_argument("--render", action="store_true",
                     help="rewrite engine.md from engine.json (e.g. of an interrupted run), no measuring")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -457,7 +598,7 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"command": " ".join(["nice -n 10 .venv/bin/python benchmarks/bench_engine.py", *sys.argv[1:]]),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "load_before": loadavg(), "machine": machine(),
+            "load_before": loadavg(), "machine": machine(), "isa_env": isa_env(args),
             "settings": {k: v for k, v in vars(args).items() if k not in ("worker", "model")}}
     from fedpaper.store import atomic_write_text
 
@@ -468,12 +609,15 @@ def main(argv=None):
             for c in contenders:
                 print(f"[{datetime.now().strftime('%H:%M:%S')}] invocation {inv + 1} {model} {c} "
                       f"(load {loadavg()[0]})", flush=True)
-                r = summarise(run_contender(args, model, c), args.clients * args.samples, args.rounds)
+                r = summarise(run_with_retries(lambda: run_contender(args, model, c), args.retries),
+                              args.clients * args.samples, args.rounds)
                 r["invocation"] = inv
                 r["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 results.append(r)
                 print("   ", {k: r.get(k) for k in ("median_s", "samples_per_s", "samples_per_cpu_s", "own_cores_median",
-                                                 "foreign_cores_median", "error")}, flush=True)
+                                                 "foreign_cores_median", "attempts", "error")}, flush=True)
+                for a in r["failed_attempts"]:
+                    print("    failed attempt (retried):", a["error"], flush=True)
                 atomic_write_text(out.with_suffix(".json"), json.dumps({**meta, "results": results}, indent=1))
     meta["wall_s"] = time.perf_counter() - t0
     meta["load_after"] = loadavg()

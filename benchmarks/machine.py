@@ -7,6 +7,12 @@ import platform
 import subprocess
 from pathlib import Path
 
+# The instruction-set flags that decide which kernels oneDNN / ATen pick (lscpu "Flags"), in this order.
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx_vnni",
+             "amx_tile", "amx_bf16", "amx_int8")
+# Environment variables that cap the ISA oneDNN and ATen use: the AVX2 path on an AVX-512 CPU.
+AVX2_EMULATION_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+
 
 def _sh(cmd: str) -> str:
     try:
@@ -26,7 +32,8 @@ def machine(frameworks: bool = True) -> dict:
         "cpu_model": lscpu.get("Model name", platform.processor()),
         "cpu_family_model": f"family {lscpu.get('CPU family', '?')} model {lscpu.get('Model', '?')}",
         "hypervisor": lscpu.get("Hypervisor vendor", "none"),
-        "avx512": "avx512f" in lscpu.get("Flags", ""),
+        "avx512": "avx512f" in lscpu.get("Flags", "").split(),
+        "cpu_flags": [f for f in ISA_FLAGS if f in lscpu.get("Flags", "").split()],
         "ram_gib": round(int(mem) / 2**20, 1),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -48,9 +55,26 @@ def machine(frameworks: bool = True) -> dict:
 
 
 def cpu_line(m: dict) -> str:
-    """One line: model, family, cores, hypervisor, AVX-512, RAM."""
+    """One line: model, family, cores, hypervisor, AVX-512, ISA flags (where recorded), RAM."""
+    flags = f"; flags {' '.join(m['cpu_flags']) or 'none of ' + ' '.join(ISA_FLAGS)}" if "cpu_flags" in m else ""
     return (f"{m['cpu_model']} ({m['cpu_family_model']}), {m['nproc']} cores visible (`nproc`), hypervisor "
-            f"{m['hypervisor']}, AVX-512 {'yes' if m['avx512'] else 'no'}; RAM {m['ram_gib']} GiB")
+            f"{m['hypervisor']}, AVX-512 {'yes' if m['avx512'] else 'no'}{flags}; RAM {m['ram_gib']} GiB")
+
+
+def isa_line(m: dict, env: dict | None, capabilities=()) -> str:
+    """What instruction set the measured processes were allowed: the CPU's own, or capped by `env`
+    (ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY as set for them); `capabilities`: what torch reported
+    (torch.backends.cpu.get_cpu_capability()) in those processes."""
+    seen = f"; torch CPU capability in the processes: {', '.join(sorted(set(capabilities)))}" if capabilities else ""
+    if env is None:
+        return f"ISA: not recorded by this run (ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY unknown){seen}"
+    caps = {k: v for k, v in env.items() if k in AVX2_EMULATION_ENV}
+    if not caps:
+        return f"ISA: the CPU's own (no ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY set){seen}"
+    set_ = " ".join(f"{k}={v}" for k, v in sorted(caps.items()))
+    if caps == AVX2_EMULATION_ENV and m.get("avx512"):
+        return f"**AVX2 emulated on {m['cpu_model']}** (an AVX-512 CPU): {set_} in every contender process{seen}"
+    return f"ISA capped: {set_} in every contender process (CPU AVX-512: {'yes' if m.get('avx512') else 'no'}){seen}"
 
 
 def loadavg() -> list:
