@@ -209,7 +209,8 @@ class FederatedTrainer:
                 grads, lsum = self._grads(params, batch, present, anchor, objective, buffers, active, gens)
                 if corr is not None:
                     grads = {k: g + corr[k] for k, g in grads.items()}
-                new, opt = self.optim.step(params, grads, opt, self.round_lr, active)
+                # consume: the old optimiser state and the gradients are freed tensor by tensor in the step
+                new, opt = self.optim.step(params, grads, opt, self.round_lr, active, consume=True)
                 params = {k: (params[k] if k in frozen else v) for k, v in new.items()}
                 steps_done += active.float()
                 loss_sum += lsum
