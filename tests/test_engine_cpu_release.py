@@ -63,7 +63,7 @@ def test_a_consuming_step_is_the_same_step_and_frees_the_old_state(kind, wd):
             assert torch.equal(st_a["v"][k], st_b["v"][k])
         if kind == "adamw" or spec.plain:  # otherwise (adam + L2 decay, betas) the step makes a new gradient dict
             assert all(v is None for v in given_grads.values())
-        assert all(v is None for v in given_state["m"].values()) and all(v is None for v in given_state["v"].values())
+        assert all(v is None for key in ("m", "v") for v in given_state[key].values())
 
 
 def test_release_collects_reference_cycles():
@@ -82,9 +82,9 @@ def test_release_collects_reference_cycles():
     assert ref() is None
 
 
-def test_every_cpu_engine_call_releases_and_frees_its_trainer(monkeypatch):
-    """train() releases once per call, after the trainer (a reference cycle through its Context) is
-    unreachable: by then the trainer is gone."""
+def test_a_large_step_engine_call_releases_and_frees_its_trainer(monkeypatch):
+    """train() releases once per call with a large step (not with a small one), after the trainer (a
+    reference cycle through its Context) is unreachable: by then the trainer is gone."""
     pools = get_pools(POOL)
     feds = [Federation([np.arange(0, 40), np.arange(40, 80)], np.arange(20), seed=0)]
     cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28, num_classes=4), batch_size=16, rounds=1)
@@ -99,8 +99,12 @@ def test_every_cpu_engine_call_releases_and_frees_its_trainer(monkeypatch):
         gc.collect()
         alive_at_release.append(made[-1]() is not None)
 
+    monkeypatch.setattr(cpu, "LARGE_STEP_BYTES", 1)  # LeNet's step counts as large here: released
     monkeypatch.setattr(T.FederatedTrainer, "__init__", spy_init)
     monkeypatch.setattr(T, "release_freed_memory", spy_release)
+    T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    assert alive_at_release == [False]
+    monkeypatch.setattr(cpu, "LARGE_STEP_BYTES", 256 * 2**20)  # a small step: no release (speed)
     T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
     assert alive_at_release == [False]
 
@@ -153,7 +157,8 @@ def test_which_steps_get_the_raised_malloc_thresholds(monkeypatch):
     assert cpu.allocator_tuned_for(lenet.activations(64)) is linux
     assert cpu.allocator_tuned_for(None) is linux
     assert not cpu.allocator_tuned_for(21 * 2**20 * 32)  # FedNCA-ML paper profile, measured 21 MiB per sample
-    assert cpu.allocator_tuned_for(cpu.LARGE_STEP_BYTES - 1) is linux and not cpu.allocator_tuned_for(cpu.LARGE_STEP_BYTES)
+    assert cpu.allocator_tuned_for(cpu.LARGE_STEP_BYTES - 1) is linux
+    assert not cpu.allocator_tuned_for(cpu.LARGE_STEP_BYTES) and cpu.large_step(cpu.LARGE_STEP_BYTES)
     monkeypatch.setenv("FEDPAPER_MALLOC_TUNING", "0")
     assert not cpu.allocator_tuned_for(lenet.activations(64))
 

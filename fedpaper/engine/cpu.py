@@ -32,13 +32,18 @@ def _mallopt(trim: int, mmap: int) -> bool:
         return False
 
 
+def large_step(step_bytes) -> bool:
+    """A training step that saves at least LARGE_STEP_BYTES for backward (None: unknown, not large)."""
+    return step_bytes is not None and step_bytes >= LARGE_STEP_BYTES
+
+
 def allocator_tuned_for(step_bytes=None) -> bool:
     """Whether an engine call whose training step saves `step_bytes` for backward gets the raised
     malloc thresholds (_tune_cpu_allocator): Linux, FEDPAPER_MALLOC_TUNING not 0, and a small step
     (under LARGE_STEP_BYTES; None: unknown, counted as small)."""
     if os.environ.get("FEDPAPER_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
         return False
-    return step_bytes is None or step_bytes < LARGE_STEP_BYTES
+    return not large_step(step_bytes)
 
 
 def _tune_cpu_allocator(step_bytes=None):
@@ -62,16 +67,16 @@ def _tune_cpu_allocator(step_bytes=None):
 
 
 def release_freed_memory():
-    """After an engine call (trainer.train), on Linux/glibc: collect the trainer's reference cycles
-    (its Context holds bound methods of the trainer, so its state, e.g. FedCurv's per-client Fisher
-    tensors, waits for the cyclic garbage collector otherwise) and hand the heap's free pages back to
-    the OS (malloc_trim(0)). With the thresholds above the heap keeps its peak after a run; the next
-    run, with other tensor sizes, cannot reuse all of that fragmented free memory and grows the heap
-    further, so a process training runs of a large model one after another (the FedNCA-ML paper
-    profile's ResNet-18 at 224 px) grew run after run (issue 30: 12.2 GiB in the dry run of
-    fednca/table1, whose largest single run peaks at ~7 GiB). The next run's first steps page-fault
-    their buffers back in once; the steps after that reuse the heap as before. Results are
-    unchanged (no tensor is touched). FEDPAPER_MALLOC_TRIM=0 disables the trim."""
+    """After an engine call with a large step (trainer.train, large_step), on Linux/glibc: collect the
+    trainer's reference cycles (its Context holds bound methods of the trainer, so its state, e.g.
+    FedCurv's per-client Fisher tensors, waits for the cyclic garbage collector otherwise) and hand the
+    heap's free pages back to the OS (malloc_trim(0)). Without it the heap kept each run's peak, and
+    the next run, with other tensor sizes, could not reuse all of that fragmented free memory and grew
+    it further: the FedNCA-ML paper profile's ResNet-18 runs at 224 px grew run after run (issue 30:
+    12.2 GiB in the dry run of fednca/table1, whose largest single run then peaked at ~8 GiB). Not
+    after small steps: there the collection, the trim and the page faults back in cost ~0.2-0.3 s per
+    engine call (~20% of a 3-round LeNet call) and their heap is small anyway. Results are unchanged
+    (no tensor is touched). FEDPAPER_MALLOC_TRIM=0 disables the trim."""
     import gc
 
     gc.collect()

@@ -33,7 +33,7 @@ from ..models import build_model, classifier_param_names, has_batchnorm
 from ..progress import round_done
 from .backends import SlotGradients, choose_backend
 from .batching import epoch_batches, gather
-from .cpu import _tune_cpu_allocator, release_freed_memory
+from .cpu import _tune_cpu_allocator, large_step, release_freed_memory
 from . import evaluate
 from .evaluate import autocast, predict, split_metrics
 from .grouped import GroupedForward, channels_last_ok, stacked_layout
@@ -77,6 +77,7 @@ class FederatedTrainer:
         # rows per evaluation pass: cfg.eval_batch, capped for large inputs (memory.eval_batch_that_fits)
         step_mem = step_memory(config, tuple(pools.x_train.shape[1:]))
         self.eval_rows = eval_batch_that_fits(step_mem, config.eval_batch)
+        self.step_bytes = step_mem.activations(config.batch_size)  # saved for backward by one slot's step
         self.R = len(feds)
         self.M = len(feds[0].client_indices)
         if any(len(f.client_indices) != self.M for f in feds):
@@ -85,7 +86,7 @@ class FederatedTrainer:
         self.template = build_model(config.model, **config.model_kwargs).to(self.device)
         self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
         if self.device.type == "cpu":
-            _tune_cpu_allocator(step_mem.activations(config.batch_size))  # raised thresholds for small steps
+            _tune_cpu_allocator(self.step_bytes)  # raised malloc thresholds for small steps only
             self.channels_last, self.layout_rule = channels_last_ok(self.template)
             if self.channels_last:
                 self._layout = stacked_layout
@@ -404,8 +405,11 @@ class _BestTracker:
 def train(method, config: TrainConfig, pools: Pools, feds: list, progress=True) -> TrainResult:
     """Train len(feds) runs of `method` (a Method or an algorithms.base.Algorithm) at once and
     return their per-round history."""
+    trainer = FederatedTrainer(method, config, pools, feds, progress=progress)
+    release = trainer.device.type == "cpu" and large_step(trainer.step_bytes)
     try:
-        return FederatedTrainer(method, config, pools, feds, progress=progress).run()
-    finally:  # CPU: give the run's memory back before the next engine call (cpu.release_freed_memory)
-        if torch.device(config.device).type == "cpu":
+        return trainer.run()
+    finally:  # CPU, large step: the run's memory goes back before the next call (cpu.release_freed_memory)
+        del trainer
+        if release:
             release_freed_memory()
