@@ -8,26 +8,83 @@ import sys
 
 import torch
 
-_ALLOCATOR_TUNED = False
+_ALLOCATOR_TUNED = False  # the thresholds below are in force (this process, now)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: A training step whose saved-for-backward activations (memory.StepMemory.activations at the batch
+#: size) exceed this keeps glibc's behaviour for large blocks (LARGE_STEP_THRESHOLDS): the paper
+#: profile's 224 px ResNet-18 of FedNCA-ML (~21 MiB per sample: ~670 MiB a step at batch 32). Below it
+#: the thresholds are raised for speed: LeNet (44 KiB per sample), the privlabels CNN (534 KiB), the
+#: FedNCA-ML convnet (339 KiB), FedMT's CIFAR ResNet-18 (4.5 MiB x batch 10): all under 64 MiB a step.
+LARGE_STEP_BYTES = 256 * 2**20
+#: (trim, mmap) thresholds for large steps: glibc's own defaults once its dynamic mmap threshold has
+#: risen to its maximum (32 MiB; trim twice that), which it reaches after the first large free.
+LARGE_STEP_THRESHOLDS = (64 << 20, 32 << 20)
 
 
-def _tune_cpu_allocator():
-    """glibc only, once per process: keep freed memory in the heap (M_TRIM_THRESHOLD, and
-    M_MMAP_THRESHOLD so that large activation buffers come from the heap, not fresh mmaps).
-    Otherwise every training step returns its activation buffers to the OS and page-faults them
-    back in, which costs up to ~40% of a step for small CNNs on CPU. The process keeps its peak
-    heap instead. Results are unchanged. FEDPAPER_MALLOC_TUNING=0 disables it."""
-    global _ALLOCATOR_TUNED
-    if _ALLOCATOR_TUNED or os.environ.get("FEDPAPER_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
-        return
-    _ALLOCATOR_TUNED = True
+def _mallopt(trim: int, mmap: int) -> bool:
     try:
         libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
-        if not libc.mallopt(M_MMAP_THRESHOLD, 1 << 30):
-            libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # the largest value some glibc versions accept
+        libc.mallopt(_M_TRIM_THRESHOLD, trim)
+        if not libc.mallopt(_M_MMAP_THRESHOLD, mmap):
+            libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # the largest value some glibc versions accept
+        return True
     except (OSError, AttributeError):  # not glibc (musl, ...): nothing to tune
+        return False
+
+
+def large_step(step_bytes) -> bool:
+    """A training step that saves at least LARGE_STEP_BYTES for backward (None: unknown, not large)."""
+    return step_bytes is not None and step_bytes >= LARGE_STEP_BYTES
+
+
+def allocator_tuned_for(step_bytes=None) -> bool:
+    """Whether an engine call whose training step saves `step_bytes` for backward gets the raised
+    malloc thresholds (_tune_cpu_allocator): Linux, FEDPAPER_MALLOC_TUNING not 0, and a small step
+    (under LARGE_STEP_BYTES; None: unknown, counted as small)."""
+    if os.environ.get("FEDPAPER_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
+        return False
+    return not large_step(step_bytes)
+
+
+def _tune_cpu_allocator(step_bytes=None):
+    """glibc only, per engine call: for a small training step (allocator_tuned_for), keep freed memory
+    in the heap (M_TRIM_THRESHOLD, and M_MMAP_THRESHOLD so that large activation buffers come from the
+    heap, not fresh mmaps). Otherwise every training step returns its activation buffers to the OS and
+    page-faults them back in, which costs up to ~40% of a step for small CNNs on CPU. The process keeps
+    its peak heap instead, and a heap of 1 GiB blocks fragments: for a large step (FedNCA-ML's 224 px
+    ResNet-18) that cost ~0.5 GiB of resident memory over glibc's defaults in a 10-client step and is
+    worth little (page faults are a small part of a multi-second step), so a large step gets
+    LARGE_STEP_THRESHOLDS, also after a small model raised them in the same process; a process that
+    never trained a small step keeps glibc's untouched defaults. Results are unchanged either way.
+    FEDPAPER_MALLOC_TUNING=0 disables it."""
+    global _ALLOCATOR_TUNED
+    if allocator_tuned_for(step_bytes):
+        if not _ALLOCATOR_TUNED:
+            _ALLOCATOR_TUNED = _mallopt(1 << 30, 1 << 30)
+    elif _ALLOCATOR_TUNED:
+        _mallopt(*LARGE_STEP_THRESHOLDS)
+        _ALLOCATOR_TUNED = False
+
+
+def release_freed_memory():
+    """After an engine call with a large step (trainer.train, large_step), on Linux/glibc: collect the
+    trainer's reference cycles (its Context holds bound methods of the trainer, so its state, e.g.
+    FedCurv's per-client Fisher tensors, waits for the cyclic garbage collector otherwise) and hand the
+    heap's free pages back to the OS (malloc_trim(0)). Without it the heap kept each run's peak, and
+    the next run, with other tensor sizes, could not reuse all of that fragmented free memory and grew
+    it further: the FedNCA-ML paper profile's ResNet-18 runs at 224 px grew run after run (issue 30:
+    12.2 GiB in the dry run of fednca/table1, whose largest single run then peaked at ~8 GiB). Not
+    after small steps: there the collection, the trim and the page faults back in cost ~0.2-0.3 s per
+    engine call (~20% of a 3-round LeNet call) and their heap is small anyway. Results are unchanged
+    (no tensor is touched). FEDPAPER_MALLOC_TRIM=0 disables the trim."""
+    import gc
+
+    gc.collect()
+    if os.environ.get("FEDPAPER_MALLOC_TRIM", "1") == "0" or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
         pass
 
 
