@@ -169,13 +169,18 @@ def test_thresholds_follow_the_step_size_within_one_process(monkeypatch):
     monkeypatch.delenv("FEDPAPER_MALLOC_TUNING", raising=False)
     monkeypatch.setattr(cpu, "_mallopt", lambda trim, mmap: calls.append((trim, mmap)) or True)
     monkeypatch.setattr(cpu, "_ALLOCATOR_TUNED", False)
+    monkeypatch.setattr(cpu, "_LARGE_SET", False)
     big, small = cpu.LARGE_STEP_BYTES * 2, 1 << 20
-    cpu._tune_cpu_allocator(big)  # never tuned: glibc's defaults are left alone
-    assert calls == []
+    cpu._tune_cpu_allocator(big)  # a large step first: large blocks are mmapped from the start
+    cpu._tune_cpu_allocator(big)  # once while in force
+    assert calls == [cpu.LARGE_STEP_THRESHOLDS] and not cpu._ALLOCATOR_TUNED
     cpu._tune_cpu_allocator(small)
-    cpu._tune_cpu_allocator(small)  # once while in force
-    assert calls == [(1 << 30, 1 << 30)] and cpu._ALLOCATOR_TUNED
+    cpu._tune_cpu_allocator(small)
+    assert calls[-1] == (1 << 30, 1 << 30) and cpu._ALLOCATOR_TUNED and len(calls) == 2
     cpu._tune_cpu_allocator(big)
     assert calls[-1] == cpu.LARGE_STEP_THRESHOLDS and not cpu._ALLOCATOR_TUNED
     cpu._tune_cpu_allocator(small)
-    assert calls[-1] == (1 << 30, 1 << 30) and len(calls) == 3
+    assert calls[-1] == (1 << 30, 1 << 30) and len(calls) == 4
+    monkeypatch.setenv("FEDPAPER_MALLOC_TUNING", "0")
+    cpu._tune_cpu_allocator(big)
+    assert len(calls) == 4  # switched off: nothing set

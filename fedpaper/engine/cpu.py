@@ -16,9 +16,14 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: the thresholds are raised for speed: LeNet (44 KiB per sample), the privlabels CNN (534 KiB), the
 #: FedNCA-ML convnet (339 KiB), FedMT's CIFAR ResNet-18 (4.5 MiB x batch 10): all under 64 MiB a step.
 LARGE_STEP_BYTES = 256 * 2**20
-#: (trim, mmap) thresholds for large steps: glibc's own defaults once its dynamic mmap threshold has
-#: risen to its maximum (32 MiB; trim twice that), which it reaches after the first large free.
-LARGE_STEP_THRESHOLDS = (64 << 20, 32 << 20)
+#: (trim, mmap) thresholds for large steps: buffers over 4 MiB (a large step's activations) are
+#: mmapped and go back to the OS when freed, so run after run they cannot fragment the heap. Measured
+#: on the dry run of fednca/table1 (2026-11-26, one core shared at load ~3): 7.46 GiB peak with
+#: glibc's dynamic defaults (32 MiB once risen), 6.77 GiB with these; user CPU the same (343 s, 341 s),
+#: system CPU 60 s -> 209 s (the page faults of fresh mmaps). Only the paper profile's 224 px
+#: ResNet-18 takes this path, which is dry runs and GPU hosts' CPU fallbacks in practice.
+LARGE_STEP_THRESHOLDS = (8 << 20, 4 << 20)
+_LARGE_SET = False  # LARGE_STEP_THRESHOLDS are in force
 
 
 def _mallopt(trim: int, mmap: int) -> bool:
@@ -54,16 +59,17 @@ def _tune_cpu_allocator(step_bytes=None):
     its peak heap instead, and a heap of 1 GiB blocks fragments: for a large step (FedNCA-ML's 224 px
     ResNet-18) that cost ~0.5 GiB of resident memory over glibc's defaults in a 10-client step and is
     worth little (page faults are a small part of a multi-second step), so a large step gets
-    LARGE_STEP_THRESHOLDS, also after a small model raised them in the same process; a process that
-    never trained a small step keeps glibc's untouched defaults. Results are unchanged either way.
+    LARGE_STEP_THRESHOLDS, set at its first large step, also after a small model raised them in the
+    same process. Results are unchanged either way.
     FEDPAPER_MALLOC_TUNING=0 disables it."""
-    global _ALLOCATOR_TUNED
+    global _ALLOCATOR_TUNED, _LARGE_SET
+    if os.environ.get("FEDPAPER_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
+        return
     if allocator_tuned_for(step_bytes):
         if not _ALLOCATOR_TUNED:
-            _ALLOCATOR_TUNED = _mallopt(1 << 30, 1 << 30)
-    elif _ALLOCATOR_TUNED:
-        _mallopt(*LARGE_STEP_THRESHOLDS)
-        _ALLOCATOR_TUNED = False
+            _ALLOCATOR_TUNED, _LARGE_SET = _mallopt(1 << 30, 1 << 30), False
+    elif not _LARGE_SET:
+        _LARGE_SET, _ALLOCATOR_TUNED = _mallopt(*LARGE_STEP_THRESHOLDS), False
 
 
 def release_freed_memory():
