@@ -17,14 +17,11 @@ checks that the configurations give the same results:
         --row cifar10:C=3 --rounds 3 --repeats 2
 
 Configurations: `before` = the sweep as it ran before issue 28 (up to 16 runs per engine call, so
-the seeds of a method trained together, every slot in every grouped pass); `one-per-call` =
-fedpaper.papers.fedpals.train's runs_per_engine_call() (one run per call on CPU), every slot in
-every pass; `after` = the engine as it is: one run per call, and the grouped backend passes only the
-slots whose clients still have data (backends.SlotGradients._grouped_active). With `--estimate`, the measured `after` rate of
+the seeds of a method trained together); `after` = fedpaper.papers.fedpals.train's
+runs_per_engine_call() (one run per call on CPU). With `--estimate`, the measured `after` rate of
 the row is applied to the counted work of the whole artifact (`--only`, default table1).
 """
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -92,25 +89,7 @@ def count(p: dict, rate: dict, only=None, data_root=None, quiet=False) -> dict:
 
 
 # ----------------------------------------------------------------------------- measure
-# name -> (runs per engine call, whether the grouped backend skips finished slots)
-CONFIGS = {"before": (lambda: 16, False), "one-per-call": (TR.runs_per_engine_call, False),
-           "after": (TR.runs_per_engine_call, True)}
-
-
-@contextlib.contextmanager
-def slot_skipping(on: bool):
-    """The grouped backend as it is (skips slots whose clients are done), or, off, as it was before
-    (every slot in every pass)."""
-    from fedpaper.engine.backends import SlotGradients
-
-    orig = SlotGradients._grouped_active
-    if not on:
-        SlotGradients._grouped_active = lambda self, params, batch, present, anchor, objective, active: \
-            self._grouped(params, batch, present, anchor, objective)
-    try:
-        yield
-    finally:
-        SlotGradients._grouped_active = orig
+CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call}
 
 
 def row_specs(p: dict, row: str, rounds: int, data_root) -> list:
@@ -142,13 +121,11 @@ def measure(p: dict, row: str, rounds: int, configs: list, repeats: int, data_ro
             load0 = loadavg()
             with tempfile.TemporaryDirectory() as d:
                 c0, w0 = time.process_time(), time.perf_counter()
-                per_call, skip = CONFIGS[name]
-                with slot_skipping(skip):
-                    res = run_specs(specs, data_root, execution=R.execution(), store=ResultStore(d), progress=False,
-                                    max_batch=per_call())
+                res = run_specs(specs, data_root, execution=R.execution(), store=ResultStore(d), progress=False,
+                                max_batch=CONFIGS[name]())
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
             results.setdefault(name, res)
-            r = {"config": name, "repeat": rep, "runs_per_call": per_call(), "skip_finished_slots": skip, "cpu_s": round(cpu, 1),
+            r = {"config": name, "repeat": rep, "runs_per_call": CONFIGS[name](), "cpu_s": round(cpu, 1),
                  "wall_s": round(wall, 1), "samples_per_cpu_s": round(samples / cpu), "load_before": load0,
                  "load_after": loadavg()}
             rows.append(r)

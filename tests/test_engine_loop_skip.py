@@ -10,11 +10,11 @@ from fedpaper.engine import Federation, Pools, TrainConfig, train
 from fedpaper.engine import backends
 
 
-def _pools(n=60, C=3, seed=0, size=8):
+def _pools(n=60, C=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     y = torch.randint(0, C, (n,), generator=g)
-    x = torch.randn(n, 3, size, size, generator=g) + y[:, None, None, None].float()
-    return Pools(x[:n - 10], y[:n - 10], x[n - 10:], y[n - 10:], C)
+    x = torch.randn(n, 3, 8, 8, generator=g) + y[:, None, None, None].float()
+    return Pools(x[:50], y[:50], x[50:], y[50:], C)
 
 
 def _run(monkeypatch, skip: bool, algo):
@@ -94,45 +94,3 @@ def test_loop_backend_with_every_slot_inactive_returns_zeros():
     assert lsum.shape == (2,) and float(lsum.abs().sum()) == 0
     for k, v in params.items():
         assert grads[k].shape == v.shape and float(grads[k].abs().sum()) == 0, k
-
-
-_REAL_GROUPED = (backends.SlotGradients._grouped, backends.SlotGradients._grouped_active)
-
-
-def _grouped_run(monkeypatch, skip: bool, algo, model, kwargs, optimizer="sgd", momentum=0.0):
-    """A grouped-backend training on unequal clients, with the skipping of finished slots on or
-    off; returns (final params, history, slots passed through the network)."""
-    passed = []
-    real_grouped, real_active = _REAL_GROUPED
-
-    def count(self, params, batch, *a, **k):
-        passed.append(batch["x"].shape[0])
-        return real_grouped(self, params, batch, *a, **k)
-
-    monkeypatch.setattr(backends.SlotGradients, "_grouped", count)
-    monkeypatch.setattr(backends.SlotGradients, "_grouped_active", real_active if skip else
-                        lambda self, params, batch, present, anchor, objective, active:
-                        self._grouped(params, batch, present, anchor, objective))
-    pools = _pools(n=90, size=16)
-    feds = [Federation([np.arange(0, 6), np.arange(6, 20), np.arange(20, 50), np.arange(50, 80)], np.arange(10),
-                       seed=s) for s in (0, 1)]
-    cfg = TrainConfig(model, kwargs, optimizer=optimizer, lr=0.05, momentum=momentum, batch_size=4, rounds=2,
-                      backend="grouped")
-    res = train(algo, cfg, pools, feds, progress=False)
-    return res.final_params, res.history, sum(passed)
-
-
-def test_grouped_backend_passes_only_slots_with_data_and_changes_nothing(monkeypatch):
-    """The grouped backend (no dropout) passes only the slots that will step: fewer slot passes,
-    and the same trained parameters and history bit for bit, for FedAvg, FedProx and SCAFFOLD,
-    with plain SGD and with momentum."""
-    lenet = ("lenet", {"in_channels": 3, "image_size": 16, "num_classes": 3, "c1": 4, "c2": 6})
-    for method, opt in ((Method("FedAvg"), {}), (Method("FedProx", client="fedprox", mu=0.1), {"momentum": 0.9}),
-                        (Method("SCAFFOLD", client="scaffold"), {})):
-        algo = Algorithm(method.name, tuple(method_parts(method)))
-        full, h_full, n_full = _grouped_run(monkeypatch, False, algo, *lenet, **opt)
-        skipped, h_skip, n_skip = _grouped_run(monkeypatch, True, algo, *lenet, **opt)
-        assert n_skip < n_full, method.name
-        for k in full:
-            assert torch.equal(full[k], skipped[k]), (method.name, k)
-        assert h_full.equals(h_skip), method.name

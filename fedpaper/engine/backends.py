@@ -77,8 +77,6 @@ class SlotGradients:
         (randomness.RunGenerators), for what the forward pass draws (dropout) in the loop and grouped
         backends; vmap draws from the global RNG."""
         if self.backend == "grouped":
-            if active is not None and gens is None and not bool(active.all()):
-                return self._grouped_active(params, batch, present, anchor, objective, active)
             return self._grouped(params, batch, present, anchor, objective, gens)
         gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
         buffers = buffers or {}
@@ -110,27 +108,6 @@ class SlotGradients:
             outs = [zero if o is None else o for o in outs]
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
-
-    def _grouped_active(self, params, batch, present, anchor, objective, active):
-        """The grouped passes over only the slots that will step or hold real rows (zero
-        gradients and loss for the rest). Used when the forward pass draws no random numbers
-        (gens is None): a skipped slot's step leaves its params and optimiser state as they are
-        (optim.opt_step), and its loss sum, over no real rows, is 0 either way; the others get the
-        same bits as in a full pass, since a grouped pass gives each slot the same bits whatever
-        its batch-mates (safe_width). Clients of unequal sizes finish their epoch at different
-        steps, so late steps of a round carry few slots (FedPALS's sparsity partitions: about
-        1.4x the useful samples were computed before)."""
-        keep = (active | batch["mask"].flatten(1).any(1)).nonzero().flatten()
-        G = batch["x"].shape[0]
-        if len(keep) == G:
-            return self._grouped(params, batch, present, anchor, objective)
-        if len(keep) == 0:
-            return {k: torch.zeros_like(v) for k, v in params.items()}, torch.zeros(G, device=batch["x"].device)
-        sel = lambda t: t.index_select(0, keep)  # noqa: E731
-        grads, lsum = self._grouped({k: sel(v) for k, v in params.items()}, {k: sel(v) for k, v in batch.items()},
-                                    sel(present), {k: sel(v) for k, v in anchor.items()}, objective)
-        full = {k: torch.zeros_like(v).index_copy_(0, keep, grads[k].to(v.dtype)) for k, v in params.items()}
-        return full, torch.zeros(G, device=lsum.device, dtype=lsum.dtype).index_copy_(0, keep, lsum)
 
     def _grouped(self, params, batch, present, anchor, objective, gens=None):
         G = batch["x"].shape[0]
