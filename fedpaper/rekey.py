@@ -8,8 +8,8 @@ new version, and the runs of the old one are no longer reused. For a long sweep 
 at the paper profile: hours of CPU per piece) that is a rebuild nobody should pay when the edit
 cannot change a result; pinning the old version (FEDPAPER_CODE_VERSION) would assert that without
 checking it. `rekey` checks it: for each paper and old code version among the selected runs, it
-retrains the K cheapest of them (by training samples) with the current code, in a scratch store,
-and compares what they computed with what is stored, exactly: every round's history, the best
+retrains the K cheapest of them (by training samples, runs that diverged last) with the current
+code, in a scratch store, and compares what they computed with what is stored, exactly: every round's history, the best
 and final metrics and where a run diverged; floats bit for bit (NaN equals NaN). Only how a run
 executed (its "log": seconds, backend, layout) is not compared; the run is retrained with the
 backend and device its log names. Only when all K agree does it store every selected run of that
@@ -124,6 +124,14 @@ def _samples(entry: dict) -> float:
     return float((log or {}).get("samples") or math.inf)
 
 
+def _check_order(item) -> tuple:
+    """Which runs to retrain first: those that ran every round (a run that diverged early is cheap
+    but checks only its first rounds), then the fewest training samples."""
+    key, entry = item
+    res = entry.get("result") if isinstance(entry.get("result"), dict) else {}
+    return (res.get("diverged_at") is not None, _samples(entry), key)
+
+
 def _describe(key: str, entry: dict) -> str:
     spec = json.loads(entry["spec"])
     run = spec.get("run") or {}
@@ -176,7 +184,7 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
     checked = {}
     for (paper, old), runs in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         new = _current_code(paper, store)
-        chosen = sorted(runs, key=lambda kv: (_samples(kv[1]), kv[0]))[:int(verify)]
+        chosen = sorted(runs, key=_check_order)[:int(verify)]
         say(f"{paper}: checking {len(chosen)} of {len(runs)} runs made by code {old} against this code ({new}): "
             "retraining the cheapest")
         verified = []

@@ -100,3 +100,11 @@ def test_a_spec_that_is_not_a_run_spec_is_refused(tmp_path):
     old.put({"paper": "fedpals", "method": "fedavg", "seed": 0}, {"acc": 0.5, "log": {}})
     with pytest.raises(R.RekeyError, match="not a fedpaper RunSpec run"):
         R.rekey(ResultStore(tmp_path), verify=1, say=lambda *_: None)
+
+
+def test_runs_that_ran_every_round_are_checked_first():
+    full = {"result": {"diverged_at": None, "log": {"samples": 900}}}
+    early = {"result": {"diverged_at": 4, "log": {"samples": 20}}}
+    small = {"result": {"diverged_at": None, "log": {"samples": 100}}}
+    order = sorted([("a", early), ("b", full), ("c", small)], key=R._check_order)
+    assert [k for k, _ in order] == ["c", "b", "a"]
