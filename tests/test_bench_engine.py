@@ -3,22 +3,12 @@ failed contender process gives (its last exception line and the raylet's cause, 
 warning its stderr starts with), the stderr tail kept in the json, the retry in a fresh process and how
 the md names it, the CPU flags and an emulated AVX2 path in the md's machine lines."""
 import argparse
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from repo_scripts import load_script
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("bench_engine", REPO / "benchmarks" / "bench_engine.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-be = _module()
+be = load_script("benchmarks/bench_engine.py")
 machine = sys.modules["machine"]  # benchmarks/machine.py, imported by bench_engine
 
 # What a Flower contender process wrote to stderr when Ray did not start (shortened from engine.json of

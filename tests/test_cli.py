@@ -1,5 +1,4 @@
 """The `fedpaper` command: one-line errors with exit code 2, list/report, reproduce via papermill."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -9,6 +8,7 @@ import pytest
 
 from fedpaper import cli, papers
 from fedpaper.paths import REPO_ROOT
+from repo_scripts import load_script
 
 
 def run_cli(*args, env=None):
@@ -127,10 +127,7 @@ DEMO = textwrap.dedent(
 
 
 def _new_notebook_module():
-    spec = importlib.util.spec_from_file_location("new_notebook", REPO_ROOT / "scripts" / "new_notebook.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/new_notebook.py")
 
 
 def test_reproduce_runs_notebooks_keeps_going_and_writes_report(tmp_path, monkeypatch, capsys, figures_tmp,

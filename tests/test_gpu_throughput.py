@@ -1,7 +1,6 @@
 """benchmarks/gpu_throughput.py --measure on the CPU (--allow-cpu) with one tiny key: the json it writes
 has the structure fedpaper/model_costs.py's gpu_rates and plan.costs_of read, a bad key is an error
 line (the others go on), and without CUDA it never writes benchmarks/results/gpu.json."""
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -11,15 +10,12 @@ import torch
 
 from fedpaper.model_costs import ModelKey
 from fedpaper.plan import RunCount, _canon, costs_of
+from repo_scripts import load_script
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("gpu_throughput", REPO / "benchmarks" / "gpu_throughput.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/gpu_throughput.py")
 
 
 def _keys_file(gt, tmp_path, keys) -> Path:

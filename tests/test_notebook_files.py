@@ -27,12 +27,9 @@ def test_committed_notebook_is_in_the_filters_normal_form(path):
 
 
 def _new_notebook_module():
-    import importlib.util
+    from repo_scripts import load_script
 
-    spec = importlib.util.spec_from_file_location("new_notebook", REPO / "scripts" / "new_notebook.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/new_notebook.py")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(REPO)))

@@ -22,6 +22,7 @@ from papermill.engines import NBClientEngine
 
 from fedpaper.papermill_engine import FedpaperEngine, notebook_error, one_line
 from fedpaper.paths import REPO_ROOT
+from repo_scripts import load_script
 
 BAD_PROFILE = "ERROR: unknown profile 'nonsense'; choose one of smoke, quick, long, paper"
 
@@ -122,7 +123,6 @@ DEMO = "from fedpaper.errors import BadParameterError\n\n" \
 def test_reproduce_one_line_per_failed_notebook_and_exit_2(tmp_path, monkeypatch, capfd, figures_tmp, cache_tmp,
                                                            readme_tmp):
     """A real notebook run by the CLI (papermill, a kernel) stops on bad input."""
-    import importlib.util
 
     from fedpaper import cli, papers
 
@@ -130,9 +130,7 @@ def test_reproduce_one_line_per_failed_notebook_and_exit_2(tmp_path, monkeypatch
     pkg.mkdir()
     (pkg / "fp_bad.py").write_text(DEMO)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(pkg), os.environ.get("PYTHONPATH")) if p))
-    spec = importlib.util.spec_from_file_location("new_notebook", REPO_ROOT / "scripts" / "new_notebook.py")
-    nn = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(nn)
+    nn = load_script("scripts/new_notebook.py")
     papers.load_papers()
     nb = tmp_path / "fig9.ipynb"
     nbformat.write(nn.make_notebook("fedpals", "fig9", "fedpals/fig9", "fp_bad.bad", section="x"), str(nb))
