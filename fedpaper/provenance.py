@@ -111,17 +111,19 @@ def library_versions() -> dict:
 
 
 def device_description(device=None) -> str:
-    """The device string given by the run, else what torch (if already imported) would use."""
-    if device is not None:
-        return str(device)
+    """The device a run used, naming the card for CUDA ("cuda (NVIDIA H100 80GB HBM3)"): the device
+    string given by the run, else what torch (if already imported) would use."""
     torch = sys.modules.get("torch")
+    if device is not None and not str(device).startswith("cuda"):
+        return str(device)
     if torch is not None:
         try:
             if torch.cuda.is_available():
-                return f"cuda ({torch.cuda.get_device_name(0)})"
+                index = torch.device(str(device)).index if device is not None else None
+                return f"{device or 'cuda'} ({torch.cuda.get_device_name(index or 0)})"
         except Exception:  # pragma: no cover - broken driver
             pass
-    return "cpu"
+    return "cpu" if device is None else str(device)
 
 
 @lru_cache(maxsize=None)
