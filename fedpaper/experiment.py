@@ -320,8 +320,21 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     if not executor.is_local:
         return executor.run_specs(keys, build, desc=desc, max_batch=max_batch, progress=progress, store=store)
 
+    built: dict = {}  # setups built for the deadline's cost estimate, used once by train_all
+
+    def setup(k):
+        return built.pop(spec_json(k), None) or build(k)
+
+    def cost(k) -> float:
+        j = spec_json(k)
+        if j not in built:
+            built[j] = build(k)
+        return run_cost(built[j])
+
+    cost.unit = "training sample"
+
     def train_all(chunk):
-        setups = [build(k) for k in chunk]
+        setups = [setup(k) for k in chunk]
         out = [None] * len(chunk)
         for part in group_setups(setups, max_batch, desc):
             # the sweep's own bar is the one bar; the engine's per-method bar stays off here
@@ -331,7 +344,19 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
 
     store = store if store is not None else ResultStore()
     return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
-                     progress=progress, store=store)
+                     progress=progress, store=store, cost=cost)
+
+
+def run_cost(st: RunSetup) -> float:
+    """A run's work in training samples, for a deadline's pace (store.run_sweep `cost`): every
+    round's participating clients' samples times the local epochs, plus a third of each evaluated
+    sample (a forward pass, no backward) of every evaluation."""
+    f, cfg = st.federation, st.config
+    sizes = [len(c) for c in f.client_indices]
+    per_round = cfg.participation * sum(sizes) * cfg.local_epochs
+    evaluated = len(f.test_indices) + (0 if f.val_indices is None else len(f.val_indices))
+    evals = -(-cfg.rounds // max(1, cfg.eval_every))
+    return float(cfg.rounds * per_round + evals * evaluated / 3)
 
 
 def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:

@@ -207,6 +207,8 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         nb = artifact(a).notebook
         if nb is None:
             plans[a].status = f"not implemented: {not_implemented_reason(a)}"
+        elif artifact(a).kind == "ladder" and profile == "paper":  # as `reproduce` (cli): nothing to plan
+            plans[a].status = "no training: a compute ladder has no rungs at the paper profile"
         else:
             notebooks.setdefault(nb, []).append(a)
 

@@ -437,7 +437,9 @@ SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("f
 # `fedpaper reproduce --max-hours H` sets this (seconds since the epoch) for the kernels it starts.
 DEADLINE_ENV = "FEDPAPER_DEADLINE"
 _clock = time.time  # tests replace it
-_last_pace: Optional[float] = None  # seconds per run of the last sweep that ran here (for the next one's first run)
+#: (unit, seconds per unit of cost) of the last sweep that ran here, for the next one's first run: unit "run"
+#: (every run costs 1) or the unit of the sweep's `cost` (e.g. "training sample")
+_last_pace: Optional[tuple] = None
 
 
 class SweepStopped(RuntimeError):
@@ -465,14 +467,15 @@ def deadline() -> Optional[float]:
                                 "unset it or use `fedpaper reproduce --max-hours H`") from None
 
 
-def _past_deadline(n_next: int, seconds_per_run: Optional[float]) -> bool:
-    """Whether the next `n_next` runs must not start: the deadline has come, or at the pace
-    measured so far in this sweep (seconds per run) they would end after it."""
+def _past_deadline(cost_next: float, seconds_per_unit: Optional[float]) -> bool:
+    """Whether the next runs (their cost: a count of runs, or of the sweep's cost unit) must not
+    start: the deadline has come, or at the pace measured so far (seconds per unit) they would end
+    after it."""
     end = deadline()
     if end is None:
         return False
     now = _clock()
-    return now >= end or (seconds_per_run is not None and now + seconds_per_run * n_next > end)
+    return now >= end or (seconds_per_unit is not None and now + seconds_per_unit * cost_next > end)
 
 
 def _progress(total, initial, desc, enabled, unit="runs"):
@@ -541,7 +544,7 @@ def _log_above(bar):
 
 def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many: Optional[Callable] = None,
               batch_size: Optional[int] = None, store: Optional[ResultStore] = None, desc: str = "runs",
-              force: bool = False, progress: bool = True) -> list:
+              force: bool = False, progress: bool = True, cost: Optional[Callable] = None) -> list:
     """Results of every spec, in order: finished runs are read from the store, the rest are run.
 
     Give either `run_fn(spec) -> result` (one run at a time) or `run_fn_many(list_of_specs) ->
@@ -554,7 +557,13 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
     With a deadline (FEDPAPER_DEADLINE) no run (`run_fn`) or batch (`run_fn_many`) starts once the
     deadline has come or when, at the measured seconds per run (of this sweep, or of the last one
     in this process before this one has finished a run), it would end after the deadline:
-    SweepStopped is raised instead (the runs already finished are stored). Inside an
+    SweepStopped is raised instead (the runs already finished are stored). `cost(spec) -> float`
+    (optional; its `unit` attribute names the unit) weighs the runs for that pace: seconds per unit
+    of cost instead of per run, so a run ten times longer than the last is expected to take ten
+    times as long (Fig 8a's 150-round runs with 10 of 101 clients, then Fig 8b's with all 10: a
+    pace per run let a GPU sweep start a batch that overran its deadline by minutes). Costs are
+    asked for only when a deadline is set, and a pace carries over to the next sweep only in the
+    same unit. Inside an
     artifact (SWEEP_OWNER) the specs' keys are recorded in the store's index first.
     """
     force = force or os.environ.get("FEDPAPER_RECOMPUTE") == "1"
@@ -580,20 +589,29 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
     if owner is not None:
         store.record(*owner, specs)
     t0, n_run = _clock(), 0
+    unit = "run" if cost is None else getattr(cost, "unit", "cost")
+    spent = [0.0]  # cost of the runs finished in this sweep (counted only with a deadline)
 
-    def check(n_next):
+    def cost_of(chunk) -> float:
+        return float(len(chunk)) if cost is None else float(sum(cost(s) for s in chunk))
+
+    def check(chunk):
         global _last_pace
-        if n_run:
-            _last_pace = (_clock() - t0) / n_run
-        if _past_deadline(n_next, _last_pace):
+        if cost is not None and deadline() is None:  # costs are asked for only when a deadline is set
+            return
+        if n_run and spent[0] > 0:
+            _last_pace = (unit, (_clock() - t0) / spent[0])
+        pace = _last_pace[1] if _last_pace is not None and _last_pace[0] == unit else None
+        if _past_deadline(cost_of(chunk), pace):
             raise SweepStopped(f"{BAR_PREFIX.get() + ': ' if BAR_PREFIX.get() else ''}{desc}", len(done), n_unique)
+        spent[0] += cost_of(chunk)  # the chunk starts now: its cost counts once it has finished (n_run)
 
     from fedpaper.progress import on_rounds
 
     with _progress(n_unique, len(done), desc, progress) as bar, _log_above(bar):
         if run_fn is not None:
             for s in pending:
-                check(1)
+                check([s])
                 moves = _RunsBar(bar, float(len(done)), 1)
                 with on_rounds(moves.round):
                     r = run_fn(s)
@@ -607,7 +625,7 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
             stored_by_fn = bool(getattr(run_fn_many, "stores_results", False))
             for i in range(0, len(pending), step):
                 chunk = pending[i:i + step]
-                check(len(chunk))
+                check(chunk)
                 moves = _RunsBar(bar, float(len(done)), len(chunk))
                 n = 0
                 with on_rounds(moves.round):

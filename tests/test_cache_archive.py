@@ -277,3 +277,77 @@ def test_other_code_version_is_said_in_one_line_with_the_commit(tmp_path):
     assert A.imported_notes(["fedpals"], dst) == notes  # what `fedpaper reproduce` prints at start
     assert A.imported_notes(["privlabels"], dst) == []
     assert A.import_archive(tmp_path / "r.tar.gz", ResultStore(tmp_path / "c", code="aaaa+bbbb"))["notes"] == []
+
+
+def test_a_cost_weighs_the_pace_so_a_longer_run_is_not_started_before_the_deadline(tmp_path, monkeypatch, clock):
+    """Pace per unit of cost: after two runs of cost 1 (10 s each), a run of cost 10 would take
+    ~100 s and is not started 50 s before the deadline; per run (no cost) it would have been."""
+    st = ResultStore(tmp_path, code="v")
+
+    def timed(spec):
+        clock[0] += 10 * spec.get("cost", 1)
+        return run(spec)
+
+    def cost(spec):
+        return spec.get("cost", 1)
+
+    cost.unit = "step"
+    sp = specs(3)
+    sp[2] = dict(sp[2], cost=10)
+    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 70))
+    with pytest.raises(SweepStopped, match="2 of 3 runs done"):
+        run_sweep(sp, timed, store=st, progress=False, cost=cost)
+    st2 = ResultStore(tmp_path / "b", code="v")
+    monkeypatch.setattr(S, "_last_pace", None)
+    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 70))
+    run_sweep(sp, timed, store=st2, progress=False)  # per run: 10 s each, so the third looked like it fits
+    assert len(st2) == 3
+
+
+def test_a_pace_carries_over_to_the_next_sweep_only_in_the_same_unit(tmp_path, monkeypatch, clock):
+    st = ResultStore(tmp_path, code="v")
+
+    def timed(spec):
+        clock[0] += 10
+        return run(spec)
+
+    def cost(spec):
+        return 1000.0
+
+    cost.unit = "sample"
+    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 1000))
+    run_sweep(specs(3), timed, store=st, progress=False)  # 10 s per run
+    assert S._last_pace == ("run", 10.0)
+    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 5))
+    with pytest.raises(SweepStopped):  # per run, 10 s > 5 s left
+        run_sweep(specs(1, paper="fedpals-b"), timed, store=st, progress=False)
+    # a sweep in samples has no pace in its unit yet and does not read the per-run pace: it starts
+    run_sweep(specs(1, paper="fedpals-c"), timed, store=st, progress=False, cost=cost)
+    assert len(st) == 4
+
+
+def test_run_specs_weighs_the_deadline_pace_by_each_runs_training_samples(monkeypatch, tmp_path):
+    """experiment.run_specs gives run_sweep a cost in training samples (experiment.run_cost): a run
+    of 10 rounds costs 10x a run of 1 round of the same layout, whatever the pace per run says."""
+    from fedpaper import experiment as E
+    from fedpaper.papers.fedpals import profiles as P, runs as R
+
+    p = P.runs("smoke")
+    p.update(P.grid("smoke"))
+    sp = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=0, rounds=r) for r in (1, 10)]
+    got = {}
+
+    def fake_sweep(keys, **kw):
+        got.update(kw, keys=keys)
+        return []
+
+    monkeypatch.setattr(E, "run_sweep", fake_sweep)
+    E.run_specs(sp, progress=False, store=ResultStore(tmp_path), executor="local")
+    cost, keys = got["cost"], got["keys"]
+    assert cost.unit == "training sample"
+    one, ten = cost(keys[0]), cost(keys[1])
+    st = sp[0].build(None, None)
+    f = st.federation
+    assert one == sum(len(c) for c in f.client_indices) * st.config.local_epochs + (
+        len(f.test_indices) + (0 if f.val_indices is None else len(f.val_indices))) / 3
+    assert ten == pytest.approx(10 * one)

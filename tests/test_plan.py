@@ -26,6 +26,14 @@ def test_plan_counts_exactly_the_runs_a_smoke_run_trains(cache_tmp, tmp_path):
     assert len(store) == len(trained)  # every recorded run is stored: they were trained
 
 
+def test_a_ladder_at_the_paper_profile_is_no_training_not_an_error():
+    """A compute ladder has no rungs at the paper profile (reproduce skips it): the plan says so as
+    'no training', not as an error line."""
+    [plan] = P.collect(["fedpals/scaling"], "paper", None)
+    assert plan.status.startswith("no training") and "no rungs at the paper profile" in plan.status
+    assert not plan.runs
+
+
 def test_lenet_macs_match_a_hand_count():
     """LeNet (CIFAR-10: conv 3->6 5x5, 6->16 5x5, FC 400-120-84-10) at 32 px, per sample.
     Forward: 6*28*28*75 + 16*10*10*150 + 400*120 + 120*84 + 84*10 = 651,720 MACs. Training adds
