@@ -266,7 +266,10 @@ def group_setups(setups: list[RunSetup], max_batch: int, desc: str = "runs") -> 
         s0 = setups[idx[0]]
         fit = runs_that_fit(s0.method, s0.config, get_pools(s0.pools_key), len(s0.federation.client_indices),
                             max_batch)
-        if fit.runs < min(len(idx), max_batch) and key not in _BUDGET_NOTICES:
+        if fit.one_run_too_big() and key not in _BUDGET_NOTICES:
+            _BUDGET_NOTICES.add(key)
+            print(fit.too_big_notice(desc), flush=True)
+        elif fit.runs < min(len(idx), max_batch) and key not in _BUDGET_NOTICES:
             _BUDGET_NOTICES.add(key)
             print(fit.notice(desc), flush=True)
         out += [idx[j:j + fit.runs] for j in range(0, len(idx), fit.runs)]

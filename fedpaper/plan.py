@@ -100,6 +100,7 @@ class RunCount:
     eval_samples: Optional[float] = None
     pools: Optional[tuple] = None  # (pools identity, bytes the pools hold: engine.memory.pools_bytes)
     error: Optional[str] = None
+    slots: Optional[int] = None  # clients training in one round (participation x clients): the engine's slots
 
 
 @dataclass
@@ -137,7 +138,22 @@ def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
     pool_bytes = pools_bytes(pools)  # compact pools: uint8 pixels at their native size, whatever the input size
     return RunCount(ident, paper, int(config.rounds), mk, train, float(n_eval * _eval_rounds(config.rounds,
                                                                                            config.eval_every)),
-                    (pools_id, pool_bytes))
+                    (pools_id, pool_bytes), slots=max(1, int(round(config.participation * len(fed.client_indices)))))
+
+
+def run_peak(r: RunCount, costs: dict) -> Optional[float]:
+    """Bytes of the smallest engine call that trains run `r` (the run alone): its data pools, every
+    participating client's parameter-sized copies as the engine stacks them (engine.memory.StepMemory:
+    parameters, anchor, gradients, new parameters, optimiser state) and one slot's step (its input
+    batch and saved activations). A lower bound for the vmap backend, which holds every slot's
+    activations at once; the memory a workstation or GPU needs for this run at the least."""
+    from fedpaper.engine.memory import StepMemory
+
+    if r.model is None or r.slots is None or r.model not in costs:
+        return None
+    sm = costs[r.model]["step_memory"]
+    slot = StepMemory.PARAM_COPIES * sm["params"] + sm["optimizer"]
+    return float((r.pools[1] if r.pools else 0) + r.slots * slot + sm["saved"])
 
 
 def _canon(d) -> str:
@@ -305,6 +321,7 @@ class Row:
     models: str
     data: str
     unknown_runs: int = 0  # runs whose samples or model costs are unknown (not built: data absent)
+    run_peak_bytes: Optional[float] = None  # the largest run_peak of its runs
 
     @property
     def partial(self) -> bool:
@@ -369,7 +386,7 @@ def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], lis
                         max((costs[m]["step_memory"]["total"] for m in ms), default=None),
                         float(sum(pools.values())) if pools else None, _h(s["cpu_s"]), _h(s["gpu_s"]),
                         "; ".join(m.label() for m in ms), "absent: " + ", ".join(p.missing) if p.missing else "present",
-                        s["unknown"]))
+                        s["unknown"], _max(run_peak(r, costs) for r in p.runs)))
     totals = []
     for paper in dict.fromkeys(p.paper for p in plans):
         mine = [p for p in plans if p.paper == paper]
@@ -384,8 +401,14 @@ def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], lis
                           max((r.pools_bytes for r in mine_rows if r.pools_bytes), default=None),
                           _h(s["cpu_s"]), _h(s["gpu_s"]), f"{len(ms)} model(s)",
                           "absent: " + ", ".join(sorted({d for p in mine for d in p.missing}))
-                          if any(p.missing for p in mine) else "present", s["unknown"]))
+                          if any(p.missing for p in mine) else "present", s["unknown"],
+                          _max(run_peak(r, costs) for r in uniq.values())))
     return rows, totals, costs
+
+
+def _max(values):
+    got = [v for v in values if v is not None]
+    return max(got) if got else None
 
 
 def _h(seconds):
@@ -409,16 +432,16 @@ def _hours(h) -> str:
 
 
 COLUMNS = ("artifact", "runs (new)", "rounds", "train samples", "eval samples", "train MACs", "eval MACs",
-           "step peak", "pools", "CPU here", "GPU", "data", "status")
+           "step peak", "run peak", "pools", "CPU here", "GPU", "data", "status")
 
 
 def _cells(r: Row, gpu_card) -> list[str]:
     if r.runs == 0:
-        return [r.artifact, "0", r.rounds] + ["-"] * 8 + [r.data, r.status]
+        return [r.artifact, "0", r.rounds] + ["-"] * 9 + [r.data, r.status]
     at_least = "≥ " if r.partial else ""  # a sum over the runs that could be counted
     sums = [_num(r.train_samples), _num(r.eval_samples), _num(r.train_macs), _num(r.eval_macs)]
     return [r.artifact, f"{r.runs} ({r.new_runs})", r.rounds, *[at_least + x if x != "?" else x for x in sums],
-            _num(r.step_peak_bytes, "B"), _num(r.pools_bytes, "B"),
+            _num(r.step_peak_bytes, "B"), _num(r.run_peak_bytes, "B"), _num(r.pools_bytes, "B"),
             (at_least + _hours(r.cpu_hours)) if r.cpu_hours is not None else "?",
             _hours(r.gpu_hours) if r.gpu_hours is not None else NOT_MEASURED, r.data,
             r.status + (f"; {r.unknown_runs} of {r.runs} runs not counted (≥: the others)" if r.partial else "")]
@@ -437,16 +460,17 @@ def format_table(rows: list[Row], totals: list[Row], gpu_card=None) -> str:
 
 
 def fits_line(totals: list[Row]) -> str:
-    """Whether the largest pools plus one training step fit a 24 GB workstation and an 80 GB GPU."""
+    """Whether each paper's largest one-run engine call (run_peak: its pools, every participating
+    client's parameter copies, one step) fits a 24 GB workstation and an 80 GB GPU."""
     parts = []
     for t in totals:
-        need = (t.pools_bytes or 0) + (t.step_peak_bytes or 0)
+        need = t.run_peak_bytes or ((t.pools_bytes or 0) + (t.step_peak_bytes or 0))
         if not need:
             continue
         parts.append(f"{t.artifact.split()[0]} {need / GB:.1f} GB ({'fits' if need < 24 * GB else 'does NOT fit'} "
                      f"24 GB RAM, {'fits' if need < 80 * GB else 'does NOT fit'} an 80 GB GPU)")
-    return ("peak of one artifact's data pools (as held: compact uint8 at native size) + one training step: " + "; ".join(parts)
-            if parts else "")
+    return ("largest one-run engine call (data pools as held, compact uint8 at native size, + every participating "
+            "client's parameter copies + one training step): " + "; ".join(parts) if parts else "")
 
 
 def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:

@@ -96,6 +96,24 @@ def test_the_budget_shrinks_groups_with_one_notice(monkeypatch, capsys):
     assert group_setups(setups, 16) == [[i] for i in range(7)]
 
 
+def test_a_run_that_needs_more_than_the_machine_has_is_said_in_one_line(monkeypatch, capsys):
+    """Even one run over all the memory available (FedMT fig2c's 80 ResNet-18 clients at the paper
+    profile: ~18 GB of stacked parameter copies): it still trains, one run per call, and one line
+    says what it needs and what to do, instead of a silent kill for memory."""
+    from fedpaper import experiment
+
+    monkeypatch.setattr(experiment, "_BUDGET_NOTICES", set())
+    setups = _setups(2)
+    s0 = setups[0]
+    fit = MEM.runs_that_fit(s0.method, s0.config, get_pools(POOL), 4, 16)
+    monkeypatch.setattr(MEM, "available_bytes", lambda device: int(fit.fixed + fit.per_run // 2))
+    assert group_setups(setups, 16, "fig2c") == [[0], [1]]
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("fig2c: one run needs about") and "fedpaper plan" in out[0]
+    monkeypatch.setattr(MEM, "available_bytes", lambda device: 1 << 40)
+    assert not MEM.runs_that_fit(s0.method, s0.config, get_pools(POOL), 4, 16).one_run_too_big()
+
+
 @pytest.mark.parametrize("participation,slots", [(1.0, 4), (0.5, 2)])
 def test_a_run_counts_its_participating_clients(participation, slots):
     s0 = _setups(1)[0]

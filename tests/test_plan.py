@@ -34,6 +34,17 @@ def test_a_ladder_at_the_paper_profile_is_no_training_not_an_error():
     assert not plan.runs
 
 
+def test_run_peak_counts_every_participating_clients_parameter_copies():
+    """run_peak: pools + slots x (the engine's 4 parameter-sized copies + optimiser state) + one
+    slot's saved step; the slots are the participating clients (fig8a: 10 of 101)."""
+    r = P.RunCount("x", "p", 1, model="m", pools=("id", 100), slots=3)
+    costs = {"m": {"step_memory": {"params": 10, "optimizer": 5, "saved": 7, "total": 0}}}
+    assert P.run_peak(r, costs) == 100 + 3 * (4 * 10 + 5) + 7
+    assert P.run_peak(P.RunCount("y", "p", 1), costs) is None
+    [plan] = P.collect(["fedpals/fig8a"], "smoke", None)
+    assert plan.runs and all(r.slots == max(1, round(0.1 * r.model.clients)) < r.model.clients for r in plan.runs)
+
+
 def test_lenet_macs_match_a_hand_count():
     """LeNet (CIFAR-10: conv 3->6 5x5, 6->16 5x5, FC 400-120-84-10) at 32 px, per sample.
     Forward: 6*28*28*75 + 16*10*10*150 + 400*120 + 120*84 + 84*10 = 651,720 MACs. Training adds

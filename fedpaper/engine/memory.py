@@ -188,6 +188,17 @@ class GroupBudget:
                 f"({self.per_run / GIB:.2f} GiB per run + {self.fixed / GIB:.2f} GiB shared, "
                 f"{MEMORY_FRACTION:.0%} of {self.budget / MEMORY_FRACTION / GIB:.1f} GiB available on {self.device})")
 
+    def one_run_too_big(self) -> bool:
+        """Even one run (its clients' stacked parameter copies, the pools, one step) is estimated
+        to need more than all the memory available on the device."""
+        return self.fixed + self.per_run > self.budget / MEMORY_FRACTION
+
+    def too_big_notice(self, desc: str = "runs") -> str:
+        return (f"{desc}: one run needs about {(self.fixed + self.per_run) / GIB:.1f} GiB ({self.per_run / GIB:.2f} GiB "
+                f"for its clients' stacked parameter copies and steps + {self.fixed / GIB:.2f} GiB shared), more than "
+                f"the {self.budget / MEMORY_FRACTION / GIB:.1f} GiB available on {self.device}: it may be killed "
+                "for memory; free memory or use a larger machine (`fedpaper plan` gives every artifact's run peak)")
+
 
 def runs_that_fit(method, config, pools, clients: int, cap: int) -> GroupBudget:
     """The GroupBudget of runs of `method` with TrainConfig `config` on `pools`, `clients` clients
