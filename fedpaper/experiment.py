@@ -337,13 +337,11 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     cost.unit = "training sample"
 
     def train_all(chunk):
+        """(position in chunk, result) of every run, engine call by engine call as each finishes."""
         setups = [setup(k) for k in chunk]
-        out = [None] * len(chunk)
         for part in group_setups(setups, max_batch, desc):
             # the sweep's own bar is the one bar; the engine's per-method bar stays off here
-            for i, r in zip(part, _train_group([setups[i] for i in part], False)):
-                out[i] = r
-        return out
+            yield from zip(part, _train_group([setups[i] for i in part], False))
 
     store = store if store is not None else ResultStore()
     return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
@@ -363,13 +361,16 @@ def run_cost(st: RunSetup) -> float:
 
 
 def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:
-    """`train_all` (a run_sweep run_fn_many) made safe for several processes on one store: each
+    """`train_all(specs)` (yields (position in specs, result) as each engine call finishes) made a
+    run_sweep run_fn_many that is safe for several processes on one store: each
     run is claimed with a lease (fedpaper.leases) before it is trained, and stored (store.put)
     before its lease is released; a run another live process holds is waited for (one line says
     so) and then read from the store; a run whose holder died or let its lease expire is claimed
     and trained here. So two `fedpaper reproduce` processes (or a notebook and the CLI) on one
     cache train each run once (tests/test_concurrent_runs.py). The returned function stores its
-    results itself (`stores_results`), so run_sweep does not write them again."""
+    results itself (`stores_results`), so run_sweep does not write them again. Each result is
+    stored as soon as its engine call ends, so a chunk stopped midway (a kill, a timeout, Ctrl-C)
+    keeps the runs of every engine call that finished."""
     from .leases import claim_free, holder
 
     force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
@@ -392,9 +393,9 @@ def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -
                         out[h] = r
                 fresh = [h for h in mine if h not in out]
                 if fresh:
-                    for h, r in zip(fresh, train_all([spec_of[h] for h in fresh])):
-                        store.put(spec_of[h], r)
-                        out[h] = r
+                    for i, r in train_all([spec_of[h] for h in fresh]):
+                        store.put(spec_of[fresh[i]], r)
+                        out[fresh[i]] = r
             finally:
                 claim.release()
             for h in todo:  # held by another process: its result once it is stored

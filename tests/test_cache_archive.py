@@ -351,3 +351,32 @@ def test_run_specs_weighs_the_deadline_pace_by_each_runs_training_samples(monkey
     assert one == sum(len(c) for c in f.client_indices) * st.config.local_epochs + (
         len(f.test_indices) + (0 if f.val_indices is None else len(f.val_indices))) / 3
     assert ten == pytest.approx(10 * one)
+
+
+def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finished(monkeypatch, tmp_path):
+    """run_specs stores each engine call's runs as soon as the call ends: a chunk of two engine calls
+    (1-round and 2-round runs: two configs) killed during the second keeps the first's runs, and
+    the same sweep again trains only the rest."""
+    from fedpaper import experiment as E
+    from fedpaper.papers.fedpals import profiles as P, runs as R
+
+    p = P.runs("smoke")
+    p.update(P.grid("smoke"))
+    sp = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=s, rounds=r) for r in (1, 2) for s in (0, 1)]
+    inner, calls = E._train_group, []
+
+    def killed_second(setups, progress):
+        calls.append(len(setups))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return inner(setups, progress)
+
+    monkeypatch.setattr(E, "_train_group", killed_second)
+    store = ResultStore(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
+    assert calls == [2, 2] and len(store) == 2
+    calls.clear()
+    monkeypatch.setattr(E, "_train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
+    res = E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
+    assert calls == [2] and len(store) == 4 and len(res) == 4
