@@ -3,13 +3,14 @@
 # (python3 with torch preinstalled, no registry; the project runs from this source tree):
 #   1. each paper-profile model's training and evaluation throughput (benchmarks/gpu_throughput.py),
 #      first, while nothing else uses the GPU;
-#   2. FedPALS Table 1's Fashion-MNIST rows at the paper profile, in the background until the time left
-#      runs out (FEDPAPER_DEADLINE: the sweep stops cleanly between runs), then every finished run
-#      exported to $OUT/fedpals-table1-gpu.tar.gz (`fedpaper cache export`) to import and resume
-#      elsewhere (its wall times are shared with step 3: not a benchmark);
+#   2. one artifact at the paper profile (ARTIFACT, OVERRIDES; default: FedPALS Table 1's Fashion-MNIST
+#      rows, which the CPU has since finished), in the background until the time left runs out
+#      (FEDPAPER_DEADLINE: the sweep stops cleanly between engine calls), then every finished run
+#      exported to $OUT/paper-gpu.tar.gz (`fedpaper cache export`) to import and resume elsewhere
+#      (its wall times are shared with step 3: not a benchmark);
 #   3. beside it, the `gpu` tests (tests/test_gpu.py), against a CIFAR-10 subset for the paper cut
 #      (.gpudata/sub).
-# Usage there: BUDGET=540 bash benchmarks/gpu_session.sh   (seconds for the whole script)
+# Usage there: BUDGET=540 [ARTIFACT=fedpals/fig8 OVERRIDES={} DATA=/tmp/data] bash benchmarks/gpu_session.sh
 # Needs, carried: .gpudata/fm/fashion-mnist (the offline copy), .gpudata/sub/cifar10 (subset zip),
 # .whl (wheels of what the image lacks, if any).
 set -u
@@ -31,12 +32,16 @@ timeout 165 python3 benchmarks/gpu_throughput.py --measure benchmarks/results/pa
   --out-json "$OUT/gpu.json" --out-md "$OUT/gpu.md" 2>&1 | tail -40; echo "throughput rc=${PIPESTATUS[0]}"
 
 T=$(( $(left) - 40 ))
-echo "== 2. FedPALS Table 1, Fashion-MNIST rows, paper profile, in the background for ${T} s"
+# What to regenerate (session 11: Table 1's Fashion-MNIST rows are done on the CPU, fig8a on an H100; a
+# CIFAR-10 artifact needs the 62 MB zip carried in two calls: benchmarks/results/gpu.md):
+ARTIFACT=${ARTIFACT:-fedpals/table1}
+OVERRIDES=${OVERRIDES:-'{"table1_rows": [["fashion-mnist", "C=3"], ["fashion-mnist", "C=2"]]}'}
+DATA=${DATA:-$PWD/.gpudata/fm}
+echo "== 2. $ARTIFACT at the paper profile ($OVERRIDES), in the background for ${T} s"
 if [ "$T" -gt 30 ]; then
   export FEDPAPER_DEADLINE=$(python3 -c "import time; print(time.time() + $T - 10)")
-  (FEDPAPER_DATA=$PWD/.gpudata/fm timeout "$T" python3 benchmarks/gpu_artifact.py fedpals/table1 --profile paper \
-    --overrides '{"table1_rows": [["fashion-mnist", "C=3"], ["fashion-mnist", "C=2"]]}' --out-dir /tmp/t1 \
-    > /tmp/table1.log 2>&1; echo "table1 rc=$?" >> /tmp/table1.log) &
+  (FEDPAPER_DATA=$DATA timeout "$T" python3 benchmarks/gpu_artifact.py "$ARTIFACT" --profile paper \
+    --overrides "$OVERRIDES" --out-dir /tmp/t1 > /tmp/table1.log 2>&1; echo "artifact rc=$?" >> /tmp/table1.log) &
   T1=$!
   unset FEDPAPER_DEADLINE
 fi
@@ -46,7 +51,7 @@ FEDPAPER_DATA=$PWD/.gpudata/sub timeout 160 python3 -m pytest -m gpu tests/test_
 
 if [ -n "${T1:-}" ]; then
   wait "$T1"; grep -v "runs \[" /tmp/table1.log | tail -30
-  FEDPAPER_DATA=$PWD/.gpudata/fm python3 -m fedpaper.cli cache export "$OUT/fedpals-table1-gpu.tar.gz" 2>&1 | tail -2
+  FEDPAPER_DATA=$DATA python3 -m fedpaper.cli cache export "$OUT/paper-gpu.tar.gz" 2>&1 | tail -2
 fi
 tar -czf "$OUT/t1.tar.gz" -C /tmp t1 2>/dev/null
 echo "done in $(( $(date +%s) - T0 )) s"
