@@ -37,17 +37,8 @@ if str(REPO) not in sys.path:
 
 SHAPES = {"fashion-mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
 CLIENTS_PER_RUN = 10
-
-
-class _Enough(BaseException):
-    """Raised from the round callback once the cell's time is spent."""
-
-
-def _sync(device):
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_throughput import _Enough, _sync, time_rounds  # noqa: E402 - the same round timing as the throughput table
 
 
 def _key(shape):
@@ -60,7 +51,7 @@ def _key(shape):
 
 
 def _setup(shape, runs: int, batches: int, rounds: int, device, backend: str):
-    """(trainer, samples per round) of `runs` FedAvg runs of 10 clients each, one engine call."""
+    """(a trainer factory, samples per round) of `runs` FedAvg runs of 10 clients each, one engine call."""
     import dataclasses
 
     from fedpaper.algorithms.methods import Method
@@ -70,34 +61,15 @@ def _setup(shape, runs: int, batches: int, rounds: int, device, backend: str):
     pools, fed, cfg, n = timing_federation(_key(shape), CLIENTS_PER_RUN, batches, rounds=rounds, device=device)
     cfg = dataclasses.replace(cfg, backend=backend, lr=0.01)
     feds = [dataclasses.replace(fed) for _ in range(runs)]
-    return FederatedTrainer(Method("FedAvg"), cfg, pools, feds, progress=False), n * runs
+    return (lambda: FederatedTrainer(Method("FedAvg"), cfg, pools, feds, progress=False)), n * runs
 
 
 def time_cell(shape, runs, backend, device, batches, per_cell, max_rounds) -> dict:
-    from fedpaper.progress import on_rounds
-
-    trainer, n = _setup(shape, runs, batches, 1 + max_rounds, device, backend)
-    marks: list = []
-
-    def mark(rnd, rounds, rr):
-        _sync(device)
-        marks.append(time.perf_counter())
-        if len(marks) > 1 and marks[-1] - marks[0] >= per_cell:
-            raise _Enough
-
-    _sync(device)
-    t0 = time.perf_counter()
-    try:
-        with on_rounds(mark):
-            trainer.run()
-    except _Enough:
-        pass
-    rounds = [b - a for a, b in zip(marks, marks[1:])]
-    if not rounds:
-        raise RuntimeError("no round timed after the warm-up")
+    make, n = _setup(shape, runs, batches, 1 + max_rounds, device, backend)
+    trainer, rounds, warmup = time_rounds(make, device, per_cell)
     med = statistics.median(rounds)
     return {"runs": runs, "backend": trainer.backend, "asked": backend, "samples_per_round": n,
-            "round_s": rounds, "warmup_s": marks[0] - t0, "samples_per_s": n / med,
+            "round_s": rounds, "warmup_s": warmup, "samples_per_s": n / med,
             "steps_per_s": batches / med}
 
 
@@ -108,7 +80,8 @@ def profile_round(shape, runs, device, batches) -> dict:
 
     from fedpaper.progress import on_rounds
 
-    trainer, n = _setup(shape, runs, batches, 3, device, "vmap")
+    make, n = _setup(shape, runs, batches, 3, device, "vmap")
+    trainer = make()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     state = {"prof": None, "wall": None}
 

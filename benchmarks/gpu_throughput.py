@@ -132,30 +132,23 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def train_timing(key, device, per_key_s: float, batches: int, max_rounds: int) -> dict:
-    """Samples/s of the engine training `key`'s model on `device` (see the module docstring)."""
-    from fedpaper.algorithms.methods import Method
-    from fedpaper.engine import FederatedTrainer
-    from fedpaper.model_costs import ENGINE_TIMING_CLIENTS, timing_federation
+def time_rounds(make_trainer, device, seconds: float) -> tuple:
+    """(trainer, wall seconds of each round after the first, seconds from building the trainer to
+    the end of its first round) of `make_trainer().run()`, synchronised with the device at the engine's round callbacks; stops once the
+    timed rounds have taken `seconds` (at least one is timed, at most the trainer's rounds)."""
     from fedpaper.progress import on_rounds
 
-    per_client = batches * key.batch_size
-    m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS))
-    pools, fed, cfg, n = timing_federation(key, m, batches, rounds=1 + max_rounds, device=device)
     marks: list = []
-    first = [None]
 
     def mark(rnd, rounds, runs):
         _sync(device)
         marks.append(time.perf_counter())
-        if first[0] is None:
-            first[0] = marks[-1]
-        elif marks[-1] - first[0] >= per_key_s:
+        if len(marks) > 1 and marks[-1] - marks[0] >= seconds:
             raise _Enough
 
     _sync(device)
     t0 = time.perf_counter()
-    trainer = FederatedTrainer(Method("FedAvg"), cfg, pools, [fed], progress=False)  # what engine.train runs
+    trainer = make_trainer()
     try:
         with on_rounds(mark):
             trainer.run()
@@ -164,8 +157,22 @@ def train_timing(key, device, per_key_s: float, batches: int, max_rounds: int) -
     rounds = [b - a for a, b in zip(marks, marks[1:])]
     if not rounds:
         raise RuntimeError(f"no round timed after the warm-up ({len(marks)} round(s) done)")
+    return trainer, rounds, marks[0] - t0
+
+
+def train_timing(key, device, per_key_s: float, batches: int, max_rounds: int) -> dict:
+    """Samples/s of the engine training `key`'s model on `device` (see the module docstring)."""
+    from fedpaper.algorithms.methods import Method
+    from fedpaper.engine import FederatedTrainer
+    from fedpaper.model_costs import ENGINE_TIMING_CLIENTS, timing_federation
+
+    per_client = batches * key.batch_size
+    m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS))
+    pools, fed, cfg, n = timing_federation(key, m, batches, rounds=1 + max_rounds, device=device)
+    trainer, rounds, warmup = time_rounds(  # what engine.train runs
+        lambda: FederatedTrainer(Method("FedAvg"), cfg, pools, [fed], progress=False), device, per_key_s)
     med = statistics.median(rounds)
-    return {"train_samples_per_s": n / med, "train_round_s": rounds, "warmup_s": marks[0] - t0,
+    return {"train_samples_per_s": n / med, "train_round_s": rounds, "warmup_s": warmup,
             "train_clients": m, "train_samples_per_round": n, "backend": trainer.backend,
             "timed_with": f"engine (FedAvg, {m} client(s) x {per_client} samples, median of {len(rounds)} "
                           f"round(s) after 1 warm-up)"}

@@ -348,16 +348,24 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
                      progress=progress, store=store, cost=cost)
 
 
+def run_samples(config: TrainConfig, fed: Federation) -> tuple[float, float]:
+    """(training samples, evaluated samples) of one run: every round's participating clients'
+    labelled and unlabelled rows times the local epochs; the test and validation rows of every
+    round the engine evaluates (engine.trainer: every `eval_every`-th round and the last).
+    `fedpaper plan` counts runs with it, and a sweep's deadline paces by it (`run_cost`)."""
+    n = sum(len(c) for c in fed.client_indices) + sum(len(c) for c in (fed.client_unlabeled_indices or []))
+    train = float(n) * config.local_epochs * config.participation * config.rounds
+    every = max(1, int(config.eval_every))
+    evals = sum(1 for r in range(1, config.rounds + 1) if r % every == 0 or r == config.rounds)
+    n_eval = len(fed.test_indices) + (0 if fed.val_indices is None else len(fed.val_indices))
+    return train, float(n_eval * evals)
+
+
 def run_cost(st: RunSetup) -> float:
-    """A run's work in training samples, for a deadline's pace (store.run_sweep `cost`): every
-    round's participating clients' samples times the local epochs, plus a third of each evaluated
-    sample (a forward pass, no backward) of every evaluation."""
-    f, cfg = st.federation, st.config
-    sizes = [len(c) for c in f.client_indices]
-    per_round = cfg.participation * sum(sizes) * cfg.local_epochs
-    evaluated = len(f.test_indices) + (0 if f.val_indices is None else len(f.val_indices))
-    evals = -(-cfg.rounds // max(1, cfg.eval_every))
-    return float(cfg.rounds * per_round + evals * evaluated / 3)
+    """A run's work in training samples, for a deadline's pace (store.run_sweep `cost`): its
+    training samples plus a third of each evaluated sample (a forward pass, no backward)."""
+    train, evaluated = run_samples(st.config, st.federation)
+    return train + evaluated / 3
 
 
 def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:

@@ -116,29 +116,21 @@ class ArtifactPlan:
         return self.artifact_id.split("/", 1)[0]
 
 
-def _eval_rounds(rounds: int, every: int) -> int:
-    """Rounds the engine evaluates (engine.trainer: every `eval_every`-th round and the last)."""
-    every = max(1, int(every))
-    return sum(1 for r in range(1, rounds + 1) if r % every == 0 or r == rounds)
-
-
 def _input_shape(pools) -> tuple:
     return tuple(getattr(pools, "plan_input_shape", None) or pools.x_train.shape[1:])
 
 
 def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
     """Samples of one run from its TrainConfig, pools and Federation (see the module docstring)."""
-    n = sum(len(c) for c in fed.client_indices) + sum(len(c) for c in (fed.client_unlabeled_indices or []))
-    train = float(n) * config.local_epochs * config.participation * config.rounds
-    n_eval = len(fed.test_indices) + (0 if fed.val_indices is None else len(fed.val_indices))
+    from fedpaper.experiment import run_samples
+
+    train, evaluated = run_samples(config, fed)
     shape = _input_shape(pools)
     mk = ModelKey(config.model, _canon(config.model_kwargs), tuple(int(s) for s in shape), int(config.batch_size),
                   config.optimizer, float(config.momentum), config.precision, len(fed.client_indices),
                   pools.y_train.dim() == 2, int(config.eval_batch))
     pool_bytes = pools_bytes(pools)  # compact pools: uint8 pixels at their native size, whatever the input size
-    return RunCount(ident, paper, int(config.rounds), mk, train, float(n_eval * _eval_rounds(config.rounds,
-                                                                                           config.eval_every)),
-                    (pools_id, pool_bytes), slots=max(1, int(round(config.participation * len(fed.client_indices)))))
+    return RunCount(ident, paper, int(config.rounds), mk, train, evaluated, (pools_id, pool_bytes), slots=max(1, int(round(config.participation * len(fed.client_indices)))))
 
 
 def run_peak(r: RunCount, costs: dict) -> Optional[float]:
