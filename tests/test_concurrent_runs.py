@@ -183,3 +183,34 @@ def test_a_live_claim_is_waited_for_and_its_result_read(tmp_path):
     assert b.returncode == 0, out_b
     assert "waiting for 2 run(s) being trained by another process (elsewhere:1)" in out_b, out_b
     assert _trained(counter) == []
+
+
+def test_a_sweep_takes_free_runs_before_runs_another_process_holds(tmp_path):
+    """Two workers on one store: a run held by another live process goes to the end of this
+    sweep's queue, so this worker trains the free runs first instead of waiting (store.run_sweep,
+    with a run_fn_many that claims and stores its runs itself, as experiment.claimed does)."""
+    from fedpaper.store import run_sweep
+
+    store = ResultStore(tmp_path / "results")
+    specs = [{"i": i} for i in range(3)]
+    path = lease_path(store.root, store.key(specs[0]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(new_owner(), host="elsewhere", pid=1, owner="elsewhere:1:x",
+                                    expires=time.time() + 600, ttl=600)))
+    calls = []
+
+    def many(chunk):
+        calls.append([s["i"] for s in chunk])
+        for s in chunk:
+            store.put(s, s["i"] * 10)
+        return [s["i"] * 10 for s in chunk]
+
+    many.stores_results = True
+    assert run_sweep(specs, run_fn_many=many, batch_size=1, store=store, progress=False) == [0, 10, 20]
+    assert calls == [[1], [2], [0]]
+    # without a lease the order is the specs' own
+    calls.clear()
+    path.unlink()
+    run_sweep([{"i": i} for i in range(3, 6)], run_fn_many=many, batch_size=1, store=store,
+              progress=False)
+    assert calls == [[3], [4], [5]]
