@@ -13,7 +13,8 @@ the SHA-256 and size of every member, and which artifact and profile each run be
 store's index, so that a later export of the same artifact includes the imported runs).
 
 Export takes the entries readable by the current code (selected through the store's index by
-`--only` artifact ids or paper names and `--profile`, or every entry); corrupt entries are left
+`--only` artifact ids or paper names and `--profile`, or every entry; with both, the CLI first
+records every run the artifacts need at that profile, plan.record_runs); corrupt entries are left
 out with a warning. Import reads and checks the whole archive before it writes anything: every
 member's SHA-256 against the manifest, every entry's own checksum, and that each entry's spec and
 code version hash to its key; any mismatch, a truncated or foreign file: one line, nothing

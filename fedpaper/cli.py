@@ -528,6 +528,15 @@ def cmd_cache(args) -> int:
                 from fedpaper.artifacts import check_profile
 
                 check_profile(args.profile)
+            if args.only and args.profile is not None:
+                # the runs these artifacts need, recorded as their sweeps would (pieces trained by an
+                # exploration record nothing themselves): plan.record_runs
+                from fedpaper.plan import record_runs
+
+                selected, _ = _select(args.only)
+                print(f"collecting the runs of {len(selected)} artifact(s) at the {args.profile} profile "
+                      "(nothing is trained)", flush=True)
+                record_runs(selected, args.profile, _resolve_data_root(None))
             out = export_archive(args.archive, only=args.only, profile=args.profile)
             codes = "; ".join(f"{p} code {', '.join(v)}" for p, v in out["papers"].items())
             skipped = (f"; left out: {out['skipped_stale']} made by other code versions" if out["skipped_stale"] else "") + \

@@ -275,6 +275,26 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
     return [plans[a] for a in selected]
 
 
+def record_runs(selected: list[str], profile: str, data_root, store=None) -> dict:
+    """Record in the store's index (ResultStore.record) every run the selected artifacts need at
+    `profile`, as collected without training (`collect`), as their own sweeps would: so that
+    `fedpaper cache export --only ... --profile ...` takes every finished run of theirs, including the
+    runs trained by an exploration that selects part of an artifact (a piece of Table 1 by its
+    `table1_rows`, on another machine), which records nothing itself. Returns {artifact: runs}."""
+    import json
+
+    from fedpaper.store import ResultStore
+
+    store = store if store is not None else ResultStore()
+    out = {}
+    for plan in collect(selected, profile, data_root):
+        keys = [json.loads(r.ident) for r in plan.runs if not r.ident.startswith("direct:")]
+        if keys:
+            store.record(plan.artifact_id, profile, keys)
+        out[plan.artifact_id] = len(keys)
+    return out
+
+
 def _count_key(key: dict, build, counted: dict) -> RunCount:
     from fedpaper.experiment import get_pools
     from fedpaper.store import spec_json

@@ -380,3 +380,25 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
     monkeypatch.setattr(E, "_train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
     res = E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
     assert calls == [2] and len(store) == 4 and len(res) == 4
+
+
+def test_export_of_an_artifact_takes_the_runs_a_piece_of_it_trained(tmp_path, monkeypatch, capsys, cache_tmp):
+    """A piece of an artifact run as an exploration (FedPALS Table 1, one row by `table1_rows`: how
+    a sweep is split over machines) records nothing in the index itself; `cache export --only
+    ARTIFACT --profile P` collects the runs the artifact needs at P (plan.record_runs, no
+    training) and exports the piece's finished runs with them."""
+    from fedpaper.notebook import run as run_notebook
+    from fedpaper.papers import fedpals
+
+    monkeypatch.setenv("FEDPAPER_PROGRESS", "0")
+    run_notebook(fedpals.table1, profile="smoke", overrides={"table1_rows": [["fashion-mnist", "C=3"]]},
+                 out_dir=str(tmp_path / "piece"))
+    st = ResultStore()
+    finished = len(st.keys())
+    assert finished > 0 and st.recorded("fedpals/table1", "smoke") == {}  # an exploration records nothing
+    out = tmp_path / "piece.tar.gz"
+    assert cli.main(["cache", "export", str(out), "--only", "fedpals/table1", "--profile", "smoke"]) == 0
+    assert f"exported {finished} runs" in capsys.readouterr().out
+    recorded = st.recorded("fedpals/table1", "smoke")
+    assert len(recorded) > finished  # the whole table's runs are recorded; the piece's are among them
+    assert set(st.keys()) <= set(recorded)
