@@ -542,14 +542,15 @@ def _log_above(bar):
         yield
 
 
-def _free_first(store: "ResultStore", specs: list) -> list:
+def _free_first(root, specs: list, keys: dict) -> list:
     """`specs` with the ones whose run another live process holds a lease on (fedpaper.leases)
-    moved to the end, order kept otherwise: two workers on one store each take the next free
-    engine call instead of the second waiting for the first's (measured: a second `fedpaper
-    reproduce` on FedPALS Table 1 sat idle for a whole 10-minute run, then led, and the first waited)."""
+    moved to the end, order kept otherwise (keys: id(spec) -> its store key): two workers on one
+    store each take the next free engine call instead of the second waiting for the first's
+    (measured: a second worker on FedPALS Table 1's CIFAR-10 beta=0.1 row sat idle for a whole
+    10-minute run, then led, and the first waited)."""
     from fedpaper.leases import holder  # leases imports TMP_PREFIX from here
 
-    held = [holder(store.root, store.key(s)) is not None for s in specs]
+    held = [holder(root, keys[id(s)]) is not None for s in specs]
     return [s for s, h in zip(specs, held) if not h] + [s for s, h in zip(specs, held) if h]
 
 
@@ -635,9 +636,10 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
             # a run_fn_many that stores each result itself (under its lease: experiment.claimed)
             stored_by_fn = bool(getattr(run_fn_many, "stores_results", False))
             remaining = list(pending)
+            key_of = {id(s): k for s, k in zip(specs, keys)}
             while remaining:
                 if stored_by_fn:  # leased runs (experiment.claimed): take free runs before held ones
-                    remaining = _free_first(store, remaining)
+                    remaining = _free_first(store.root, remaining, key_of)
                 chunk, remaining = remaining[:step], remaining[step:]
                 check(chunk)
                 moves = _RunsBar(bar, float(len(done)), len(chunk))
