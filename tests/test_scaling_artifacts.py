@@ -33,11 +33,12 @@ def test_rungs_span_ten_times_the_compute_with_valid_overrides(paper, profile):
     assert base == profile and len(rungs) >= S.MIN_RUNGS
     comp = [lad.compute(profile, r) for r in rungs]  # applies each rung's overrides (a bad key raises)
     assert max(comp) / min(comp) >= 10 and len(set(comp)) == len(comp)
-    assert any(not r.overrides for r in rungs)  # the profile itself is a rung
+    assert any(not r.overrides and r.committed is None for r in rungs)  # the profile itself is a rung
     for r in rungs:  # seeds are never a rung's business: the same seeds at every rung
         assert "seeds" not in r.overrides
-    if profile != "smoke":
-        assert lad.paper_compute() > max(comp)
+    if profile != "smoke":  # only a committed rung (read, not rerun) may reach the paper's compute
+        assert lad.paper_compute() > max(c for c, r in zip(comp, rungs) if r.committed is None)
+        assert all(c == pytest.approx(lad.paper_compute()) for c, r in zip(comp, rungs) if r.committed == "paper")
 
 
 def test_fednca_ladder_climbs_rounds_and_width():
@@ -100,6 +101,46 @@ def test_run_ladder_writes_rows_fit_figure_and_provenance(tmp_path):
     from fedpaper.papers._common.causes import ladder_trends
     (tr,) = ladder_trends([t])["fedpals/claim-4"]
     assert tr.trend == S.NARROWING and tr.rungs == 3
+
+
+@pytest.mark.parametrize("case", ["committed", "other seeds", "absent"])
+def test_a_committed_rung_is_read_from_its_profiles_committed_table_never_trained(tmp_path, figures_tmp, case):
+    """A top rung too costly to rerun (Rung.committed): its values come from the committed csv of
+    that profile, made with the ladder's seeds (its provenance json says so), at the compute of that
+    profile; nothing is trained for it. Made with other seeds, or not committed: no value there, and
+    a note says why."""
+    calls = []
+    fn = _fake_artifact(calls)
+    rungs = (LD.Rung("a", {"rounds": 1}), LD.Rung("b"), LD.Rung("c", {"rounds": 40}),
+             LD.Rung("d", committed="paper", reads=("table1",)))
+    lad = LD.Ladder(
+        paper="fedpals", functions=(fn,), rungs={"smoke": ("smoke", rungs)},
+        quantities=(LD.Quantity("claim 4: FedPALS - FedAvg", (4,), 1, _margin),),
+        settings=lambda profile: {"rounds": {"quick": 20, "paper": 150}.get(profile, 4), "seeds": 3},
+        work=lambda p: p["rounds"], work_unit="rounds", datasets=("cifar10",))
+    folder = figures_tmp / "paper" / "fedpals"
+    if case != "absent":
+        folder.mkdir(parents=True)
+        fn(profile="paper", seeds=[0, 1, 2], overrides={"rounds": 150}).table.to_csv(folder / "table1.csv", index=False)
+        (folder / "table1.json").write_text(json.dumps({"seeds": [0, 1, 2] if case == "committed" else [3, 4, 5],
+                                                        "git": {"commit": "abc"}, "timestamp": "t", "wall_time_s": 9}))
+    calls.clear()
+    res = LD.run_ladder(lad, profile="smoke", out_dir=tmp_path)
+    assert [c["overrides"] for c in calls] == [{"rounds": 1}, None, {"rounds": 40}]  # d trains nothing
+    t = pd.read_csv(res.paths["csv"])
+    seeds = t[t["row"] == "seed"]
+    notes = json.loads(res.paths["json"].read_text())["notes"]
+    if case == "committed":
+        assert seeds.groupby("rung")["compute"].first()["d"] == pytest.approx(150 / 20)
+        got = seeds[seeds["rung"] == "d"]["value"].tolist()
+        assert got == pytest.approx([5.0 * math.log10(150) + 0.4 * s * ((-1) ** (s + 150) - (-1) ** (s + 150))
+                                     for s in (0, 1, 2)], abs=1e-3)
+        assert any("rung d: fedpals/table1 at the paper profile: the committed table1.csv" in n and "abc" in n
+                   for n in notes)
+    else:
+        assert "d" not in set(seeds["rung"])
+        why = "made with seeds [3, 4, 5]" if case == "other seeds" else "is not committed"
+        assert any(f"rung d: fedpals/table1 at the paper profile {why}" in n or why in n for n in notes), notes
 
 
 def test_gap_to_paper_joins_by_key_per_seed():

@@ -10,6 +10,11 @@ training work of one run from the profile dict (rounds x data x model width, as 
 states). A rung's compute is its work relative to the quick profile's, the paper's compute is the
 paper profile's work on the same scale (both computed, never typed).
 
+A rung may instead be COMMITTED (`Rung.committed`, `reads`): a profile whose committed tables
+(figures/<profile>/<paper>/<name>.csv, made with the ladder's seeds) are read as that rung, at
+that profile's compute, never retrained inside the ladder (FedPALS's long ladder tops out at the
+paper profile's Table 1 this way).
+
 `run_ladder` is the `<paper>/scaling` artifact: for each rung it calls the artifact functions with
 the rung's overrides and explicit seeds (an exploration: their files go to a scratch folder in the
 cache; their runs are cached by the store like any other, so a rung equal to the profile itself
@@ -44,6 +49,11 @@ from fedpaper.store import BAR_SUFFIX
 class Rung:
     name: str
     overrides: dict = field(default_factory=dict)  # {} = the base profile itself
+    #: a profile whose COMMITTED results are this rung (figures/<profile>/<paper>/<name>.csv of each
+    #: of `reads`), computed nowhere here: a top rung too costly to rerun inside a ladder (FedPALS
+    #: Table 1 at the paper profile: ~11 CPU-hours, committed with its provenance and run archive)
+    committed: Optional[str] = None
+    reads: tuple = ()  # the artifact names a committed rung reads (the quantities' table keys)
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,8 @@ class Ladder:
     datasets: tuple
 
     def rung_settings(self, profile: str, rung: Rung) -> dict:
+        if rung.committed is not None:
+            return copy.deepcopy(self.settings(rung.committed))
         base = self.rungs[profile][0]
         return apply_overrides(copy.deepcopy(self.settings(base)), rung.overrides or {},
                                where=f"the {self.paper} ladder rung {rung.name}")
@@ -192,6 +204,34 @@ def _quiet_status():
             os.environ[STATUS_FILE_ENV] = saved
 
 
+def _committed_tables(ladder: Ladder, rung: Rung, seeds) -> tuple[dict, list]:
+    """({name: table}, notes) of a committed rung: each of `rung.reads` from the committed csv of
+    profile `rung.committed`, where its provenance says it was made with the ladder's seeds (the same
+    seeds, hence the same partitions); one note per table read (its command and commit) or not."""
+    import json
+
+    from fedpaper.artifacts import profile_figures_dir
+
+    folder = profile_figures_dir(rung.committed) / ladder.paper
+    tables, notes = {}, []
+    for name in rung.reads:
+        csv, rec = folder / f"{name}.csv", folder / f"{name}.json"
+        where = f"rung {rung.name}: {ladder.paper}/{name} at the {rung.committed} profile"
+        if not csv.is_file() or not rec.is_file():
+            notes.append(f"{where} is not committed ({csv.relative_to(folder.parents[1])}): no value there")
+            continue
+        prov = json.loads(rec.read_text(encoding="utf-8"))
+        made_with = [int(x) for x in prov.get("seeds") or []]
+        if made_with != [int(x) for x in seeds]:
+            notes.append(f"{where} was made with seeds {made_with}, the ladder's are {list(seeds)}: not used")
+            continue
+        tables[name] = pd.read_csv(csv)
+        git = (prov.get("git") or {}).get("commit", "?")
+        notes.append(f"{where}: the committed {csv.name} (made {prov.get('timestamp', '?')}, commit "
+                     f"{str(git)[:12]}, {prov.get('wall_time_s', '?')} s of wall time; its runs: no training here)")
+    return tables, notes
+
+
 def _rung_tables(ladder: Ladder, profile: str, rung: Rung, seeds, data_root) -> dict:
     base = ladder.rungs[profile][0]
     out_dir = cache_dir("ladder", profile, ladder.paper, rung.name)
@@ -247,7 +287,13 @@ def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame
     rungs.sort(key=lambda r: r["compute"])
     values = {q.name: {} for q in ladder.quantities}
     notes = []
-    tables = {r["name"]: _rung_tables(ladder, profile, r["rung"], seeds, data_root) for r in rungs}
+    tables, rung_notes = {}, []
+    for r in rungs:
+        if r["rung"].committed is not None:
+            tables[r["name"]], more = _committed_tables(ladder, r["rung"], seeds)
+            rung_notes += more
+        else:
+            tables[r["name"]] = _rung_tables(ladder, profile, r["rung"], seeds, data_root)
     for q in ladder.quantities:
         values[q.name], q_notes = _values_on_common_rows(q, rungs, tables, seeds)
         notes += q_notes
@@ -258,16 +304,19 @@ def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame
     table = pd.DataFrame(rows, columns=S.COLUMNS)
     base = ladder.rungs[profile][0]
     notes = [f"rungs on the {base} profile, compute = {ladder.work_unit} per run relative to the quick profile: "
-             + "; ".join(f"{r['name']} {r['compute']:.3g}x ({_describe(r['rung'].overrides)})" for r in rungs),
+             + "; ".join(f"{r['name']} {r['compute']:.3g}x ({_describe(r['rung'])})" for r in rungs),
              f"the paper's compute: {paper:.3g}x the quick profile's (its profile dict, the same measure)",
              f"the same seeds {list(seeds)} at every rung; trends by the one-sided 90% bound of the slope "
-             "(papers/_common/scaling.py); a projection is a straight line in log-compute, extrapolated"] + notes
+             "(papers/_common/scaling.py); a projection is a straight line in log-compute, extrapolated"] \
+        + rung_notes + notes
     return table, {"notes": notes, "rungs": [{"name": r["name"], "compute": r["compute"],
                                               "overrides": r["rung"].overrides} for r in rungs]}
 
 
-def _describe(overrides: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in overrides.items()) or "the profile itself"
+def _describe(rung: Rung) -> str:
+    if rung.committed is not None:
+        return f"the committed {rung.committed} profile's {', '.join(rung.reads)}"
+    return ", ".join(f"{k}={v}" for k, v in rung.overrides.items()) or "the profile itself"
 
 
 def draw(table: pd.DataFrame, p: dict):
@@ -320,7 +369,8 @@ def run_ladder(ladder: Ladder, *, profile="smoke", data_root=None, out_dir=None,
                                 f"to its top rung from below): use profile {' or '.join(map(repr, ladder.rungs))}")
     base = ladder.rungs[profile][0]
     base_seeds = ladder.settings(base)["seeds"]
-    params = {"rungs": {r.name: r.overrides for r in ladder.rungs[profile][1]}, "base_profile": base,
+    params = {"rungs": {r.name: ({"committed": r.committed, "reads": list(r.reads)} if r.committed else r.overrides)
+                        for r in ladder.rungs[profile][1]}, "base_profile": base,
               "seeds": base_seeds, "work": ladder.work_unit}
     return run_artifact(f"{ladder.paper}/scaling", profile=profile, params=params,
                         compute=lambda q: compute_table(ladder, q, data_root), draw=draw,

@@ -8,7 +8,11 @@ alike), the LeNet fixed: the training sample-steps of a run are proportional to 
 Rungs (overrides of the base profile, `RUNGS`; the same 3 seeds at every rung):
 
 - quick (base quick): 1/16 (5 rounds, 2.5 %), 1/4 (10 rounds, 5 %), 1 (the quick profile): 16x.
-- long (base long): 1/8 (5 rounds, 5 %), 1 (the long profile), 1.5 (30 rounds, 10 %): 12x.
+- long (base long): 1/8 (5 rounds, 5 %), 1 (the long profile), 1.5 (30 rounds, 10 %): 12x; then
+  75x, the paper's compute: Table 1 at the paper profile (150 rounds, full partitions, the same 3
+  seeds) as committed in figures/paper/fedpals/table1.csv (ladder.Rung.committed: read, never
+  retrained here; ~11 CPU-hours, its runs in archives/fedpals-table1-paper.tar.gz). Claims 1 and 4
+  and Table 1's gap get a value there; claim 6 (Fig. 2c) has none (no paper-profile Fig. 2c).
 - smoke: 1 round at 10 %, the smoke profile (2 rounds, 25 %), 4 rounds at 50 % (synthetic, seconds).
 
 Cost, counted from the specs the rungs build (benchmarks/fedpals_cost.py's `count`: every distinct
@@ -52,7 +56,7 @@ RUNGS = {
     "quick": ("quick", (Rung("r1", {"rounds": 5, "data_fraction": 0.025}),
                         Rung("r2", {"rounds": 10, "data_fraction": 0.05}), Rung("r3"))),
     "long": ("long", (Rung("r1", {"rounds": 5, "data_fraction": 0.05}), Rung("r2"),
-                      Rung("r3", {"rounds": 30}))),
+                      Rung("r3", {"rounds": 30}), Rung("r4", committed="paper", reads=("table1",)))),
 }
 
 
