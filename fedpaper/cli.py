@@ -522,8 +522,7 @@ def cmd_cache(args) -> int:
 
     try:
         if args.cache_command == "export":
-            if args.only:
-                _select(args.only)  # unknown ids: one line
+            selected = _select(args.only)[0] if args.only else None  # unknown ids: one line
             if args.profile is not None:
                 from fedpaper.artifacts import check_profile
 
@@ -533,7 +532,6 @@ def cmd_cache(args) -> int:
                 # exploration record nothing themselves): plan.record_runs
                 from fedpaper.plan import record_runs
 
-                selected, _ = _select(args.only)
                 print(f"collecting the runs of {len(selected)} artifact(s) at the {args.profile} profile "
                       "(nothing is trained)", flush=True)
                 record_runs(selected, args.profile, _resolve_data_root(None))

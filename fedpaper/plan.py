@@ -130,7 +130,8 @@ def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
                   config.optimizer, float(config.momentum), config.precision, len(fed.client_indices),
                   pools.y_train.dim() == 2, int(config.eval_batch))
     pool_bytes = pools_bytes(pools)  # compact pools: uint8 pixels at their native size, whatever the input size
-    return RunCount(ident, paper, int(config.rounds), mk, train, evaluated, (pools_id, pool_bytes), slots=max(1, int(round(config.participation * len(fed.client_indices)))))
+    slots = max(1, int(round(config.participation * len(fed.client_indices))))
+    return RunCount(ident, paper, int(config.rounds), mk, train, evaluated, (pools_id, pool_bytes), slots=slots)
 
 
 def run_peak(r: RunCount, costs: dict) -> Optional[float]:

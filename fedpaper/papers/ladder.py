@@ -36,7 +36,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fedpaper.artifacts import STATUS_FILE_ENV, run_artifact
+from fedpaper.artifacts import STATUS_FILE_ENV, committed_paths, load_committed, run_artifact
 from fedpaper.errors import BadParameterError
 from fedpaper.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
@@ -205,29 +205,26 @@ def _quiet_status():
 
 
 def _committed_tables(ladder: Ladder, rung: Rung, seeds) -> tuple[dict, list]:
-    """({name: table}, notes) of a committed rung: each of `rung.reads` from the committed csv of
-    profile `rung.committed`, where its provenance says it was made with the ladder's seeds (the same
-    seeds, hence the same partitions); one note per table read (its command and commit) or not."""
-    import json
-
-    from fedpaper.artifacts import profile_figures_dir
-
-    folder = profile_figures_dir(rung.committed) / ladder.paper
+    """({name: table}, notes) of a committed rung: each of `rung.reads` as committed at profile
+    `rung.committed` (artifacts.load_committed), where its provenance says it was made with the
+    ladder's seeds (the same seeds, hence the same partitions); one note per table, read or not."""
     tables, notes = {}, []
     for name in rung.reads:
-        csv, rec = folder / f"{name}.csv", folder / f"{name}.json"
-        where = f"rung {rung.name}: {ladder.paper}/{name} at the {rung.committed} profile"
-        if not csv.is_file() or not rec.is_file():
-            notes.append(f"{where} is not committed ({csv.relative_to(folder.parents[1])}): no value there")
+        aid = f"{ladder.paper}/{name}"
+        where = f"rung {rung.name}: {aid} at the {rung.committed} profile"
+        table, prov = load_committed(aid, rung.committed)
+        if table is None or prov is None:
+            csv = committed_paths(aid, rung.committed)["csv"]
+            notes.append(f"{where} is not committed ({csv.parent.parent.name}/{csv.parent.name}/{csv.name}): "
+                         "no value there")
             continue
-        prov = json.loads(rec.read_text(encoding="utf-8"))
         made_with = [int(x) for x in prov.get("seeds") or []]
         if made_with != [int(x) for x in seeds]:
             notes.append(f"{where} was made with seeds {made_with}, the ladder's are {list(seeds)}: not used")
             continue
-        tables[name] = pd.read_csv(csv)
+        tables[name] = table
         git = (prov.get("git") or {}).get("commit", "?")
-        notes.append(f"{where}: the committed {csv.name} (made {prov.get('timestamp', '?')}, commit "
+        notes.append(f"{where}: the committed {name}.csv (made {prov.get('timestamp', '?')}, commit "
                      f"{str(git)[:12]}, {prov.get('wall_time_s', '?')} s of wall time; its runs: no training here)")
     return tables, notes
 
