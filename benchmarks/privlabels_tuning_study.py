@@ -230,10 +230,14 @@ def findings(cells: list, trends: list, optimizers, labels) -> list[str]:
         for k in MARGINS:
             v = [c["margins"][k]["verdict"] for c in cs]
             means = [c["margins"][k]["mean"] for c in cs]
+            ok = [c["margins"][k]["verdict"] for c in cs if not c["at_chance"]]
+            learnt = (f"; in the {len(ok)} cells where no model is at chance: {ok.count('tuning above')} above, "
+                      f"{ok.count('tuning below')} below, {ok.count('within noise')} within noise" if ok else
+                      "; every cell has a model at chance")
             out.append(f"{opt.upper()} tuning, {k} tuning method - FedAvg: above FedAvg outside seed noise in "
                        f"{v.count('tuning above')} of {len(cs)} cells, below in {v.count('tuning below')}, within "
                        f"noise in {v.count('within noise')}; the cell means range {min(means):+.2f} to "
-                       f"{max(means):+.2f} points (mean over cells {np.mean(means):+.2f}).")
+                       f"{max(means):+.2f} points (mean over cells {np.mean(means):+.2f}){learnt}.")
     if len(optimizers) > 1:
         mag = {opt: float(np.mean([abs(x) for c in cells if c["optimizer"] == opt
                                    for m in TUNE for x in c["per_method_margins"][m]["per_seed"]]))
@@ -245,6 +249,14 @@ def findings(cells: list, trends: list, optimizers, labels) -> list[str]:
                    + " points. " + ("SGD tuning moves the tuned model's accuracy away from FedAvg's less than Adam "
                                     "tuning does." if mag.get("sgd", 0) < mag.get("adam", 0) else
                                     "SGD tuning moves the accuracy away from FedAvg's at least as much as Adam tuning."))
+    if set(OPTIMIZERS) <= set(optimizers):
+        for k in MARGINS:
+            v = [noise_verdict(np.subtract(c["margins"][k]["per_seed"], d["margins"][k]["per_seed"]))
+                 for c in cells if c["optimizer"] == "sgd"
+                 for d in cells if d["optimizer"] == "adam" and (d["size"], d["L"]) == (c["size"], c["L"])]
+            out.append(f"SGD minus Adam on the {k} tuning method - FedAvg margin, paired by seed in each (size, L): "
+                       f"higher outside seed noise in {v.count('tuning above')} of {len(v)}, lower in "
+                       f"{v.count('tuning below')}, within noise in {v.count('within noise')}.")
     for opt in optimizers:
         for L in labels:
             ts = [t for t in trends if t["optimizer"] == opt and t["L"] == L]
@@ -278,7 +290,11 @@ def main(argv=None) -> int:
     ap.add_argument("--labels", type=int, nargs="+", default=None, help="L values (default: smallest and mid of Fig. 2)")
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the profile's)")
     ap.add_argument("--out", default=None, help="write OUT.json and OUT.md")
+    ap.add_argument("--rerender", action="store_true",
+                    help="recompute cells, findings and OUT.md from OUT.json's accuracies (no training)")
     a = ap.parse_args(argv)
+    if a.rerender:
+        return rerender(a.out)
     os.environ.setdefault("FEDPAPER_PROGRESS", "0")
     data_root = os.environ.get("FEDPAPER_DATA")
     t_start = time.process_time()
@@ -318,10 +334,8 @@ def main(argv=None) -> int:
                                                        if s_.partition["L"] == L]
                 for s_ in specs:
                     specs_seen[s_.to_json()] = True
-    cells, trends = analyse(acc, sizes, labels, seeds, a.optimizers)
     ref = next((s for s in sizes if s["label"] == "x1 paper ratio"), sizes[0])
     feds = federation_facts(sized(a.profile, a.seeds, ref["size"]), sizes, labels, seeds, data_root)
-    find = findings(cells, trends, a.optimizers, labels)
     total_cpu = time.process_time() - t_start
     out = {"head": head, "machine": m, "profile": a.profile, "dataset": DATASET, "setting": SETTING,
            "labels": labels, "seeds": seeds, "server_sizes": sizes, "paper_ratio_size": p0["server_size"][DATASET],
@@ -330,19 +344,37 @@ def main(argv=None) -> int:
                           for o in a.optimizers},
            "rounds": p0["rounds"], "samples_per_client": p0["samples_per_client"], "tuning_epochs": p0["tuning_epochs"],
            "batch_size": p0["batch_size"], "precision": p0.get("precision"), "chance": CHANCE,
-           "noise_rule": NOISE_RULE, "trend_rule": TREND_RULE, "cells": cells, "trends": trends,
+           "accuracies": [{"size": k[0], "optimizer": k[1], "L": k[2], "method": k[3], "per_seed": v}
+                          for k, v in acc.items()],
            "federations": feds, "timings": {"data_load_cpu_s": round(load_cpu, 2), "groups": groups,
                                             "total_cpu_s": round(total_cpu, 1)},
-           "unique_runs": len(specs_seen), "findings": find,
+           "unique_runs": len(specs_seen), "optimizer_order": list(a.optimizers),
            "command": " ".join(["python", "benchmarks/privlabels_tuning_study.py", *(argv if argv is not None else sys.argv[1:])]),
-           "load_after": loadavg()}
-    for f in find:
+           "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "nice": os.nice(0), "load_after": loadavg()}
+    return finish(out, a.out)
+
+
+def finish(out: dict, dest: str | None) -> int:
+    """Cells, trends and findings from out["accuracies"]; print the findings, write DEST.{json,md}."""
+    acc = {(r["size"], r["optimizer"], r["L"], r["method"]): r["per_seed"] for r in out["accuracies"]}
+    out["cells"], out["trends"] = analyse(acc, out["server_sizes"], out["labels"], out["seeds"], out["optimizer_order"])
+    out["noise_rule"], out["trend_rule"] = NOISE_RULE, TREND_RULE
+    out["findings"] = findings(out["cells"], out["trends"], out["optimizer_order"], out["labels"])
+    for f in out["findings"]:
         print("- " + f, flush=True)
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out + ".json").write_text(json.dumps(out, indent=1, default=str))
-        Path(a.out + ".md").write_text(markdown(out))
+    if dest:
+        Path(dest).parent.mkdir(parents=True, exist_ok=True)
+        Path(dest + ".json").write_text(json.dumps(out, indent=1, default=str))
+        Path(dest + ".md").write_text(markdown(out))
     return 0
+
+
+def rerender(dest: str) -> int:
+    """Recompute the analysis, findings and md from DEST.json's recorded accuracies (no training): the
+    timings stay those of the run that trained them."""
+    out = json.loads(Path(dest + ".json").read_text())
+    out["rerendered"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    return finish(out, dest)
 
 
 def _ms(s: dict) -> str:
@@ -353,7 +385,9 @@ def markdown(o: dict) -> str:
     fed = o["federations"]
     shared = [r["client_images_shared"] for r in fed if r["size"] != o["paper_ratio_size"]]
     lines = [o["head"].replace("# ", "", 1).replace("\n# ", "\n\n"), "",
-             f"Command: `OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')} nice -n 10 {o['command']}`", "",
+             f"Command: `OMP_NUM_THREADS={o.get('omp_num_threads') or '?'} "
+             + (f"nice -n {o['nice']} " if o.get("nice") else "") + f"{o['command']}`"
+             + (f" (md re-rendered from the json with --rerender on {o['rerendered']})" if o.get("rerendered") else ""), "",
              f"Settings: {o['rounds']} rounds, {o['samples_per_client']} images per client, batch {o['batch_size']}, "
              f"{o['tuning_epochs']} tuning epochs per round, precision {o['precision']}; server sizes "
              + ", ".join(f"{s['size']} ({s['label']})" for s in o["server_sizes"])

@@ -1,6 +1,6 @@
 """benchmarks/privlabels_tuning_study.py at the smoke profile (synthetic data, seconds): the md and json
 exist and hold every grid cell (server size x optimiser x L) and every trend row; the SGD specs are the
-epoch ablation's E = 1 specs; the noise and trend rules on hand-made margins."""
+epoch ablation's E = 1 specs; --rerender; the noise and trend rules on hand-made margins."""
 import json
 
 from repo_scripts import load_script
@@ -29,6 +29,11 @@ def test_smoke_run_writes_every_cell(tmp_path, cache_tmp):
     assert d["unique_runs"] == len(sizes) * 2 * 2 * (1 + 2 * 2)
     assert all(r["same_label_sets"] and r["same_val_rows"] and r["same_test_rows"] for r in d["federations"])
     assert d["findings"] and all(f in md for f in d["findings"])
+    # --rerender recomputes the same cells and findings from the json's accuracies, keeping the timings
+    assert study.main(["--rerender", "--out", str(out)]) == 0
+    r = json.loads(out.with_suffix(".json").read_text())
+    assert r["findings"] == d["findings"] and r["cells"] == d["cells"] and r["timings"] == d["timings"]
+    assert "re-rendered" in out.with_suffix(".md").read_text()
 
 
 def test_sgd_spec_is_the_ablation_e1_spec():
