@@ -37,7 +37,7 @@ from .cpu import _tune_cpu_allocator, large_step, release_freed_memory
 from . import evaluate
 from .evaluate import autocast, predict, split_metrics
 from .grouped import GroupedForward, channels_last_ok, stacked_layout
-from .memory import eval_batch_that_fits, step_memory
+from .memory import eval_batch_that_fits, slots_of, slots_that_fit, step_memory
 from .randomness import RunGenerators
 from .types import Pools, TrainConfig, TrainResult
 
@@ -82,7 +82,8 @@ class FederatedTrainer:
         check_device(pools, self.device)
         self.K = pools.num_classes
         # rows per evaluation pass: cfg.eval_batch, capped for large inputs (memory.eval_batch_that_fits)
-        step_mem = step_memory(config, tuple(pools.x_train.shape[1:]))
+        step_mem = self.step_mem = step_memory(config, tuple(pools.x_train.shape[1:]))
+        self.step_log_extra = {}  # e.g. slot_chunk, when a round's clients trained in parts
         self.eval_rows = eval_batch_that_fits(step_mem, config.eval_batch)
         self.step_bytes = step_mem.activations(config.batch_size)  # saved for backward by one slot's step
         self.R = len(feds)
@@ -192,20 +193,58 @@ class FederatedTrainer:
         lr and the batch size; returns the new params, the start params (anchor), the steps each
         took and its mean training loss. Used for the clients' local training and for server steps
         (server training). corr: a gradient correction added to every step's gradients;
-        round_data: the algorithm's prepare_round output (e.g. pseudo-labelled rows)."""
+        round_data: the algorithm's prepare_round output (e.g. pseudo-labelled rows).
+
+        Every epoch's batches are drawn first (each slot's from its run's generator, in the order
+        the epochs would draw them: nothing else draws from those generators), then the slots
+        train in parts of at most `slot_chunk(G)` (memory.slots_that_fit: all of them unless their
+        stacked steps would exceed SLOT_BYTES; FedMT Fig. 2c's 80 ResNet-18 clients, issue 30), each
+        part holding its own gradients and optimiser state only while it trains. One part is the
+        loop as it always was; with several, draws that runs share across their slots (augmentation,
+        dropout) come in another order, so such a run's numbers differ from an unchunked one's."""
         cfg, round_data = self.cfg, round_data or {}
         objective = self.objective if algo is self.algo else algo.objective((self.cls_w, self.cls_b))
+        steps = algo.min_steps(round_data, cfg.batch_size)
+        gens = self.run_gens.of(rngs) if self.draws else None
+        plan = [epoch_batches(rows, cfg.batch_size, rngs, steps) for _ in range(epochs)]
+        G = len(rows)
+        chunk = self.slot_chunk(G)
+        if chunk >= G:
+            return self._train_part(params, rows, plan, present, algo, objective, buffers, corr, aug_rngs, round_data,
+                                    gens)
+        self.step_log_extra["slot_chunk"] = chunk
+        outs = []
+        for idx in np.array_split(np.arange(G), -(-G // chunk)):
+            t = torch.as_tensor(idx, device=self.device)
+            pick = (lambda d: None if d is None else {k: v.index_select(0, t) for k, v in d.items()})  # noqa: E731
+            part_bufs = pick(buffers) if buffers else buffers
+            outs.append(self._train_part(
+                pick(params), [rows[i] for i in idx], [(b[idx], m[idx]) for b, m in plan], present.index_select(0, t),
+                algo, objective, part_bufs, pick(corr), None if aug_rngs is None else [aug_rngs[i] for i in idx],
+                slots_of(round_data, idx, G), None if gens is None else [gens[i] for i in idx]))
+            for k, v in (part_bufs or {}).items():  # BatchNorm statistics, updated in place per slot
+                buffers[k].index_copy_(0, t, v)
+        new = {k: torch.cat([o[0][k] for o in outs]) for k in outs[0][0]}
+        anchor = {k: torch.cat([o[1][k] for o in outs]) for k in outs[0][1]}
+        return new, anchor, torch.cat([o[2] for o in outs]), torch.cat([o[3] for o in outs])
+
+    def slot_chunk(self, slots: int) -> int:
+        """How many of `slots` clients train at once (memory.slots_that_fit, from the model's step
+        memory and the spec alone: never from the machine's free memory, so a run's numbers do not
+        depend on where it runs)."""
+        return slots_that_fit(self.step_mem, slots, self.cfg.batch_size)
+
+    def _train_part(self, params, rows, plan, present, algo, objective, buffers, corr, aug_rngs, round_data, gens):
+        """train_slots on one part of the slots: `plan` holds each epoch's (rows, mask) batches."""
+        cfg = self.cfg
         frozen = algo.frozen
         params = {k: self._layout(v) for k, v in params.items()}
         anchor = {k: v.clone() for k, v in params.items()}
         opt = self.optim.init(params)
         steps_done = torch.zeros(len(rows), device=self.device)
         loss_sum = torch.zeros(len(rows), device=self.device)
-        steps = algo.min_steps(round_data, cfg.batch_size)
         y_pool = self.pools.label_space(algo.client_labels)[0]
-        gens = self.run_gens.of(rngs) if self.draws else None
-        for _ in range(epochs):
-            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs, steps)
+        for brows, bmask in plan:
             brows_t = torch.as_tensor(brows, device=self.device)
             bmask_t = torch.as_tensor(bmask, device=self.device)
             epoch = algo.begin_epoch(round_data, brows.shape[1], aug_rngs, cfg.batch_size, self.device)
@@ -224,7 +263,7 @@ class FederatedTrainer:
                 steps_done += active.float()
                 loss_sum += lsum
         n = torch.as_tensor([len(r) for r in rows], device=self.device, dtype=torch.float32)
-        train_loss = loss_sum / (n * epochs).clamp(min=1)
+        train_loss = loss_sum / (n * len(plan)).clamp(min=1)
         return params, anchor, steps_done, train_loss
 
     # ---- rounds
@@ -282,7 +321,7 @@ class FederatedTrainer:
         self.step_log = {"train_seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                          "runs": self.R, "samples": n_samples, "backend": self.backend,
                          "backend_rule": self.backend_rule, "precision": cfg.precision,
-                         "layout": self.layout_rule, "device": device_name(self.device)}
+                         "layout": self.layout_rule, "device": device_name(self.device), **self.step_log_extra}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
         diverged = [int(d) if d else None for d in self.diverged]
         return TrainResult(pd.DataFrame(hist), final, self.step_log,
