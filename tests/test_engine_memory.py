@@ -164,7 +164,8 @@ def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatc
 
 
 # ----------------------------------------------------------------- a round's clients in parts (issue 30)
-def _chunk_case(monkeypatch, limit, model="small_resnet", kw=None, backend="auto", epochs=2, method=None):
+def _chunk_case(monkeypatch, limit, model="small_resnet", kw=None, backend="auto", epochs=2, method=None,
+                seeds=(0, 1)):
     import numpy as np
 
     import fedpaper.engine.memory as MEM
@@ -175,7 +176,7 @@ def _chunk_case(monkeypatch, limit, model="small_resnet", kw=None, backend="auto
     ds = synthetic_images(num_classes=8, n_train=200, n_test=40, shape=(3, 16, 16), seed=0)
     pools = Pools.from_dataset(ds)
     perm = np.random.default_rng(0).permutation(200)
-    feds = [Federation([perm[i * 40:(i + 1) * 40 - 7 * i] for i in range(5)], np.arange(40), seed=s) for s in (0, 1)]
+    feds = [Federation([perm[i * 40:(i + 1) * 40 - 7 * i] for i in range(5)], np.arange(40), seed=s) for s in seeds]
     cfg = TrainConfig(model=model, model_kwargs=kw or {"num_classes": 8, "widths": (4, 8)}, optimizer="sgd",
                       lr=0.05, momentum=0.9, batch_size=8, rounds=2, local_epochs=epochs, backend=backend)
     if limit is not None:
@@ -198,6 +199,26 @@ def test_a_round_trained_in_parts_gives_the_same_numbers_where_slots_share_no_dr
         pd.testing.assert_frame_equal(parts.history, whole.history, check_exact=True)
         for k in whole.final_params:
             assert torch.equal(parts.final_params[k], whole.final_params[k]), k
+
+
+def test_one_run_in_parts_starts_from_views_of_the_global_model_with_the_same_numbers(monkeypatch):
+    """One run per engine call (as a run too large to group trains): its clients start from views of
+    the global model (trainer._slot_starts: no copies), and FedAvg, FedProx (its penalty reads the
+    anchor) and SCAFFOLD (its aggregation reads agg.anchor) in parts of one slot end bit for bit as
+    in one part."""
+    import pandas as pd
+    import torch
+
+    from fedpaper.algorithms import Method
+
+    for m in (Method("FedAvg"), Method("FedProx", client="fedprox", mu=0.01), Method("SCAFFOLD", client="scaffold")):
+        whole = _chunk_case(monkeypatch, None, method=m, seeds=(3,))
+        parts = _chunk_case(monkeypatch, 1, method=m, seeds=(3,))
+        assert parts.log["slot_chunk"] == 1 and "slot_chunk" not in whole.log
+        pd.testing.assert_frame_equal(parts.history, whole.history, check_exact=True)
+        for k in whole.final_params:
+            assert torch.equal(parts.final_params[k], whole.final_params[k]), (m.name, k)
+        monkeypatch.undo()
 
 
 def test_slots_that_fit_keeps_two_copies_per_slot_and_never_drops_below_one():
