@@ -33,6 +33,7 @@ from ..models import build_model, classifier_param_names, has_batchnorm
 from ..progress import round_done
 from .backends import SlotGradients, choose_backend
 from .batching import epoch_batches, gather
+from . import cpu as cpu_facts
 from .cpu import _tune_cpu_allocator, large_step, release_freed_memory
 from . import evaluate
 from .evaluate import autocast, predict, split_metrics
@@ -93,8 +94,13 @@ class FederatedTrainer:
         self._layout = lambda t: t  # noqa: E731 - GPU: layouts as they come (not measured here)
         self.template = build_model(config.model, **config.model_kwargs).to(self.device)
         self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
+        # the allocator treats a call whose rounds train in parts (slot_chunk: GBs of stacked parameter
+        # copies, e.g. FedMT Fig. 2c's 80 ResNet-18 clients) as a large step: buffers over 4 MiB are
+        # mmapped and go back to the OS when freed, so the parts cannot fragment the heap (cpu.py)
+        G = self.R * max(1, int(round(config.participation * self.M)))
+        self.alloc_bytes = self.step_bytes if self.slot_chunk(G) >= G else max(self.step_bytes or 0, cpu_facts.LARGE_STEP_BYTES)
         if self.device.type == "cpu":
-            _tune_cpu_allocator(self.step_bytes)  # raised malloc thresholds for small steps only
+            _tune_cpu_allocator(self.alloc_bytes)  # raised malloc thresholds for small steps only
             self.channels_last, self.layout_rule = channels_last_ok(self.template)
             if self.channels_last:
                 self._layout = stacked_layout
@@ -467,7 +473,7 @@ def train(method, config: TrainConfig, pools: Pools, feds: list, progress=True) 
     """Train len(feds) runs of `method` (a Method or an algorithms.base.Algorithm) at once and
     return their per-round history."""
     trainer = FederatedTrainer(method, config, pools, feds, progress=progress)
-    release = trainer.device.type == "cpu" and large_step(trainer.step_bytes)
+    release = trainer.device.type == "cpu" and large_step(trainer.alloc_bytes)
     try:
         return trainer.run()
     finally:  # CPU, large step: the run's memory goes back before the next call (cpu.release_freed_memory)
