@@ -138,15 +138,21 @@ def run_peak(r: RunCount, costs: dict) -> Optional[float]:
     """Bytes of the smallest engine call that trains run `r` (the run alone): its data pools, every
     participating client's parameter-sized copies as the engine stacks them (engine.memory.StepMemory:
     parameters, anchor, gradients, new parameters, optimiser state) and one slot's step (its input
-    batch and saved activations). A lower bound for the vmap backend, which holds every slot's
+    batch and saved activations), in parts of clients as the engine trains them when they exceed
+    engine.memory.SLOT_BYTES (each client then keeps its new parameters for the round). A lower bound for the vmap backend, which holds every slot's
     activations at once; the memory a workstation or GPU needs for this run at the least."""
-    from fedpaper.engine.memory import StepMemory
+    from fedpaper.engine.memory import StepMemory, parted
 
     if r.model is None or r.slots is None or r.model not in costs:
         return None
     sm = costs[r.model]["step_memory"]
     slot = StepMemory.PARAM_COPIES * sm["params"] + sm["optimizer"]
-    return float((r.pools[1] if r.pools else 0) + r.slots * slot + sm["saved"])
+    # the engine trains a round's clients in parts when their stacked steps exceed SLOT_BYTES: the run
+    # alone then holds the global model, every client's new parameters and one part's stacked steps
+    # (its clients' starts are views of the global model: trainer._slot_starts)
+    n = parted(r.slots, slot, 2 * sm["params"])[0]
+    slots = r.slots * slot if n >= r.slots else (r.slots + 1) * sm["params"] + n * slot
+    return float((r.pools[1] if r.pools else 0) + slots + sm["saved"])
 
 
 def _canon(d) -> str:

@@ -161,3 +161,98 @@ def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatc
     capped = _train_group(setups, False)[0]
     assert rows_seen and set(rows_seen) == {16}
     assert full["history"] == capped["history"] and full["final"] == capped["final"]  # 40 test rows: 3 passes
+
+
+# ----------------------------------------------------------------- a round's clients in parts (issue 30)
+def _chunk_case(monkeypatch, limit, model="small_resnet", kw=None, backend="auto", epochs=2, method=None,
+                seeds=(0, 1)):
+    import numpy as np
+
+    import fedpaper.engine.memory as MEM
+    from fedpaper.algorithms import Method
+    from fedpaper.data import synthetic_images
+    from fedpaper.engine import Federation, Pools, TrainConfig, train
+
+    ds = synthetic_images(num_classes=8, n_train=200, n_test=40, shape=(3, 16, 16), seed=0)
+    pools = Pools.from_dataset(ds)
+    perm = np.random.default_rng(0).permutation(200)
+    feds = [Federation([perm[i * 40:(i + 1) * 40 - 7 * i] for i in range(5)], np.arange(40), seed=s) for s in seeds]
+    cfg = TrainConfig(model=model, model_kwargs=kw or {"num_classes": 8, "widths": (4, 8)}, optimizer="sgd",
+                      lr=0.05, momentum=0.9, batch_size=8, rounds=2, local_epochs=epochs, backend=backend)
+    if limit is not None:
+        monkeypatch.setattr(MEM, "SLOT_BYTES", limit)
+    return train(method or Method("FedAvg"), cfg, pools, feds, progress=False)
+
+
+def test_a_round_trained_in_parts_gives_the_same_numbers_where_slots_share_no_draws(monkeypatch):
+    """BatchNorm small ResNet (loop backend: one slot at a time), FedAvg, 2 local epochs: 10 client
+    slots trained in parts of 1-4 (a tiny SLOT_BYTES) end with the same parameters, BatchNorm
+    statistics and history, bit for bit, as in one part; the log says how they were split."""
+    import pandas as pd
+    import torch
+
+    whole = _chunk_case(monkeypatch, None)
+    assert "slot_chunk" not in whole.log
+    for limit in (1, 60_000):
+        parts = _chunk_case(monkeypatch, limit)
+        assert 1 <= parts.log["slot_chunk"] < 10
+        pd.testing.assert_frame_equal(parts.history, whole.history, check_exact=True)
+        for k in whole.final_params:
+            assert torch.equal(parts.final_params[k], whole.final_params[k]), k
+
+
+def test_one_run_in_parts_starts_from_views_of_the_global_model_with_the_same_numbers(monkeypatch):
+    """One run per engine call (as a run too large to group trains): its clients start from views of
+    the global model (trainer._slot_starts: no copies), and FedAvg, FedProx (its penalty reads the
+    anchor) and SCAFFOLD (its aggregation reads agg.anchor) in parts of one slot end bit for bit as
+    in one part."""
+    import pandas as pd
+    import torch
+
+    from fedpaper.algorithms import Method
+
+    for m in (Method("FedAvg"), Method("FedProx", client="fedprox", mu=0.01), Method("SCAFFOLD", client="scaffold")):
+        whole = _chunk_case(monkeypatch, None, method=m, seeds=(3,))
+        parts = _chunk_case(monkeypatch, 1, method=m, seeds=(3,))
+        assert parts.log["slot_chunk"] == 1 and "slot_chunk" not in whole.log
+        pd.testing.assert_frame_equal(parts.history, whole.history, check_exact=True)
+        for k in whole.final_params:
+            assert torch.equal(parts.final_params[k], whole.final_params[k]), (m.name, k)
+        monkeypatch.undo()
+
+
+def test_slots_that_fit_keeps_two_copies_per_slot_and_never_drops_below_one():
+    from fedpaper.engine.memory import StepMemory, slots_that_fit
+
+    mem = StepMemory(param_bytes=100, state_copies=1, saved_fixed=0, saved_per_sample=10, input_row_bytes=1,
+                     backend="loop")
+    assert mem.run_bytes(80, 4) == 80 * (500 + 4)
+    assert slots_that_fit(mem, 80, 4, limit=80 * 504) == 80  # fits whole
+    # 80 slots keep 2 copies (16,000 B); each slot training adds 304 B: (20,000 - 16,000) // 304 = 13
+    assert slots_that_fit(mem, 80, 4, limit=20_000) == 13
+    assert slots_that_fit(mem, 80, 4, limit=10) == 1
+
+
+def test_fedmt_trains_in_parts_with_its_pseudo_labels_per_slot(monkeypatch):
+    """FedMT (E) (prepare_round's per-slot pseudo-labels, S_fix, S_mix rows and M estimates, taken per
+    part: memory.slots_of) trains in parts of one slot: the same rounds and columns, every number
+    finite, the threshold still acting, and the log says so. Its augmentation draws come from each
+    run's generator in another order, so its numbers are not compared with one part's."""
+    import numpy as np
+
+    import fedpaper.engine.memory as MEM
+    from fedpaper.engine import train
+    from fedpaper.experiment import get_pools
+    from fedpaper.papers.fedmt import runs
+    from fedpaper.papers.fedmt.profiles import settings
+
+    p = settings("smoke")
+    s = runs.spec(p, "FedMT (E)", 0, threshold=0.055, lambda2=1).build()
+    whole = train(s.method, s.config, get_pools(s.pools_key), [s.federation], progress=False)
+    monkeypatch.setattr(MEM, "SLOT_BYTES", 1)
+    parts = train(s.method, s.config, get_pools(s.pools_key), [s.federation], progress=False)
+    assert parts.log["slot_chunk"] == 1 and "slot_chunk" not in whole.log
+    assert list(parts.history.columns) == list(whole.history.columns)
+    assert list(parts.history["round"]) == list(whole.history["round"])
+    assert np.isfinite(parts.history["test_acc"]).all()
+    assert parts.history["fix_rows_mean"].max() > 0  # S_fix is not empty: the mechanism ran in parts

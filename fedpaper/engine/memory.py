@@ -85,6 +85,54 @@ class StepMemory:
         return act.get(self.backend, 0) + eval_batch_that_fits(self, eval_batch) * self.input_row_bytes
 
 
+#: What one round's local training may plan for its clients' stacked steps before they train in
+#: parts (trainer.train_slots; issue 30). A constant, not the machine's free memory, so that a run's
+#: numbers never depend on where it runs. Binds only for many large models: FedMT Fig. 2c's 80
+#: ResNet-18 clients at the paper profile (80 x 5 parameter copies of 45 MB: 18 GB in one part);
+#: every CPU profile's round (LeNet, privlabels CNN, FedNCA-ML convnet, the small ResNet) stays one
+#: part, so their results are unchanged.
+SLOT_BYTES = 4 * GIB
+
+
+def parted(slots: int, per_slot: int, kept_per_slot: int, limit: int | None = None) -> tuple[int, int]:
+    """(clients per part, bytes) of a round's `slots` clients whose stacked steps take `per_slot`
+    bytes each, `kept_per_slot` of which every slot holds for the whole round (its start and its
+    trained parameters, for the aggregation): one part when all fit `limit` (SLOT_BYTES unless
+    given), else as many per part as fit beside what every slot keeps, at least 1."""
+    limit = SLOT_BYTES if limit is None else int(limit)
+    if slots * per_slot <= limit:
+        return slots, slots * per_slot
+    held = kept_per_slot * slots
+    n = int(max(1, min(slots, (limit - held) // max(1, per_slot - kept_per_slot))))
+    return n, held + n * (per_slot - kept_per_slot)
+
+
+def slots_that_fit(mem: StepMemory, slots: int, batch: int, limit: int | None = None) -> int:
+    """How many of a round's `slots` clients train at once (trainer.train_slots): `parted` with
+    each slot's stacked step (run_bytes: (4 + optimiser state) parameter copies, an input batch,
+    and under vmap the activations) and the two parameter copies every slot keeps."""
+    return parted(slots, mem.run_bytes(1, batch), 2 * mem.param_bytes, limit)[0]
+
+
+def slots_of(data: dict, idx, slots: int) -> dict:
+    """An algorithm's per-round data (prepare_round: e.g. FedMT's pseudo-labelled rows and lookup)
+    for the slots `idx` of `slots`: each entry with one item per slot (a tensor or array whose
+    leading dimension is `slots`, or a list of that length) taken at `idx`; the rest kept."""
+    import numpy as np
+
+    out = {}
+    for k, v in (data or {}).items():
+        if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == slots:
+            out[k] = v.index_select(0, torch.as_tensor(idx, device=v.device))
+        elif isinstance(v, np.ndarray) and v.ndim and v.shape[0] == slots:
+            out[k] = v[idx]
+        elif isinstance(v, (list, tuple)) and len(v) == slots:
+            out[k] = type(v)(v[i] for i in idx)
+        else:
+            out[k] = v
+    return out
+
+
 def eval_batch_that_fits(mem: StepMemory, eval_batch: int) -> int:
     """Rows per evaluation pass: the configured eval_batch, fewer where the pass would plan for more
     than EVAL_BYTES (see there); at least 1. The evaluation batch never changes a run's key."""
@@ -206,7 +254,7 @@ def runs_that_fit(method, config, pools, clients: int, cap: int) -> GroupBudget:
     optimizer = getattr(method.algorithm(), "optimizer", None) if hasattr(method, "algorithm") else None
     mem = step_memory(config, tuple(pools.x_train.shape[1:]), optimizer)
     slots = max(1, int(round(config.participation * clients)))
-    per_run = mem.run_bytes(slots, config.batch_size)
+    per_run = parted(slots, mem.run_bytes(1, config.batch_size), 2 * mem.param_bytes)[1]  # in parts if need be
     fixed = pools_bytes(pools) + mem.group_bytes(config.batch_size, config.eval_batch)
     budget = int(MEMORY_FRACTION * available_bytes(config.device))
     runs = max(1, min(cap, (budget - fixed) // max(1, per_run)))

@@ -33,11 +33,12 @@ from ..models import build_model, classifier_param_names, has_batchnorm
 from ..progress import round_done
 from .backends import SlotGradients, choose_backend
 from .batching import epoch_batches, gather
+from . import cpu as cpu_facts
 from .cpu import _tune_cpu_allocator, large_step, release_freed_memory
 from . import evaluate
 from .evaluate import autocast, predict, split_metrics
 from .grouped import GroupedForward, channels_last_ok, stacked_layout
-from .memory import eval_batch_that_fits, step_memory
+from .memory import eval_batch_that_fits, slots_of, slots_that_fit, step_memory
 from .randomness import RunGenerators
 from .types import Pools, TrainConfig, TrainResult
 
@@ -82,7 +83,8 @@ class FederatedTrainer:
         check_device(pools, self.device)
         self.K = pools.num_classes
         # rows per evaluation pass: cfg.eval_batch, capped for large inputs (memory.eval_batch_that_fits)
-        step_mem = step_memory(config, tuple(pools.x_train.shape[1:]))
+        step_mem = self.step_mem = step_memory(config, tuple(pools.x_train.shape[1:]))
+        self.step_log_extra = {}  # e.g. slot_chunk, when a round's clients trained in parts
         self.eval_rows = eval_batch_that_fits(step_mem, config.eval_batch)
         self.step_bytes = step_mem.activations(config.batch_size)  # saved for backward by one slot's step
         self.R = len(feds)
@@ -92,8 +94,13 @@ class FederatedTrainer:
         self._layout = lambda t: t  # noqa: E731 - GPU: layouts as they come (not measured here)
         self.template = build_model(config.model, **config.model_kwargs).to(self.device)
         self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
+        # the allocator treats a call whose rounds train in parts (slot_chunk: GBs of stacked parameter
+        # copies, e.g. FedMT Fig. 2c's 80 ResNet-18 clients) as a large step: buffers over 4 MiB are
+        # mmapped and go back to the OS when freed, so the parts cannot fragment the heap (cpu.py)
+        G = self.R * max(1, int(round(config.participation * self.M)))
+        self.alloc_bytes = self.step_bytes if self.slot_chunk(G) >= G else max(self.step_bytes or 0, cpu_facts.LARGE_STEP_BYTES)
         if self.device.type == "cpu":
-            _tune_cpu_allocator(self.step_bytes)  # raised malloc thresholds for small steps only
+            _tune_cpu_allocator(self.alloc_bytes)  # raised malloc thresholds for small steps only
             self.channels_last, self.layout_rule = channels_last_ok(self.template)
             if self.channels_last:
                 self._layout = stacked_layout
@@ -192,20 +199,78 @@ class FederatedTrainer:
         lr and the batch size; returns the new params, the start params (anchor), the steps each
         took and its mean training loss. Used for the clients' local training and for server steps
         (server training). corr: a gradient correction added to every step's gradients;
-        round_data: the algorithm's prepare_round output (e.g. pseudo-labelled rows)."""
+        round_data: the algorithm's prepare_round output (e.g. pseudo-labelled rows).
+
+        Every epoch's batches are drawn first (each slot's from its run's generator, in the order
+        the epochs would draw them: nothing else draws from those generators), then the slots
+        train in parts of at most `slot_chunk(G)` (memory.slots_that_fit: all of them unless their
+        stacked steps would exceed SLOT_BYTES; FedMT Fig. 2c's 80 ResNet-18 clients, issue 30), each
+        part holding its own gradients and optimiser state only while it trains. One part is the
+        loop as it always was; with several, draws that runs share across their slots (augmentation,
+        dropout) come in another order, so such a run's numbers differ from an unchunked one's."""
         cfg, round_data = self.cfg, round_data or {}
         objective = self.objective if algo is self.algo else algo.objective((self.cls_w, self.cls_b))
+        steps = algo.min_steps(round_data, cfg.batch_size)
+        gens = self.run_gens.of(rngs) if self.draws else None
+        plan = [epoch_batches(rows, cfg.batch_size, rngs, steps) for _ in range(epochs)]
+        G = len(rows)
+        chunk = self.slot_chunk(G)
+        if chunk >= G:
+            return self._train_part(params, rows, plan, present, algo, objective, buffers, corr, aug_rngs, round_data,
+                                    gens)
+        self.step_log_extra["slot_chunk"] = chunk
+        # in parts, the round holds two [G] parameter sets only: the start (`params`, which is every
+        # slot's anchor: a part's anchor is a copy of its start, so the values are the same; views
+        # of the global model when the call trains one run, see _slot_starts) and the new parameters,
+        # filled part by part
+        new, steps_done, loss = None, torch.zeros(G, device=self.device), torch.zeros(G, device=self.device)
+        for idx in np.array_split(np.arange(G), -(-G // chunk)):
+            t = torch.as_tensor(idx, device=self.device)
+            pick = (lambda d: None if d is None else {k: v.index_select(0, t) for k, v in d.items()})  # noqa: E731
+            part_bufs = pick(buffers) if buffers else buffers
+            p_new, _, p_steps, p_loss = self._train_part(
+                pick(params), [rows[i] for i in idx], [(b[idx], m[idx]) for b, m in plan], present.index_select(0, t),
+                algo, objective, part_bufs, pick(corr), None if aug_rngs is None else [aug_rngs[i] for i in idx],
+                slots_of(round_data, idx, G), None if gens is None else [gens[i] for i in idx])
+            if new is None:
+                new = {k: v.new_empty((G, *v.shape[1:])) for k, v in p_new.items()}
+            for k, v in p_new.items():
+                new[k].index_copy_(0, t, v)
+            steps_done.index_copy_(0, t, p_steps)
+            loss.index_copy_(0, t, p_loss)
+            del p_new
+            for k, v in (part_bufs or {}).items():  # BatchNorm statistics, updated in place per slot
+                buffers[k].index_copy_(0, t, v)
+        return new, dict(params), steps_done, loss
+
+    def _slot_starts(self, slots: np.ndarray) -> dict:
+        """Every slot's start: its run's global parameters ([G, ...]). Copies, except when the
+        call trains one run whose round trains in parts (slot_chunk < G): then read-only views of
+        the global model (expand: no memory; a part copies its own slots, and an in-place write to
+        a view is an error, not a silent change). FedMT Fig. 2c's 80 ResNet-18 clients would
+        otherwise hold 80 x 45 MB of identical copies through the round (issue 30)."""
+        G = len(slots)
+        if self.R == 1 and self.slot_chunk(G) < G:
+            return {k: v.expand(G, *v.shape[1:]) for k, v in self.global_params.items()}
+        return {k: v[slots[:, 0]].clone() for k, v in self.global_params.items()}
+
+    def slot_chunk(self, slots: int) -> int:
+        """How many of `slots` clients train at once (memory.slots_that_fit, from the model's step
+        memory and the spec alone: never from the machine's free memory, so a run's numbers do not
+        depend on where it runs)."""
+        return slots_that_fit(self.step_mem, slots, self.cfg.batch_size)
+
+    def _train_part(self, params, rows, plan, present, algo, objective, buffers, corr, aug_rngs, round_data, gens):
+        """train_slots on one part of the slots: `plan` holds each epoch's (rows, mask) batches."""
+        cfg = self.cfg
         frozen = algo.frozen
         params = {k: self._layout(v) for k, v in params.items()}
         anchor = {k: v.clone() for k, v in params.items()}
         opt = self.optim.init(params)
         steps_done = torch.zeros(len(rows), device=self.device)
         loss_sum = torch.zeros(len(rows), device=self.device)
-        steps = algo.min_steps(round_data, cfg.batch_size)
         y_pool = self.pools.label_space(algo.client_labels)[0]
-        gens = self.run_gens.of(rngs) if self.draws else None
-        for _ in range(epochs):
-            brows, bmask = epoch_batches(rows, cfg.batch_size, rngs, steps)
+        for brows, bmask in plan:
             brows_t = torch.as_tensor(brows, device=self.device)
             bmask_t = torch.as_tensor(bmask, device=self.device)
             epoch = algo.begin_epoch(round_data, brows.shape[1], aug_rngs, cfg.batch_size, self.device)
@@ -224,7 +289,7 @@ class FederatedTrainer:
                 steps_done += active.float()
                 loss_sum += lsum
         n = torch.as_tensor([len(r) for r in rows], device=self.device, dtype=torch.float32)
-        train_loss = loss_sum / (n * epochs).clamp(min=1)
+        train_loss = loss_sum / (n * len(plan)).clamp(min=1)
         return params, anchor, steps_done, train_loss
 
     # ---- rounds
@@ -246,8 +311,7 @@ class FederatedTrainer:
             self.round_lr = self.optim.lr_at(rnd, cfg.rounds)
             part = self._participants(rngs)  # [R, m']
             slots = np.array([(r, c) for r in range(self.R) for c in part[r]])
-            params = {k: v[slots[:, 0]].clone() for k, v in self.global_params.items()}
-            params = self.algo.broadcast(self.ctx, self.state, params, slots)
+            params = self.algo.broadcast(self.ctx, self.state, self._slot_starts(slots), slots)
             slot_rngs = [rngs[r] for r in slots[:, 0]]
             bufs = {k: v[slots[:, 0]].clone() for k, v in self.global_buffers.items()}
             new, anchor, steps, loss = self.local_train(rnd, params, slots, slot_rngs, bufs)
@@ -282,7 +346,7 @@ class FederatedTrainer:
         self.step_log = {"train_seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                          "runs": self.R, "samples": n_samples, "backend": self.backend,
                          "backend_rule": self.backend_rule, "precision": cfg.precision,
-                         "layout": self.layout_rule, "device": device_name(self.device)}
+                         "layout": self.layout_rule, "device": device_name(self.device), **self.step_log_extra}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
         diverged = [int(d) if d else None for d in self.diverged]
         return TrainResult(pd.DataFrame(hist), final, self.step_log,
@@ -409,7 +473,7 @@ def train(method, config: TrainConfig, pools: Pools, feds: list, progress=True) 
     """Train len(feds) runs of `method` (a Method or an algorithms.base.Algorithm) at once and
     return their per-round history."""
     trainer = FederatedTrainer(method, config, pools, feds, progress=progress)
-    release = trainer.device.type == "cpu" and large_step(trainer.step_bytes)
+    release = trainer.device.type == "cpu" and large_step(trainer.alloc_bytes)
     try:
         return trainer.run()
     finally:  # CPU, large step: the run's memory goes back before the next call (cpu.release_freed_memory)
