@@ -184,3 +184,27 @@ def test_thresholds_follow_the_step_size_within_one_process(monkeypatch):
     monkeypatch.setenv("FEDPAPER_MALLOC_TUNING", "0")
     cpu._tune_cpu_allocator(big)
     assert len(calls) == 4  # switched off: nothing set
+
+
+def test_an_engine_call_in_parts_or_of_a_large_model_counts_as_a_large_step(monkeypatch):
+    """A call whose rounds train in parts (their stacked parameter copies exceed SLOT_BYTES: FedMT
+    Fig. 2c's 80 ResNet-18 clients) or whose model has at least LARGE_PARAM_BYTES of parameters (a
+    ResNet-18's 45 MB) gets the large-step allocator thresholds and the release at its end, whatever
+    its step's activations; the same small-model call in one part keeps its small-step tuning."""
+    import fedpaper.engine.memory as MEM
+
+    pools = get_pools(POOL)
+    feds = [Federation([np.arange(0, 40), np.arange(40, 80)], np.arange(20), seed=0)]
+    cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28, num_classes=4), batch_size=16, rounds=1)
+    tuned, released = [], []
+    monkeypatch.setattr(T, "_tune_cpu_allocator", lambda b: tuned.append(b))
+    monkeypatch.setattr(T, "release_freed_memory", lambda: released.append(True))
+    T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    assert not cpu.large_step(tuned[-1]) and not released
+    monkeypatch.setattr(MEM, "SLOT_BYTES", 1)  # the round's 2 clients train in parts of one
+    T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    assert cpu.large_step(tuned[-1]) and released == [True]
+    monkeypatch.setattr(MEM, "SLOT_BYTES", 4 * 2**30)
+    monkeypatch.setattr(cpu, "LARGE_PARAM_BYTES", 1)  # LeNet counts as a large model here
+    T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    assert cpu.large_step(tuned[-1]) and released == [True, True]

@@ -24,6 +24,14 @@ LARGE_STEP_BYTES = 256 * 2**20
 #: ResNet-18 takes this path, which is dry runs and GPU hosts' CPU fallbacks in practice.
 LARGE_STEP_THRESHOLDS = (8 << 20, 4 << 20)
 _LARGE_SET = False  # LARGE_STEP_THRESHOLDS are in force
+#: A model whose parameters take at least this many bytes (FedMT's and FedNCA-ML's ResNet-18: 45 MB)
+#: also gets LARGE_STEP_THRESHOLDS and the release after its engine call (trainer.train), whatever its
+#: step's activations: each client slot holds several parameter-sized copies of 45 MB, and with the
+#: raised thresholds the freed copies of run after run fragmented the heap (issue 30: the FedMT paper
+#: dry run's main.ipynb kernel passed 8 GB, 8,257,068 KB RSS, in table2/fig2a/fig3's 10-client ResNet-18
+#: runs). The CPU profiles' models stay far below (LeNet 0.25 MB, the privlabels CNN, the small ResNet
+#: and FedNCA-ML's convnet a few MB).
+LARGE_PARAM_BYTES = 32 * 2**20
 
 
 def _mallopt(trim: int, mmap: int) -> bool:

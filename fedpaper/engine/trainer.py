@@ -95,10 +95,12 @@ class FederatedTrainer:
         self.template = build_model(config.model, **config.model_kwargs).to(self.device)
         self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
         # the allocator treats a call whose rounds train in parts (slot_chunk: GBs of stacked parameter
-        # copies, e.g. FedMT Fig. 2c's 80 ResNet-18 clients) as a large step: buffers over 4 MiB are
-        # mmapped and go back to the OS when freed, so the parts cannot fragment the heap (cpu.py)
+        # copies, e.g. FedMT Fig. 2c's 80 ResNet-18 clients) or whose model is large (cpu.LARGE_PARAM_BYTES)
+        # as a large step: buffers over 4 MiB are mmapped and go back to the OS when freed, so the
+        # clients' parameter copies cannot fragment the heap run after run (cpu.py)
         G = self.R * max(1, int(round(config.participation * self.M)))
-        self.alloc_bytes = self.step_bytes if self.slot_chunk(G) >= G else max(self.step_bytes or 0, cpu_facts.LARGE_STEP_BYTES)
+        heavy = self.slot_chunk(G) < G or step_mem.param_bytes >= cpu_facts.LARGE_PARAM_BYTES
+        self.alloc_bytes = max(self.step_bytes or 0, cpu_facts.LARGE_STEP_BYTES) if heavy else self.step_bytes
         if self.device.type == "cpu":
             _tune_cpu_allocator(self.alloc_bytes)  # raised malloc thresholds for small steps only
             self.channels_last, self.layout_rule = channels_last_ok(self.template)
