@@ -36,7 +36,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import cpu_line, loadavg, machine  # noqa: E402
+from machine import loadavg, machine, run_line  # noqa: E402
 
 from fedpaper.experiment import Execution, run_specs  # noqa: E402
 from fedpaper.models import MODELS  # noqa: E402
@@ -111,8 +111,7 @@ def main(argv=None) -> int:
     m = machine(frameworks=False)
     head = (f"# FedMT backbones at equal CPU seconds ({a.budget:g} s per backbone and method), {a.profile} profile's "
             f"settings (N_c {base['samples_per_client']}, {base['num_clients']} clients, threshold {base['threshold']}), "
-            f"seed {a.seed}\n# CPU: {cpu_line(m)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
-            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; load before {loadavg()}")
+            f"seed {a.seed}\n{run_line(m)}")
     print(head, flush=True)
     rows = []
     for arg in a.backbones:

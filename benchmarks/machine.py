@@ -79,3 +79,11 @@ def isa_line(m: dict, env: dict | None, capabilities=()) -> str:
 
 def loadavg() -> list:
     return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def run_line(m: dict) -> str:
+    """A study's second header line: the CPU, torch and its threads, OMP_NUM_THREADS and the load."""
+    import torch
+
+    return (f"# CPU: {cpu_line(m)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
+            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; load before {loadavg()}")

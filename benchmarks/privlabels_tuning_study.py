@@ -61,7 +61,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import cpu_line, loadavg, machine  # noqa: E402
+from machine import loadavg, machine, run_line  # noqa: E402
 
 from fedpaper.experiment import store_key  # noqa: E402
 from fedpaper.parameters import apply_overrides  # noqa: E402
@@ -305,9 +305,7 @@ def main(argv=None) -> int:
     import torch
 
     head = (f"# privlabels central tuning vs server-set size and tuning optimiser ({a.profile} profile, CIFAR-10, "
-            f"private setting, L in {labels}, seeds {seeds})\n"
-            f"# CPU: {cpu_line(m)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
-            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; load before {loadavg()}")
+            f"private setting, L in {labels}, seeds {seeds})\n{run_line(m)}")
     print(head, flush=True)
     c0 = time.process_time()
     R.pools(R.data_spec(DATASET, p0), data_root)  # load the data once, outside the groups' timings
