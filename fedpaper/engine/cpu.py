@@ -50,6 +50,15 @@ def large_step(step_bytes) -> bool:
     return step_bytes is not None and step_bytes >= LARGE_STEP_BYTES
 
 
+def allocator_bytes(step_bytes, param_bytes: int, in_parts: bool):
+    """The step size the allocator rules (allocator_tuned_for, large_step) see for an engine call: its
+    step's saved activations, raised to LARGE_STEP_BYTES when its rounds train in parts (GBs of
+    stacked parameter copies: FedMT Fig. 2c's 80 ResNet-18 clients) or its model has at least
+    LARGE_PARAM_BYTES of parameters, so that the clients' parameter copies are mmapped and go back to
+    the OS when freed instead of fragmenting the heap run after run."""
+    if in_parts or param_bytes >= LARGE_PARAM_BYTES:
+        return max(step_bytes or 0, LARGE_STEP_BYTES)
+    return step_bytes
 def allocator_tuned_for(step_bytes=None) -> bool:
     """Whether an engine call whose training step saves `step_bytes` for backward gets the raised
     malloc thresholds (_tune_cpu_allocator): Linux, FEDPAPER_MALLOC_TUNING not 0, and a small step

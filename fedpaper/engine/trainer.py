@@ -33,8 +33,7 @@ from ..models import build_model, classifier_param_names, has_batchnorm
 from ..progress import round_done
 from .backends import SlotGradients, choose_backend
 from .batching import epoch_batches, gather
-from . import cpu as cpu_facts
-from .cpu import _tune_cpu_allocator, large_step, release_freed_memory
+from .cpu import _tune_cpu_allocator, allocator_bytes, large_step, release_freed_memory
 from . import evaluate
 from .evaluate import autocast, predict, split_metrics
 from .grouped import GroupedForward, channels_last_ok, stacked_layout
@@ -94,13 +93,9 @@ class FederatedTrainer:
         self._layout = lambda t: t  # noqa: E731 - GPU: layouts as they come (not measured here)
         self.template = build_model(config.model, **config.model_kwargs).to(self.device)
         self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
-        # the allocator treats a call whose rounds train in parts (slot_chunk: GBs of stacked parameter
-        # copies, e.g. FedMT Fig. 2c's 80 ResNet-18 clients) or whose model is large (cpu.LARGE_PARAM_BYTES)
-        # as a large step: buffers over 4 MiB are mmapped and go back to the OS when freed, so the
-        # clients' parameter copies cannot fragment the heap run after run (cpu.py)
-        G = self.R * max(1, int(round(config.participation * self.M)))
-        heavy = self.slot_chunk(G) < G or step_mem.param_bytes >= cpu_facts.LARGE_PARAM_BYTES
-        self.alloc_bytes = max(self.step_bytes or 0, cpu_facts.LARGE_STEP_BYTES) if heavy else self.step_bytes
+        self.per_run = max(1, int(round(config.participation * self.M)))  # clients per run and round
+        G = self.R * self.per_run
+        self.alloc_bytes = allocator_bytes(self.step_bytes, step_mem.param_bytes, self.slot_chunk(G) < G)
         if self.device.type == "cpu":
             _tune_cpu_allocator(self.alloc_bytes)  # raised malloc thresholds for small steps only
             self.channels_last, self.layout_rule = channels_last_ok(self.template)
@@ -394,7 +389,7 @@ class FederatedTrainer:
         self.global_buffers = _rows_from(h, prev_buffers, self.global_buffers)
 
     def _participants(self, rngs) -> np.ndarray:
-        k = max(1, int(round(self.cfg.participation * self.M)))
+        k = self.per_run
         if k == self.M:
             return np.tile(np.arange(self.M), (self.R, 1))
         return np.stack([np.sort(rngs[r].choice(self.M, size=k, replace=False)) for r in range(self.R)])
