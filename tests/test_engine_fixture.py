@@ -10,8 +10,8 @@ padded batch of 8; every other entry is the issue 13 recording.
 
 Regenerate (only when a change is MEANT to move results, and say so in the commit):
     PYTHONPATH=$PWD python tests/test_engine_fixture.py
-Bitwise results depend on the CPU's kernels: the fixture records torch's version and CPU
-capability, and the test skips (saying why) on a machine where they differ.
+Bitwise results depend on the CPU's kernels: the fixture records torch's version, the CPU
+capability and the CPU vendor, and the test skips (saying why) on a machine where they differ.
 """
 from __future__ import annotations
 
@@ -35,8 +35,24 @@ LABEL_SETS = ([0, 1, 2, 3], [3, 4, 5, 6, 7], [6, 7, 8, 9, 0])
 SIZES = (48, 33, 21)  # unequal sizes exercise the masks
 
 
+def _cpu_vendor() -> str:
+    """The CPU's vendor (/proc/cpuinfo's vendor_id, else platform.processor()): the same torch and CPU
+    capability give other bits on another vendor's CPU (MKL and oneDNN take vendor-specific paths; an
+    Intel Xeon with AMX moved every case against the AMD EPYC recording, session 14)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def _machine() -> dict:
-    return {"torch": torch.__version__.split("+")[0], "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"torch": torch.__version__.split("+")[0], "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cpu_vendor": _cpu_vendor()}
 
 
 def _pools(image=16) -> Pools:
