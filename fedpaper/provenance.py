@@ -126,16 +126,28 @@ def device_description(device=None) -> str:
     return "cpu" if device is None else str(device)
 
 
-@lru_cache(maxsize=None)
-def cpu_model() -> str | None:
-    """The CPU's model name (Linux /proc/cpuinfo, else platform.processor()), or None."""
+def _cpuinfo(*fields: str) -> str | None:
+    """The first of `fields` (lower case) in Linux /proc/cpuinfo, else platform.processor(), or None."""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")) and ":" in line:
+            if line.lower().startswith(fields) and ":" in line:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return platform.processor() or None
+
+
+@lru_cache(maxsize=None)
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo, else platform.processor()), or None."""
+    return _cpuinfo("model name", "hardware", "cpu model")
+
+
+@lru_cache(maxsize=None)
+def cpu_vendor() -> str | None:
+    """The CPU's vendor (GenuineIntel, AuthenticAMD; else platform.processor()), or None: bitwise results
+    can differ between vendors at the same torch and CPU capability (MKL and oneDNN take vendor paths)."""
+    return _cpuinfo("vendor_id")
 
 
 def machine_description() -> dict:

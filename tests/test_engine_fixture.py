@@ -27,6 +27,7 @@ import torch
 from fedpaper.algorithms import Method, get_method
 from fedpaper.data import synthetic_images
 from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.provenance import cpu_vendor
 
 FIXTURE = Path(__file__).parent / "fixtures" / "engine_before.json"
 BACKENDS = ("vmap", "loop", "grouped")
@@ -35,24 +36,10 @@ LABEL_SETS = ([0, 1, 2, 3], [3, 4, 5, 6, 7], [6, 7, 8, 9, 0])
 SIZES = (48, 33, 21)  # unequal sizes exercise the masks
 
 
-def _cpu_vendor() -> str:
-    """The CPU's vendor (/proc/cpuinfo's vendor_id, else platform.processor()): the same torch and CPU
-    capability give other bits on another vendor's CPU (MKL and oneDNN take vendor-specific paths; an
-    Intel Xeon with AMX moved every case against the AMD EPYC recording, session 14)."""
-    import platform
-
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def _machine() -> dict:
+    # the vendor too: an Intel Xeon with AMX moved every case against the AMD EPYC recording (session 14)
     return {"torch": torch.__version__.split("+")[0], "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "cpu_vendor": _cpu_vendor()}
+            "cpu_vendor": cpu_vendor() or "unknown"}
 
 
 def _pools(image=16) -> Pools:

@@ -59,6 +59,8 @@ def allocator_bytes(step_bytes, param_bytes: int, in_parts: bool):
     if in_parts or param_bytes >= LARGE_PARAM_BYTES:
         return max(step_bytes or 0, LARGE_STEP_BYTES)
     return step_bytes
+
+
 def allocator_tuned_for(step_bytes=None) -> bool:
     """Whether an engine call whose training step saves `step_bytes` for backward gets the raised
     malloc thresholds (_tune_cpu_allocator): Linux, FEDPAPER_MALLOC_TUNING not 0, and a small step
