@@ -175,3 +175,47 @@ def test_a_contender_past_its_timeout_is_an_error_not_a_crash():
     r = be.run_contender(args, "lenet", "plain")
     assert r["error"].startswith("killed after the 1 s timeout: ") and r["contender"] == "plain"
     assert isinstance(r["stderr_tail"], list) and r["process_s"] >= 1
+
+
+def test_bf16_is_native_only_with_the_flag_and_no_isa_cap():
+    assert be.bf16_native({"cpu_flags": ["avx2", "avx512_bf16"]}, {})
+    assert be.bf16_native({"cpu_flags": ["amx_bf16"]}, None)
+    assert not be.bf16_native({"cpu_flags": ["avx2", "avx512_bf16"]}, dict(machine.AVX2_EMULATION_ENV))
+    assert not be.bf16_native({"cpu_flags": ["avx2", "fma"]}, {})
+
+
+def test_load_line_says_quiet_only_when_other_processes_stayed_below_the_threshold():
+    quiet = [{"foreign_cores_median": 0.01}, {"foreign_cores_median": 0.05}]
+    assert be.load_line(quiet).startswith("**Quiet machine**: other processes kept at most 0.05 cores")
+    shared = quiet + [{"foreign_cores_median": be.QUIET_CORES + 0.5}]
+    assert be.load_line(shared).startswith("**The machine was shared**: other processes kept up to 0.60 cores")
+
+
+def test_targets_are_issue_28s_and_bf16_targets_need_native_bf16(tmp_path):
+    def run(contender, rate):
+        r = {"contender": contender, "model": "privlabels_cnn", "invocation": 0, "round_s": [5000 / rate] * 2,
+             "own_cores": [1.0, 1.0], "foreign_cores": [0.0, 0.0], "warmup_s": [1.0], "startup_s": 1.0,
+             "cpu_capability": "AVX512", "attempts": 1, "retried": False, "failed_attempts": []}
+        return be.summarise(r, 10 * 500, 2)
+
+    results = [run("plain", 700), run("flower", 650), run("batched-grouped", 800), run("batched-grouped-bf16", 2100)]
+    args = argparse.Namespace(models=["privlabels_cnn"], contenders=",".join(r["contender"] for r in results),
+                              invocations=1, rounds=2, warmup=1, extra=0, clients=10, samples=500, batch=64, lr=1e-3,
+                              seed=0, threads=1, data="prestd", malloc="tuned", retries=0, emulate_avx2=False)
+    meta = {"machine": dict(M, gpu="none", python="3.11", torch="2", torch_parallel=["OpenMP"], kernel="6",
+                            flwr="1.41.0", ray="2.55.1"),
+            "command": "bench_engine.py", "finished": "now", "load_before": [0, 0, 0], "load_after": [1, 1, 1],
+            "wall_s": 10.0, "isa_env": {}}
+    out = tmp_path / "engine_x.md"
+    be.write_markdown(out, meta, results, args)
+    md = out.read_text()
+    assert "[`engine_x.json`](engine_x.json)" in md and "**Quiet machine**" in md
+    targets = [ln for ln in md.splitlines() if ln.startswith("Target ")]
+    assert len(targets) == 3
+    assert ">= 1.2x Flower" in targets[0] and "wall **1.23x**" in targets[0] and targets[0].endswith(
+        "**met** (both medians must reach it).")
+    assert ">= 1x plain PyTorch loop, fp32" in targets[1] and "**met**" in targets[1]
+    assert ">= 3x Flower" in targets[2] and "wall **3.23x**" in targets[2]
+    be.write_markdown(out, dict(meta, isa_env=dict(machine.AVX2_EMULATION_ENV)), results, args)
+    bf16 = [ln for ln in out.read_text().splitlines() if ln.startswith("Target ") and "bf16" in ln.split(">=")[0]]
+    assert len(bf16) == 1 and "not applicable, bf16 is not native" in bf16[0]
