@@ -521,7 +521,7 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
             w, cp = wall.get((a, b)), cpu.get((a, b))
             if a.endswith("-bf16") and not native:
                 L.append(f"Target {LABEL[a]} >= {goal:g}x {LABEL[b]} ({why}): not applicable, bf16 is not native on "
-                         "this CPU or ISA (the profiles then train in fp32: fedpaper/precision.py).")
+                         "this CPU or ISA (the profiles then train in fp32: fedpaper/engine/cpu.py).")
             elif w:
                 ok = statistics.median(w) >= goal and statistics.median(cp) >= goal
                 L.append(f"Target {LABEL[a]} >= {goal:g}x {LABEL[b]} ({why}): wall **{statistics.median(w):.2f}x** "
