@@ -44,52 +44,6 @@ def _bcast(vec: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return vec.view(-1, *([1] * (like.dim() - 1)))
 
 
-def _writable(*tensors, like) -> bool:
-    """May the consuming Adam step write its temporaries into `tensors` (a gradient and its old moments)?
-    Only dense, non-overlapping tensors of `like`'s shape, dtype and strides, none sharing memory with
-    another or with `like` (the parameters, which are never written: they may be views of the global
-    model or an anchor's values)."""
-    ptrs = {like.untyped_storage().data_ptr()}
-    for t in tensors:
-        if t is None or t.requires_grad or t.shape != like.shape or t.dtype != like.dtype or \
-                t.stride() != like.stride() or not (t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)):
-            return False
-        ptr = t.untyped_storage().data_ptr()
-        if ptr in ptrs:
-            return False
-        ptrs.add(ptr)
-    return True
-
-
-#: elements per piece of the consuming Adam step on a large tensor (256 KiB of fp32): its temporaries stay
-#: in the core's cache. On 10 stacked slots of a 3136 x 512 layer (64 MB, above glibc's 32 MiB mmap
-#: ceiling) the whole-tensor step made four fresh mapped tensors and ~10 passes through memory per step:
-#: 120 ms against 76 ms in pieces (one core, Intel Xeon; benchmarks/results/engine_xeon.md's CNN).
-ADAM_PIECE = 1 << 16
-
-
-def _adam_in_pieces(p, g, m0, v0, c1, c2, s2, s1, eps):
-    """The Adam update of one stacked tensor, slot by slot in pieces of ADAM_PIECE elements, written in
-    place: m into m0, v into v0, the new parameters into g (p is only read). The same float operations on
-    the same operands as the whole-tensor form in opt_step (elementwise, per-slot factors): bitwise the
-    same result (tests/algorithms/test_optim.py). Returns (new p, m, v)."""
-    G = p.shape[0]
-    pf, gf, mf, vf = (x.view(G, -1) for x in (p, g, m0, v0))
-    c1, c2, s2, s1 = (x.reshape(G, 1) for x in (c1, c2, s2, s1))
-    n = pf.shape[1]
-    for i in range(G):
-        f1, f2, f3, f4 = c1[i:i + 1], c2[i:i + 1], s2[i:i + 1], s1[i:i + 1]
-        for lo in range(0, n, ADAM_PIECE):
-            gc, mc, vc = gf[i:i + 1, lo:lo + ADAM_PIECE], mf[i:i + 1, lo:lo + ADAM_PIECE], vf[i:i + 1, lo:lo + ADAM_PIECE]
-            m = torch.sub(gc, mc).mul_(f1).add_(mc)
-            v = torch.mul(gc, gc).sub_(vc).mul_(f2).add_(vc)
-            upd = torch.mul(m, f4).div_(v.sqrt().div_(f3).add_(eps))
-            torch.sub(pf[i:i + 1, lo:lo + ADAM_PIECE], upd, out=gc)
-            mc.copy_(m)
-            vc.copy_(v)
-    return g, m0, v0
-
-
 def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-8, decay=0.0, consume=False):
     """One SGD or Adam step on stacked parameters; slots with active=False are left unchanged.
 
@@ -114,21 +68,15 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
         # m = m0 + am*(1-b1)*(g - m0); v = v0 + am*(1-b2)*(g*g - v0); denom = sqrt(v)/sqrt(bc2) + eps;
         # p - am*(lr/bc1)*m/denom. Written with in-place ops on fresh temporaries (4 allocations instead
         # of 13 per tensor); every product/sum is the same float operation as in the formula, so the
-        # result is bitwise the same. consume on a CPU, for a large tensor whose gradient and moments may
-        # be written: the same operations slot by slot in pieces, in their buffers (_adam_in_pieces).
+        # result is bitwise the same.
         if decay:
             p = p * (1 - lr * decay * _bcast(a, p))
         g, am, m0, v0 = grads[k], _bcast(a, p), state["m"][k], state["v"][k]
-        c1, c2, s2, s1 = am * (1 - b1), am * (1 - b2), _bcast(bc2.sqrt(), p), am * (lr / _bcast(bc1, p))
-        if consume and p.device.type == "cpu" and p.is_contiguous() and p.numel() > ADAM_PIECE \
-                and _writable(g, m0, v0, like=p):  # on a GPU the whole tensor at once (launches, not caches)
-            new_p[k], m, v = _adam_in_pieces(p, g, m0, v0, c1, c2, s2, s1, eps)
-        else:
-            m = torch.sub(g, m0).mul_(c1).add_(m0)
-            v = torch.mul(g, g).sub_(v0).mul_(c2).add_(v0)
-            denom = v.sqrt().div_(s2).add_(eps)
-            upd = torch.mul(m, s1).div_(denom)
-            new_p[k] = torch.sub(p, upd, out=upd)
+        m = torch.sub(g, m0).mul_(am * (1 - b1)).add_(m0)
+        v = torch.mul(g, g).sub_(v0).mul_(am * (1 - b2)).add_(v0)
+        denom = v.sqrt().div_(_bcast(bc2.sqrt(), p)).add_(eps)
+        upd = torch.mul(m, am * (lr / _bcast(bc1, p))).div_(denom)
+        new_p[k] = torch.sub(p, upd, out=upd)
         m_new[k], v_new[k] = m, v
         if consume:
             state["m"][k] = state["v"][k] = grads[k] = m0 = v0 = g = None
