@@ -405,11 +405,17 @@ TARGETS = {
 QUIET_CORES = 0.1
 
 
-def bf16_native(m: dict, isa: dict | None) -> bool:
-    """Native bf16 in the contenders' processes: the CPU's flags name avx512_bf16 (or amx_bf16) and no
-    ISA cap (--emulate-avx2) hides it."""
-    flags = set(m.get("cpu_flags") or ())
-    return bool(flags & {"avx512_bf16", "amx_bf16"}) and not (isa or {})
+def bf16_native(m: dict, isa: dict | None, capabilities=()) -> bool:
+    """Native bf16 in the contenders' processes, by the engine's own rule (fedpaper.engine.cpu
+    .cpu_bf16_native) on the recorded facts: the CPU's flags (avx512_bf16 or AMX), the torch CPU
+    capability the contender processes reported (else the one an ISA cap sets, else AVX512: a CPU with
+    AVX-512 BF16 has AVX-512), and the oneDNN cap --emulate-avx2 sets."""
+    from fedpaper.engine.cpu import cpu_bf16_native
+
+    isa = isa or {}
+    hw = bool(set(m.get("cpu_flags") or ()) & {"avx512_bf16", "amx_bf16", "amx_tile"})
+    cap = next(iter(capabilities), None) or isa.get("ATEN_CPU_CAPABILITY", "AVX512").upper()
+    return cpu_bf16_native(hw, cap, isa.get("ONEDNN_MAX_CPU_ISA"))[0]
 
 
 def load_line(results: list) -> str:
@@ -516,7 +522,7 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
                 L.append(f"| {LABEL[a]} / {LABEL[b]} | {_spread(wall[(a, b)], 2, 'x')} | "
                          f"{_spread(cpu[(a, b)], 2, 'x')} |")
         L.append("")
-        native = bf16_native(m, meta.get("isa_env"))
+        native = bf16_native(m, meta.get("isa_env"), sorted({r["cpu_capability"] for r in rows if r.get("cpu_capability")}))
         for a, b, goal, why in TARGETS.get(model, ()):
             w, cp = wall.get((a, b)), cpu.get((a, b))
             if a.endswith("-bf16") and not native:

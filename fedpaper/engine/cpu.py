@@ -132,10 +132,15 @@ def bf16_native(device="cpu") -> tuple[bool, str]:
         return ok, f"cuda: bf16 {'supported' if ok else 'not supported'} by {torch.cuda.get_device_name(dev) if ok else 'the GPU'}"
     if dev.type != "cpu":
         return False, f"{dev.type}: not known to run bf16 natively"
-    cap = torch.backends.cpu.get_cpu_capability()
     cpu_ext = getattr(torch, "cpu", None)
     hw = any(bool(getattr(cpu_ext, f, lambda: False)()) for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    return cpu_bf16_native(hw, torch.backends.cpu.get_cpu_capability(),
+                           os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA"))
+
+
+def cpu_bf16_native(hw: bool, cap: str, isa: str | None) -> tuple[bool, str]:
+    """bf16_native's CPU rule on given facts (also for facts recorded elsewhere, e.g. a benchmark's
+    json): hw, the CPU has AVX-512 BF16 or AMX; cap, torch's CPU capability; isa, oneDNN's ISA cap."""
     if not hw:
         return False, f"cpu: no AVX-512 BF16 / AMX instructions (torch capability {cap})"
     if not cap.startswith("AVX512"):
