@@ -37,8 +37,8 @@ _PAPER = {
 # instead of 0.95: at 0.95 no client row is confident before the LeNet's server model has trained
 # about 25-30 epochs, so the clients would never train within these rounds (FedMT (T) = (E)).
 _LONG = dict(
-    _PAPER, backbone="lenet", backbone_kwargs={"in_channels": 3, "image_size": 32},
-    backbone_label="LeNet-size CNN (6-16 conv, 120-84 FC), random init",
+    _PAPER, backbone="bn_convnet", backbone_kwargs={"in_channels": 3, "width": 16, "dim": 64},
+    backbone_label="BatchNorm convnet (16-32-64-64 conv, BN, GAP, FC), random init",
     samples_per_client=400, rounds=6, local_epochs=2, server_epochs=3, baseline_epochs=2, batch_size=32,
     threshold=0.7, single_rounds=18, finetune_epochs=10, finetune_batch=32, seeds=3, test_cap=1000,
     client_total=4000, client_counts=[10, 40], fig3_sizes=[100, 200, 400], eval_every=1,
@@ -57,7 +57,7 @@ _SMOKE = dict(
     batch_size=8, test_cap=None, n_default=4, seeds=1, local_epochs=1, server_epochs=1, baseline_epochs=1,
     finetune_batch=250, client_counts=[2, 3], client_total=48, fig3_sizes=[12, 24],
     gammas=[0.1, 0.9], thresholds=[0.055, 0.08], lambda2s=[1, 1 / 16], threshold=0.055, eval_every=1,
-    backbone_kwargs={"in_channels": 3, "image_size": 16}, backbone_label="LeNet-size CNN (smoke)",
+    backbone="lenet", backbone_kwargs={"in_channels": 3, "image_size": 16}, backbone_label="LeNet-size CNN (smoke)",
     stand_in={"num_classes": 20, "coarse_classes": 5, "n_train": 640, "n_test": 60, "shape": [3, 16, 16], "seed": 0},
 )
 
