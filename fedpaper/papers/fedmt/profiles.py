@@ -81,14 +81,17 @@ def notes(profile: str) -> list[str]:
         out.insert(0, f"SYNTHETIC stand-in for CIFAR-100 ({p['stand_in']['num_classes']} fine / "
                       f"{p['stand_in']['coarse_classes']} coarse classes, {p['stand_in']['shape']} images)")
     if p["backbone"] != q["backbone"]:
-        out.append(f"backbone {p['backbone_label']} instead of ResNet-18 (CPU budget; no BatchNorm, so static BN "
-                   "is a no-op)")
+        bn = "BatchNorm, so SemiFL/FedMT's static BN recomputes its statistics as in the paper" \
+            if p["backbone"] == "bn_convnet" else "no BatchNorm, so static BN is a no-op"
+        out.append(f"backbone {p['backbone_label']} instead of ResNet-18 (CPU budget, chosen at equal CPU seconds: "
+                   f"benchmarks/results/fedmt_backbone_study_b300.md; {bn})")
     if p["threshold"] != q["threshold"] and p["stand_in"]:
         out.append(f"pseudo-label threshold xi = {p['threshold']} (paper: {q['threshold']}; stand-in scale)")
     elif p["threshold"] != q["threshold"]:
         out.append(f"pseudo-label threshold xi = {p['threshold']} (paper: {q['threshold']}; Table 7's lowest value): "
-                   "at 0.95 no client row is confident before the server's LeNet has trained about 25-30 epochs, so "
-                   "the clients would not train within these rounds (benchmarks/results/fedmt_sizing.md)")
+                   "at 0.95 no client row was confident before the server's LeNet had trained about 25-30 epochs, so "
+                   "the clients would not train within these rounds (benchmarks/results/fedmt_sizing.md; kept for "
+                   "the BatchNorm convnet, whose clients pass 0.7 from round 2-4: fedmt_backbone_study_b300.md)")
     if p["single_rounds"] != q["single_rounds"] and p["single_rounds"] == p["rounds"] * p["server_epochs"]:
         out.append(f"Single trains {p['single_rounds']} epochs = rounds x server epochs, the server passes FedMT's "
                    f"procedure A gets (paper's default reading: {q['single_rounds']} epochs, vague-19)")
