@@ -11,8 +11,8 @@ Backbones (--backbones NAME[:json-kwargs]):
 - lenet: the LeNet-size CNN of the quick/long profiles (no BatchNorm; grouped backend);
 - small_resnet: FedMT's small CIFAR ResNet (fedpaper.nets.resnet.SmallResNet, BatchNorm);
 - bn_convnet: FedNCA-ML's BatchNorm convnet body (fedpaper.nets.ladm.ConvNet, norm "batch") with a
-  linear K-class head, registered by this script only (the package's model registry is a core
-  module: adding a model there changes every cached run's code version).
+  linear K-class head (fedpaper.nets.resnet.BNConvNet; this script registered its own copy until the
+  study chose it for the quick and long profiles).
 
 Per backbone: runs of FedMT (E) of 1 and of 3 rounds calibrate the CPU seconds per round (their
 difference / 2: process time of this process, one thread, without fixed costs such as loading data); rounds = budget / that, at least 2. A round late in training costs more
@@ -44,24 +44,6 @@ from fedpaper.papers import fedmt as F  # noqa: E402
 from fedpaper.papers.fedmt import runs as R  # noqa: E402
 from fedpaper.store import ResultStore  # noqa: E402
 
-
-class BNConvNet(nn.Module):
-    """FedNCA-ML's BatchNorm convnet body (nets.ladm.ConvNet), global average pooling and a linear
-    K-class `classifier`."""
-
-    def __init__(self, num_classes=100, in_channels=3, width=16, dim=64):
-        super().__init__()
-        from fedpaper.nets.ladm import build_backbone
-
-        self.body = nn.Sequential(build_backbone("convnet", in_channels=in_channels, width=width, dim=dim, norm="batch"),
-                                  nn.AdaptiveAvgPool2d(1), nn.Flatten())  # as FedNCA-ML pools its feature map
-        self.classifier = nn.Linear(dim, num_classes)
-
-    def forward(self, x):
-        return self.classifier(self.body(x))
-
-
-MODELS.setdefault("bn_convnet", lambda num_classes=100, in_channels=3, **kw: BNConvNet(num_classes, in_channels, **kw))
 
 DEFAULT_BACKBONES = ["lenet", 'small_resnet:{"widths": [16, 32, 64]}', 'bn_convnet:{"width": 16, "dim": 64}']
 

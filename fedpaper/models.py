@@ -135,7 +135,7 @@ def _fedmt_models() -> dict:
     from .nets import resnet as R
 
     return {"resnet18_fedmt": R.resnet18_fedmt, "small_resnet": R.small_resnet, "two_head": R.two_head,
-            "with_correspondence": R.with_correspondence}
+            "with_correspondence": R.with_correspondence, "bn_convnet": R.bn_convnet}
 
 
 MODELS.update(_fedmt_models())

@@ -227,19 +227,32 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         else:
             notebooks.setdefault(nb, []).append(a)
 
+    outer: list = []  # the plan of the artifact whose compute is running (a ladder runs its rungs' artifacts)
+
     def hook(aid, compute, params, missing):
-        plan = plans.get(aid) or ArtifactPlan(aid)
-        plan.missing = [] if params.get("profile") == "smoke" else list(missing)  # smoke: stand-ins
+        nested = bool(outer)
+        # an artifact computed inside another's compute (a compute ladder's rungs): its runs are the outer
+        # artifact's, recorded and exported under the ladder's id (its own plan, if selected, is its own sweep's)
+        plan = outer[-1] if nested else (plans.get(aid) or ArtifactPlan(aid))
+        if not nested:
+            plan.missing = [] if params.get("profile") == "smoke" else list(missing)  # smoke: stand-ins
         ex, direct = CollectingExecutor(), []
+        before = len(plan.runs)
+        outer.append(plan)
         try:
             with using_executor(ex), _no_direct_training(direct):
                 compute(params)
-            if not ex.found and not direct:
+            if not ex.found and not direct and not nested and len(plan.runs) == before:
                 plan.status = "no training"
         except _Collected:
             pass
         except Exception as e:  # noqa: BLE001 - one line per artifact; the others go on
-            plan.status = f"error: {_one_line(e)}" + (f" (data absent: {', '.join(missing)})" if missing else "")
+            # a ladder reads its rungs' tables, empty while planning: what failed after its rungs were
+            # collected is that reading, not the plan
+            if nested or len(plan.runs) == before:
+                plan.status = f"error: {_one_line(e)}" + (f" (data absent: {', '.join(missing)})" if missing else "")
+        finally:
+            outer.pop()
         for k, build in ex.found:
             plan.runs.append(_count_key(k, build, counted))
         for method, config, pools, feds in direct:

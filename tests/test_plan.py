@@ -34,6 +34,25 @@ def test_a_ladder_at_the_paper_profile_is_no_training_not_an_error():
     assert not plan.runs
 
 
+def test_a_ladder_counts_the_runs_of_its_rungs_as_its_own(cache_tmp, tmp_path):
+    """fedmt/scaling at smoke: the plan collects every rung's runs under the ladder's id (so that
+    `cache export --only fedmt/scaling` takes them), the rung equal to the profile shares table2's
+    runs, and table2's own plan is not inflated by the rungs' runs. Its planned runs are exactly what
+    the ladder trains."""
+    from fedpaper.papers.fedmt import ladder
+
+    table2, scaling = P.collect(["fedmt/table2", "fedmt/scaling"], "smoke", None)
+    [alone] = P.collect(["fedmt/table2"], "smoke", None)
+    assert scaling.status == "planned" and table2.status == "planned"
+    assert {r.ident for r in table2.runs} == {r.ident for r in alone.runs}
+    assert {r.ident for r in table2.runs} < {r.ident for r in scaling.runs}  # r2 = the smoke profile
+    assert 0 < len(scaling.new) < len(scaling.runs)
+    store = ResultStore()
+    assert len(store) == 0  # the plan trained nothing
+    ladder.ladder_artifact(profile="smoke", out_dir=tmp_path / "out")
+    assert set(store.keys()) == {store.key(json.loads(r.ident)) for r in scaling.runs}
+
+
 def test_run_peak_counts_every_participating_clients_parameter_copies():
     """run_peak: pools + slots x (the engine's 4 parameter-sized copies + optimiser state) + one
     slot's saved step; the slots are the participating clients (fig8a: 10 of 101)."""

@@ -1,4 +1,5 @@
-"""FedMT's networks: the ResNet-18 of Table 5, a small ResNet for the quick/long profiles, and a
+"""FedMT's networks: the ResNet-18 of Table 5, a small ResNet and a BatchNorm convnet for the CPU
+profiles (chosen by benchmarks/fedmt_backbone_study.py at equal CPU seconds), and a
 two-head wrapper (a K-class server head and a J-class client head on one body) for FedRep and
 FedTrans (FedMT Sec. 4.1, App. C.1). Every model exposes `classifier` (the K-class head).
 """
@@ -54,6 +55,29 @@ class SmallResNet(nn.Module):
 
     def forward(self, x):
         return self.classifier(self.body(x))
+
+
+class BNConvNet(nn.Module):
+    """FedNCA-ML's small BatchNorm convnet body (fedpaper.nets.ladm.ConvNet, norm "batch": widths w, 2w,
+    4w, dim with max-pools), global average pooling and a linear K-class `classifier`: the CPU
+    profiles' FedMT backbone. At equal CPU seconds on the long profile's split it reached 21.6 % best
+    FedMT (E) accuracy against 18.3 % for the small ResNet and 7.2 % for the LeNet
+    (benchmarks/results/fedmt_backbone_study_b300.md)."""
+
+    def __init__(self, num_classes=100, in_channels=3, width=16, dim=64):
+        from .ladm import ConvNet
+
+        super().__init__()
+        self.body = nn.Sequential(ConvNet(in_channels, width, dim, norm="batch"), nn.AdaptiveAvgPool2d(1),
+                                  nn.Flatten())
+        self.classifier = nn.Linear(dim, num_classes)
+
+    def forward(self, x):
+        return self.classifier(self.body(x))
+
+
+def bn_convnet(num_classes=100, in_channels=3, width=16, dim=64):
+    return BNConvNet(num_classes, in_channels, width, dim)
 
 
 class TwoHead(nn.Module):

@@ -28,10 +28,13 @@ def _fed(pools, seed=0):
                       server_indices=server, seed=seed)
 
 
-def _cfg(model="small_resnet", rounds=2, **kw):
-    mk = {"num_classes": 8, "widths": (4, 8)}
+SMALL = {"small_resnet": {"widths": (4, 8)}, "bn_convnet": {"width": 4, "dim": 8}}  # the CPU profiles' bodies
+
+
+def _cfg(model="small_resnet", rounds=2, backbone="small_resnet", **kw):
+    mk = {"num_classes": 8, **SMALL.get(model, SMALL[backbone])}
     if model in ("two_head", "with_correspondence"):
-        mk.update(coarse_classes=4, backbone="small_resnet")
+        mk.update(coarse_classes=4, backbone=backbone)
     return TrainConfig(model=model, model_kwargs=mk, lr=0.03, momentum=0.9, weight_decay=5e-4,
                        lr_schedule="cosine", batch_size=8, local_epochs=1, rounds=rounds, **kw)
 
@@ -103,18 +106,21 @@ def _poisoned(pools, fed):
     return bad
 
 
-@pytest.mark.parametrize("method,model", [
-    (FEDMT_E, "small_resnet"),
+@pytest.mark.parametrize("method,model,backbone", [
+    (FEDMT_E, "small_resnet", None),
+    (FEDMT_E, "bn_convnet", None),  # the quick and long profiles' backbone
     (Method("FedMT (T)", family="fedmt", options={"estimator": "true", "threshold": 0.13, "server_epochs": 1}),
-     "small_resnet"),
-    (Method("FedRep", family="fedrep"), "two_head"),
+     "small_resnet", None),
+    (Method("FedRep", family="fedrep"), "two_head", "small_resnet"),
+    (Method("FedRep", family="fedrep"), "two_head", "bn_convnet"),
     (Method("Learnable", family="fedmt", options={"estimator": "learnable", "threshold": 0.13, "server_epochs": 1}),
-     "with_correspondence"),
+     "with_correspondence", "small_resnet"),
 ])
-def test_clients_never_read_fine_labels(pools, method, model):
+def test_clients_never_read_fine_labels(pools, method, model, backbone):
     fed = _fed(pools)
-    a = train(method, _cfg(model), pools, [fed], progress=False)
-    b = train(method, _cfg(model), _poisoned(pools, fed), [fed], progress=False)
+    cfg = _cfg(model, backbone=backbone or model)
+    a = train(method, cfg, pools, [fed], progress=False)
+    b = train(method, cfg, _poisoned(pools, fed), [fed], progress=False)
     assert a.history["train_loss"].iloc[-1] > 0  # clients trained
     for k in a.final_params:
         assert torch.equal(a.final_params[k], b.final_params[k]), k

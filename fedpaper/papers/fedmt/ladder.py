@@ -12,13 +12,15 @@ artifact id is `fedmt/scaling` like every paper's ladder, its function `ladder_a
 
 Rungs (`RUNGS`; the same 3 seeds at every rung):
 
-- quick (base quick: 4 rounds, 400 images per client): 1/10.7 (1 round, 150), 3/8 (3 rounds, 200), 1
+- quick (base quick: 2 rounds, 400 images per client): 1/10.7 (1 round, 75), 1/2 (1 round, 400), 1
   (the quick profile): 10.7x.
 - long (base long: 6 rounds, 400): 1/12 (1 round, 200), 2/3 (4 rounds, 400: quick's size), 1 (the
   long profile): 12x.
 - smoke: 1 round x 8 images, the smoke profile (2 x 24), 4 x 48 (synthetic, seconds).
 
-Cost: runs counted from the specs of `main` and `scaling` at each rung (benchmarks/ladder_runs.py, no
+Cost (sized with the LeNet, session 12; session 16 moved quick and long to the BatchNorm convnet, about
+3-5x the LeNet's CPU per run, and quick to 2 rounds: the README's profile table has the measured times):
+runs counted from the specs of `main` and `scaling` at each rung (benchmarks/ladder_runs.py, no
 training), CPU s = the quick profile's <= 1,200 s for these artifacts (the quick profile measured <=
 20 min on one core in all, benchmarks/results/fedmt_sizing.md; an upper bound) x the rung's work / quick's:
 
@@ -55,7 +57,7 @@ def _sized(rounds: int, spc: int) -> dict:
 RUNGS = {
     "smoke": ("smoke", (Rung("r1", {"rounds": 1, "single_rounds": 1, "samples_per_client": 8}), Rung("r2"),
                         Rung("r3", {"rounds": 4, "single_rounds": 4, "samples_per_client": 48}))),
-    "quick": ("quick", (Rung("r1", _sized(1, 150)), Rung("r2", _sized(3, 200)), Rung("r3"))),
+    "quick": ("quick", (Rung("r1", _sized(1, 75)), Rung("r2", _sized(1, 400)), Rung("r3"))),
     "long": ("long", (Rung("r1", _sized(1, 200)), Rung("r2", _sized(4, 400)), Rung("r3"))),
 }
 
