@@ -31,9 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-from torch import nn
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import loadavg, machine, run_line  # noqa: E402
