@@ -222,6 +222,27 @@ def test_fedmt_ladder_leaves_an_at_chance_rung_out():
         L.c11({"fig2b": pd.DataFrame(rows((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)))})
 
 
+def test_a_rung_where_the_compared_methods_coincide_gives_no_value():
+    """FedMT's 1-round rungs (quick r1, r2; long r1 until 2026-11-27) gave FedMT (E) and SemiFL the
+    same score on every seed (8.6/7.5/9.8 at long r1): a margin of exactly 0.0 by construction,
+    which entered the fits (claim 11 "flat", then "widening"). `differ` leaves such a rung out."""
+    import numpy as np
+
+    from fedpaper.papers._common.rows import Missing
+    from fedpaper.papers.fedmt import ladder as L
+
+    def rows(e, s):
+        return [{"metric": L.ACC, "gamma": 0.5, "method": m, "mean": float(np.mean(v)), "std": 0.1, "n_seeds": 3,
+                 "per_seed": ";".join(f"{x:.2f}" for x in v)} for m, v in ((L.E, e), ("SemiFL", s))]
+
+    with pytest.raises(Missing, match=r"FedMT \(E\) and SemiFL the same on every seed at gamma=0.5 "
+                                      r"\(8.6/7.5/9.8\)"):
+        L.c11({"fig2b": pd.DataFrame(rows((8.6, 7.5, 9.8), (8.6, 7.5, 9.8)))})
+    # equal on some seeds only: a real (small) margin
+    assert L.c11({"fig2b": pd.DataFrame(rows((8.6, 7.5, 9.9), (8.6, 7.5, 9.8)))}).seeds == \
+        pytest.approx((0.0, 0.0, 0.1))
+
+
 def test_a_worst_row_quantity_compares_the_same_rows_at_every_rung():
     """A row at chance at one rung (that has a value) is left out at every rung: otherwise the worst
     of more rows at a larger rung would look like a widening gap."""

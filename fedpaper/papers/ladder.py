@@ -158,6 +158,18 @@ def learned(cells: dict, names, chance: Optional[float], where: str = "", others
     return {k: v for k, v in cells.items() if k not in sub or k in kept}
 
 
+def differ(cells: dict, a: str, b: str, where: str = "") -> None:
+    """Missing when methods `a` and `b` ({method: Cell}) score the same on every seed: the two did not
+    differ at this budget (FedMT and SemiFL, say, before the clients' pseudo-labelled training has
+    reached the server model), so a margin between them is zero by construction, not a measurement,
+    and the rung gives no value for it (compute_table's notes say so)."""
+    sa, sb = seeds_of(cells[a]), seeds_of(cells[b])
+    if len(sa) and len(sa) == len(sb) and np.array_equal(np.round(sa, 6), np.round(sb, 6)):
+        at = f" {where}" if where else ""
+        raise Missing(f"{a} and {b} the same on every seed{at} ({'/'.join(f'{v:.1f}' for v in sa)}): "
+                      "the methods did not differ at this budget, so their margin tests nothing")
+
+
 def method_cells(t: pd.DataFrame, **key) -> dict:
     """{method: Cell} of the rows matching key (by normal form)."""
     sel = t

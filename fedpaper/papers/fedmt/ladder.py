@@ -10,32 +10,32 @@ image is not in it: the paper's compute is a lower bound).
 Module name: `ladder` (the package already has an artifact function `scaling`, Figs. 2b/2c); the
 artifact id is `fedmt/scaling` like every paper's ladder, its function `ladder_artifact`.
 
-Rungs (`RUNGS`; the same 3 seeds at every rung):
+Rungs (`RUNGS`; the same 3 seeds at every rung; every rung has at least 2 rounds):
 
-- quick (base quick: 2 rounds, 400 images per client): 1/10.7 (1 round, 75), 1/2 (1 round, 400), 1
-  (the quick profile): 10.7x.
-- long (base long: 6 rounds, 400): 1/12 (1 round, 200), 2/3 (4 rounds, 400: quick's size), 1 (the
+- quick (base quick: 2 rounds, 400 images per client): 1/10 (2 rounds, 40 images), 1/2 (2 rounds,
+  200), 1 (the quick profile): 10x.
+- long (base long: 6 rounds, 400): 1/12 (2 rounds, 100), 2/3 (4 rounds, 400: quick's size), 1 (the
   long profile): 12x.
 - smoke: 1 round x 8 images, the smoke profile (2 x 24), 4 x 48 (synthetic, seconds).
 
-Cost (sized with the LeNet, session 12; session 16 moved quick and long to the BatchNorm convnet, about
-3-5x the LeNet's CPU per run, and quick to 2 rounds: the README's profile table has the measured times):
-runs counted from the specs of `main` and `scaling` at each rung (benchmarks/ladder_runs.py, no
-training), CPU s = the quick profile's <= 1,200 s for these artifacts (the quick profile measured <=
-20 min on one core in all, benchmarks/results/fedmt_sizing.md; an upper bound) x the rung's work / quick's:
+Why 2 rounds at least: the 1-round rungs used until 2026-11-27 (quick 1 x 75 and 1 x 400, long 1 x
+200) gave FedMT (T), FedMT (E) and SemiFL the same score on every seed (long r1: 8.6/7.5/9.8 at n = 25),
+so claims 3 and 11 had a margin of exactly 0 there by construction, which entered their fits (claim 11
+"flat" on the quick ladder, "widening" on the long one). `differ` now leaves such a rung out, and the
+rungs start at 2 rounds, where the methods differ.
 
-| ladder | rung | runs | work (x quick) | ~CPU s |
-|---|---|---|---|---|
-| quick | r1 | 54 | 0.105 | <= 127 |
-| quick | r2 | 54 | 0.422 | <= 506 |
-| quick | r3 = quick | 48 | 1 | <= 1,200 |
-| long | r1 | 120 | 0.312 | <= 375 |
-| long | r2 | 114 | 2.38 | <= 2,850 |
-| long | r3 = long | 114 | 3.56 | <= 4,275 (long measured <= 60 min in all) |
+Cost (measured 2026-11-27, 2-core Intel Xeon, one core per worker, `OMP_NUM_THREADS=1`, the
+BatchNorm convnet; runs counted by benchmarks/ladder_runs.py; the rung equal to the profile reuses its
+cached runs):
 
-The rung equal to the profile reuses its cached runs: the quick ladder adds <= 630 CPU s (<= 11 min) to
-the quick profile (<= 20 min); the long one <= 3,225 CPU s (<= 54 min) to the long profile (<= 60 min):
-<= 1.9 h, inside 2.5 h.
+| ladder | rung | runs | measured |
+|---|---|---|---|
+| quick | r1 (2 x 40), r2 (2 x 200) | 54 + 54 | 11.8 min wall, 690 s CPU, the notebook included (`fedpaper reproduce --profile quick --only fedmt/scaling`, the quick runs cached) |
+| long | r1 (2 x 100) | 120 | 14.0 min wall, 827 s CPU, the notebook included (r2, r3 cached) |
+| long | r2 (4 x 400) | 114 | made with the old 1-round r1 (120 runs) in 38.6 min wall on two workers, <= 3,350 s CPU for both |
+
+The long ladder thus adds at most ~4,200 CPU s (~70 min on one core) to the long profile's <= 2.05
+CPU-hours (85.6 min wall on two workers).
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ from fedpaper.papers import load_reported
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt.claims import ACC, BASE, E, T, chance
 from fedpaper.parameters import artifact_function
-from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, run_ladder,
-                                    seeds_of, testable, worst)
+from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, differ, gap_to_paper, learned, method_cells,
+                                    run_ladder, seeds_of, testable, worst)
 
 
 def _sized(rounds: int, spc: int) -> dict:
@@ -57,8 +57,8 @@ def _sized(rounds: int, spc: int) -> dict:
 RUNGS = {
     "smoke": ("smoke", (Rung("r1", {"rounds": 1, "single_rounds": 1, "samples_per_client": 8}), Rung("r2"),
                         Rung("r3", {"rounds": 4, "single_rounds": 4, "samples_per_client": 48}))),
-    "quick": ("quick", (Rung("r1", _sized(1, 75)), Rung("r2", _sized(1, 400)), Rung("r3"))),
-    "long": ("long", (Rung("r1", _sized(1, 200)), Rung("r2", _sized(4, 400)), Rung("r3"))),
+    "quick": ("quick", (Rung("r1", _sized(2, 40)), Rung("r2", _sized(2, 200)), Rung("r3"))),
+    "long": ("long", (Rung("r1", _sized(2, 100)), Rung("r2", _sized(4, 400)), Rung("r3"))),
 }
 
 
@@ -71,6 +71,9 @@ def c3(tabs):
     def row(n):
         def margin():
             m = learned(method_cells(t, n=n), (T, E), chance(t, ACC), f"at n={n:g}", others=BASE)
+            for k in (T, E):
+                if "SemiFL" in m:
+                    differ(m, k, "SemiFL", f"at n={n:g}")
             return (np.min([seeds_of(m[k]) for k in (T, E)], axis=0)
                     - np.max([seeds_of(m[k]) for k in BASE if k in m], axis=0))
         return margin
@@ -86,6 +89,7 @@ def c11(tabs):
     def row(g):
         def margin():
             m = learned(method_cells(t, gamma=g), (E, "SemiFL"), chance(t, ACC), f"at gamma={g:g}")
+            differ(m, E, "SemiFL", f"at gamma={g:g}")
             return seeds_of(m[E]) - seeds_of(m["SemiFL"])
         return margin
     return worst(testable([(f"gamma={g:g}", row(g)) for g in sorted({float(x) for x in t["gamma"]})]))
