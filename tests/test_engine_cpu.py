@@ -70,6 +70,44 @@ def test_two_identical_trainings_give_identical_parameters(case):
         assert torch.equal(a.final_params[k], b.final_params[k]), k
 
 
+@pytest.mark.parametrize("method", ["FedAvg", "FedProx", "SCAFFOLD"])
+def test_grouped_backend_skips_finished_slots_without_changing_a_bit(method, monkeypatch):
+    """Clients of unequal size (12 to 60 images: most slots finish their epoch early): the grouped
+    backend passes only the slots that still step, and the runs end with the same parameters and
+    history bit for bit as when every slot is passed (two runs in one call, 1 and 2 of them
+    finishing early; FedProx's anchor and SCAFFOLD's correction ride along)."""
+    from fedpaper.engine import backends
+
+    model, kw, _ = CASES["lenet-grouped"]
+    pools = _pools()
+    rng = np.random.default_rng(0)
+    feds = []
+    for seed, sizes in ((0, (60, 12, 30, 18)), (1, (24, 40, 12, 12))):
+        perm = rng.permutation(len(pools.y_train))
+        cuts = np.cumsum(sizes)[:-1]
+        feds.append(Federation(np.split(perm[:sum(sizes)], cuts), np.arange(len(pools.y_test)), seed=seed))
+    options = {"FedProx": {"client": "fedprox", "mu": 0.1}, "SCAFFOLD": {"client": "scaffold"}}.get(method, {})
+    cfg = _cfg(model, model_kwargs=kw, backend="grouped", local_epochs=2, rounds=2)
+    passed = []
+    real = backends.SlotGradients._grouped
+
+    def spy(self, params, batch, *a, **k):
+        passed.append(batch["x"].shape[0])
+        return real(self, params, batch, *a, **k)
+
+    monkeypatch.setattr(backends.SlotGradients, "_grouped", spy)
+    skip = train(Method(method, **options), cfg, pools, feds, progress=False)
+    assert min(passed) < max(passed)  # finished slots were left out
+    monkeypatch.setattr(backends.SlotGradients, "_grouped_active",
+                        lambda self, params, batch, present, anchor, objective, gens, active:
+                        real(self, params, batch, present, anchor, objective, gens))
+    full = train(Method(method, **options), cfg, pools, feds, progress=False)
+    for k in full.final_params:
+        assert torch.equal(skip.final_params[k], full.final_params[k]), k
+    pd.testing.assert_frame_equal(skip.history.drop(columns=["seconds"], errors="ignore"),
+                                  full.history.drop(columns=["seconds"], errors="ignore"))
+
+
 def test_guarded_model_trains_under_the_avx2_kernels():
     """The regression test of the crash: a model with a 1x1 stride-2 conv on 4 channels trains
     twice under oneDNN's AVX2 kernels (a subprocess with ONEDNN_MAX_CPU_ISA=AVX2, whatever this
