@@ -151,12 +151,13 @@ class SlotGradients:
     def _grouped(self, params, batch, present, anchor, objective, gens=None):
         G = batch["x"].shape[0]
         width = pass_width(batch["x"].shape[1])
+        channels = batch["x"].shape[2] if batch["x"].dim() == 5 else None  # images [G, B, C, H, W]
         grads, lsums = {k: [] for k in params}, []
         for lo in range(0, G, width):
             n = min(G, lo + width) - lo
-            w = safe_width(n)
+            w = safe_width(n, channels=channels)
             # slots lo..lo+n-1 (a view), or padded to a safe width by repeating the last one
-            idx = slice(lo, lo + n) if w == n else padded_slots(lo, n)
+            idx = slice(lo, lo + n) if w == n else padded_slots(lo, n, channels)
             p = {k: stacked_layout(v[idx]).detach().requires_grad_(True) for k, v in params.items()}
             b = {k: v[idx] for k, v in batch.items()}
             pass_gens = None if gens is None else list(gens[lo:lo + n]) + [None] * (w - n)
@@ -170,16 +171,23 @@ class SlotGradients:
         return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)
 
 
-def safe_width(n: int, threads: int | None = None) -> int:
+def safe_width(n: int, threads: int | None = None, channels: int | None = None) -> int:
     """The number of slots a grouped pass of n slots is padded to: at least 2 and a multiple of
     the thread count. oneDNN computes a grouped convolution's weight gradient group by group when
     every thread gets whole groups, and then a slot's gradient is the same bits whatever the other
     groups are and whichever position it holds (measured, 1 and 2 threads, fp32 and bf16:
     tests/test_engine_cpu.py); with one group (an ordinary convolution, another kernel) or with
     fewer groups than it wants to split over threads (e.g. 3, 5 or 7 groups on 2 threads) it sums
-    partial gradients in another order, and a run's numbers would depend on its group mates."""
+    partial gradients in another order, and a run's numbers would depend on its group mates.
+    channels: a slot's input channels (images), where known. A pass whose first convolution sees
+    exactly 3 channels in all (3 one-channel slots, one thread) is padded to the next width: oneDNN's
+    AVX2 kernels treat a 3-channel input as an image's first layer (another kernel, another summation
+    order; measured with ONEDNN_MAX_CPU_ISA=AVX2, not on AVX-512: tests/test_engine_cpu.py)."""
     t = max(1, threads or torch.get_num_threads())
-    return max(2, -(-n // t) * t)
+    w = max(2, -(-n // t) * t)
+    while channels and w * channels == 3:
+        w += t
+    return w
 
 
 def pass_width(batch: int) -> int:
@@ -187,8 +195,8 @@ def pass_width(batch: int) -> int:
     return safe_width(max(1, GROUPED_SAMPLES // max(1, batch)))
 
 
-def padded_slots(lo: int, n: int) -> torch.Tensor:
-    """Indices of slots lo..lo+n-1, padded to safe_width(n) by repeating the last one (whose extra
-    copies' gradients and losses are dropped)."""
-    w = safe_width(n)
+def padded_slots(lo: int, n: int, channels: int | None = None) -> torch.Tensor:
+    """Indices of slots lo..lo+n-1, padded to safe_width(n, channels=channels) by repeating the last
+    one (whose extra copies' gradients and losses are dropped)."""
+    w = safe_width(n, channels=channels)
     return torch.arange(lo, lo + w).clamp(max=lo + n - 1)
