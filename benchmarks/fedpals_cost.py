@@ -18,10 +18,13 @@ checks that the configurations give the same results:
 
 Configurations: `before` = the sweep as it ran before issue 28 (up to 16 runs per engine call, so
 the seeds of a method trained together); `after` = fedpaper.papers.fedpals.train's
-runs_per_engine_call() (one run per call on CPU). With `--estimate`, the measured `after` rate of
+runs_per_engine_call() (one run per call on CPU); `all-slots` = `after` with the grouped backend
+passing every slot of a call at every step, finished clients too, as before session 16
+(`--configs all-slots after` measures what skipping them gives). With `--estimate`, the measured `after` rate of
 the row is applied to the counted work of the whole artifact (`--only`, default table1).
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -89,7 +92,26 @@ def count(p: dict, rate: dict, only=None, data_root=None, quiet=False) -> dict:
 
 
 # ----------------------------------------------------------------------------- measure
-CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call}
+CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call, "all-slots": TR.runs_per_engine_call}
+
+
+@contextlib.contextmanager
+def _all_slots():
+    """The grouped backend as it was before it skipped finished slots: every slot of the call is
+    passed at every step (engine.backends.SlotGradients._grouped_active bypassed)."""
+    from fedpaper.engine import backends
+
+    real = backends.SlotGradients._grouped_active
+    backends.SlotGradients._grouped_active = \
+        lambda self, params, batch, present, anchor, objective, gens, active: \
+        self._grouped(params, batch, present, anchor, objective, gens)
+    try:
+        yield
+    finally:
+        backends.SlotGradients._grouped_active = real
+
+
+PATCHES = {"all-slots": _all_slots}  # configurations that differ in the engine, not in the sweep
 
 
 def row_specs(p: dict, row: str, rounds: int, data_root) -> list:
@@ -119,7 +141,7 @@ def measure(p: dict, row: str, rounds: int, configs: list, repeats: int, data_ro
     for rep in range(repeats):
         for name in configs:
             load0 = loadavg()
-            with tempfile.TemporaryDirectory() as d:
+            with tempfile.TemporaryDirectory() as d, PATCHES.get(name, contextlib.nullcontext)():
                 c0, w0 = time.process_time(), time.perf_counter()
                 res = run_specs(specs, data_root, execution=R.execution(), store=ResultStore(d), progress=False,
                                 max_batch=CONFIGS[name]())

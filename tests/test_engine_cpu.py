@@ -70,6 +70,44 @@ def test_two_identical_trainings_give_identical_parameters(case):
         assert torch.equal(a.final_params[k], b.final_params[k]), k
 
 
+@pytest.mark.parametrize("method", ["FedAvg", "FedProx", "SCAFFOLD"])
+def test_grouped_backend_skips_finished_slots_without_changing_a_bit(method, monkeypatch):
+    """Clients of unequal size (12 to 60 images: most slots finish their epoch early): the grouped
+    backend passes only the slots that still step, and the runs end with the same parameters and
+    history bit for bit as when every slot is passed (two runs in one call, 1 and 2 of them
+    finishing early; FedProx's anchor and SCAFFOLD's correction ride along)."""
+    from fedpaper.engine import backends
+
+    model, kw, _ = CASES["lenet-grouped"]
+    pools = _pools()
+    rng = np.random.default_rng(0)
+    feds = []
+    for seed, sizes in ((0, (60, 12, 30, 18)), (1, (24, 40, 12, 12))):
+        perm = rng.permutation(len(pools.y_train))
+        cuts = np.cumsum(sizes)[:-1]
+        feds.append(Federation(np.split(perm[:sum(sizes)], cuts), np.arange(len(pools.y_test)), seed=seed))
+    options = {"FedProx": {"client": "fedprox", "mu": 0.1}, "SCAFFOLD": {"client": "scaffold"}}.get(method, {})
+    cfg = _cfg(model, model_kwargs=kw, backend="grouped", local_epochs=2, rounds=2)
+    passed = []
+    real = backends.SlotGradients._grouped
+
+    def spy(self, params, batch, *a, **k):
+        passed.append(batch["x"].shape[0])
+        return real(self, params, batch, *a, **k)
+
+    monkeypatch.setattr(backends.SlotGradients, "_grouped", spy)
+    skip = train(Method(method, **options), cfg, pools, feds, progress=False)
+    assert min(passed) < max(passed)  # finished slots were left out
+    monkeypatch.setattr(backends.SlotGradients, "_grouped_active",
+                        lambda self, params, batch, present, anchor, objective, gens, active:
+                        real(self, params, batch, present, anchor, objective, gens))
+    full = train(Method(method, **options), cfg, pools, feds, progress=False)
+    for k in full.final_params:
+        assert torch.equal(skip.final_params[k], full.final_params[k]), k
+    pd.testing.assert_frame_equal(skip.history.drop(columns=["seconds"], errors="ignore"),
+                                  full.history.drop(columns=["seconds"], errors="ignore"))
+
+
 def test_guarded_model_trains_under_the_avx2_kernels():
     """The regression test of the crash: a model with a 1x1 stride-2 conv on 4 channels trains
     twice under oneDNN's AVX2 kernels (a subprocess with ONEDNN_MAX_CPU_ISA=AVX2, whatever this
@@ -213,3 +251,43 @@ if __name__ == "__main__":
     summary = _isa_summary(runs.spec(settings("smoke"), "FedMT (E)", 0, threshold=0.055, lambda2=1))
     ISA_FIXTURE.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     print(f"wrote {ISA_FIXTURE} on {summary['machine']}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_every_safe_width_gives_a_slot_the_same_gradient_bits(channels, threads):
+    """safe_width's promise, checked on this CPU (and under the AVX2 emulation in `make test`): a
+    LeNet slot's weight gradients in a grouped pass are the same bits at every width safe_width
+    gives for 1-9 slots, whatever its group mates. Under oneDNN's AVX2 kernels a pass of 3
+    one-channel slots (3 input channels in all, the image first-layer kernel) summed differently;
+    skipping finished slots (live subsets of every size) exposed it (tests/test_engine_diverge.py)."""
+    from fedpaper.engine.backends import safe_width
+    from fedpaper.engine.grouped import GroupedForward, stacked_layout
+
+    model = build_model("lenet", in_channels=channels, image_size=16, num_classes=4, c1=4, c2=6)
+    net = GroupedForward.build(model, (channels, 16, 16))
+    assert net is not None
+    base = {k: v.detach() for k, v in model.named_parameters()}
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(8, channels, 16, 16, generator=g)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        seen = {}
+        for n in range(1, 10):
+            w = safe_width(n, threads, channels)
+            assert w >= n and w % threads == 0
+            mates = torch.Generator().manual_seed(n)
+            x = torch.stack([x0] + [torch.randn(8, channels, 16, 16, generator=mates) for _ in range(w - 1)])
+            p = {k: stacked_layout(torch.stack([v] + [v + 0.1 * torch.randn(v.shape, generator=mates)
+                                                      for _ in range(w - 1)])).requires_grad_(True)
+                 for k, v in base.items()}
+            out = net(p, x)
+            grads = torch.autograd.grad((out ** 2).sum(), list(p.values()))
+            seen[w] = [gr[0].clone() for gr in grads]
+    finally:
+        torch.set_num_threads(old)
+    ref = seen[min(seen)]
+    for w, grads in seen.items():
+        for name, a, b in zip(base, grads, ref):
+            assert torch.equal(a, b), f"width {w}: slot 0's {name} gradient differs from width {min(seen)}"

@@ -55,6 +55,8 @@ class SlotGradients:
         self.layout = fast_layout if channels_last else (lambda t: t)
         # opt-in (model attribute): the loop backend skips the slots that will not step (see __call__)
         self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
+        # the grouped backend skips them whenever its forward draws no random numbers (no dropout)
+        self.skip_grouped = grouped is not None and not any(op[0] == "dropout" for op in grouped.ops)
         # BatchNorm (loop backend): statistics from each slot's real rows only (batchnorm.py)
         self.batchnorm = backend == "loop" and mask_batchnorm(template) > 0
 
@@ -75,8 +77,11 @@ class SlotGradients:
         statistics are restored after its pass, so a finished client's statistics stay as they are
         (tests/reference/test_reference_batchnorm.py). gens (optional): a torch.Generator per slot, its run's
         (randomness.RunGenerators), for what the forward pass draws (dropout) in the loop and grouped
-        backends; vmap draws from the global RNG."""
+        backends; vmap draws from the global RNG. The grouped backend passes only the active slots
+        when its model has no dropout (see _grouped_active)."""
         if self.backend == "grouped":
+            if active is not None and self.skip_grouped and not bool(active.all()):
+                return self._grouped_active(params, batch, present, anchor, objective, gens, active)
             return self._grouped(params, batch, present, anchor, objective, gens)
         gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
         buffers = buffers or {}
@@ -109,15 +114,50 @@ class SlotGradients:
         grads = {k: torch.stack([o[0][k] for o in outs]) for k in params}
         return grads, torch.stack([o[1] for o in outs])
 
+    def _grouped_active(self, params, batch, present, anchor, objective, gens, active):
+        """_grouped on the active slots only; the others get zero gradients and a zero loss sum
+        (NaN where their parameters are not finite, as their masked rows' sum would be).
+
+        Clients of unequal size finish their local epochs at different steps, and every slot of an
+        engine call is padded to the largest one: the finished slots' passes were wasted (up to 27 %
+        of a FedPALS paper-profile run's compute). Skipping them changes no bit of the active slots'
+        gradients (each slot's are the same whatever its group mates: safe_width), and an inactive
+        slot does not step (optim: its parameters and state are kept) whatever its gradient, so a
+        run's numbers are unchanged except where a finished slot's masked rows would have given a
+        non-finite gradient, which the old pass turned into NaN parameters through lr * 0 * NaN.
+        Only without dropout: its masks are drawn per run, and a skipped slot would shift the
+        draws of the run's other slots."""
+        live = torch.nonzero(active).flatten()
+        G = active.shape[0]
+        if live.numel() == 0:
+            g, l = {k: torch.zeros_like(v) for k, v in params.items()}, None
+        else:
+            def pick(t):  # the live slots of a per-slot tensor (every batch entry is [G, ...])
+                return t.index_select(0, live) if torch.is_tensor(t) and t.dim() and t.shape[0] == G else t
+            g_live, l_live = self._grouped({k: pick(v) for k, v in params.items()},
+                                           {k: pick(v) for k, v in batch.items()}, pick(present),
+                                           {k: pick(v) for k, v in anchor.items()}, objective,
+                                           None if gens is None else [gens[i] for i in live.tolist()])
+            g = {k: v.new_zeros((G, *v.shape[1:])).index_copy_(0, live, v) for k, v in g_live.items()}
+            l = l_live
+        dtype = l.dtype if l is not None else torch.float32
+        finite = torch.stack([torch.isfinite(v.reshape(G, -1)).all(1) for v in params.values()]).all(0)
+        lsum = torch.where(finite, torch.zeros(G, dtype=dtype, device=active.device),
+                           torch.full((G,), float("nan"), dtype=dtype, device=active.device))
+        if l is not None:
+            lsum = lsum.index_copy(0, live, l)
+        return g, lsum
+
     def _grouped(self, params, batch, present, anchor, objective, gens=None):
         G = batch["x"].shape[0]
         width = pass_width(batch["x"].shape[1])
+        channels = batch["x"].shape[2] if batch["x"].dim() == 5 else None  # images [G, B, C, H, W]
         grads, lsums = {k: [] for k in params}, []
         for lo in range(0, G, width):
             n = min(G, lo + width) - lo
-            w = safe_width(n)
+            w = safe_width(n, channels=channels)
             # slots lo..lo+n-1 (a view), or padded to a safe width by repeating the last one
-            idx = slice(lo, lo + n) if w == n else padded_slots(lo, n)
+            idx = slice(lo, lo + n) if w == n else padded_slots(lo, n, channels)
             p = {k: stacked_layout(v[idx]).detach().requires_grad_(True) for k, v in params.items()}
             b = {k: v[idx] for k, v in batch.items()}
             pass_gens = None if gens is None else list(gens[lo:lo + n]) + [None] * (w - n)
@@ -131,16 +171,23 @@ class SlotGradients:
         return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(lsums)
 
 
-def safe_width(n: int, threads: int | None = None) -> int:
+def safe_width(n: int, threads: int | None = None, channels: int | None = None) -> int:
     """The number of slots a grouped pass of n slots is padded to: at least 2 and a multiple of
     the thread count. oneDNN computes a grouped convolution's weight gradient group by group when
     every thread gets whole groups, and then a slot's gradient is the same bits whatever the other
     groups are and whichever position it holds (measured, 1 and 2 threads, fp32 and bf16:
     tests/test_engine_cpu.py); with one group (an ordinary convolution, another kernel) or with
     fewer groups than it wants to split over threads (e.g. 3, 5 or 7 groups on 2 threads) it sums
-    partial gradients in another order, and a run's numbers would depend on its group mates."""
+    partial gradients in another order, and a run's numbers would depend on its group mates.
+    channels: a slot's input channels (images), where known. A pass whose first convolution sees
+    exactly 3 channels in all (3 one-channel slots, one thread) is padded to the next width: oneDNN's
+    AVX2 kernels treat a 3-channel input as an image's first layer (another kernel, another summation
+    order; measured with ONEDNN_MAX_CPU_ISA=AVX2, not on AVX-512: tests/test_engine_cpu.py)."""
     t = max(1, threads or torch.get_num_threads())
-    return max(2, -(-n // t) * t)
+    w = max(2, -(-n // t) * t)
+    while channels and w * channels == 3:
+        w += t
+    return w
 
 
 def pass_width(batch: int) -> int:
@@ -148,8 +195,8 @@ def pass_width(batch: int) -> int:
     return safe_width(max(1, GROUPED_SAMPLES // max(1, batch)))
 
 
-def padded_slots(lo: int, n: int) -> torch.Tensor:
-    """Indices of slots lo..lo+n-1, padded to safe_width(n) by repeating the last one (whose extra
-    copies' gradients and losses are dropped)."""
-    w = safe_width(n)
+def padded_slots(lo: int, n: int, channels: int | None = None) -> torch.Tensor:
+    """Indices of slots lo..lo+n-1, padded to safe_width(n, channels=channels) by repeating the last
+    one (whose extra copies' gradients and losses are dropped)."""
+    w = safe_width(n, channels=channels)
     return torch.arange(lo, lo + w).clamp(max=lo + n - 1)
