@@ -287,7 +287,14 @@ def _train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
 
 
 def store_key(spec: RunSpec, data_root=None) -> dict:
-    """What a run's result is stored under: its paper, its spec and the data copy it reads."""
+    """What a run's result is stored under: its paper, its spec and the data copy it reads. The
+    paper is imported first where its data name is its own pools builder's (registered on import):
+    without it the data copy would read as None, and the key would depend on what was imported
+    before (`fedpaper cache rekey` of FedMT's runs failed so)."""
+    from .data import DATASETS
+
+    if spec.data["name"] not in POOLS_BUILDERS and spec.data["name"] not in DATASETS:
+        _import_paper(spec.paper)
     return {"paper": spec.paper, "run": json.loads(spec.to_json()),
             "data_copy": data_identity(spec.data, data_root)}
 

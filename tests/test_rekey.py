@@ -108,3 +108,25 @@ def test_runs_that_ran_every_round_are_checked_first():
     small = {"result": {"diverged_at": None, "log": {"samples": 100}}}
     order = sorted([("a", early), ("b", full), ("c", small)], key=R._check_order)
     assert [k for k, _ in order] == ["c", "b", "a"]
+
+
+def test_a_store_key_does_not_depend_on_what_was_imported_before(tmp_path):
+    """FedMT's runs read CIFAR-100 through the paper's own pools builder, registered when the paper is
+    imported; `fedpaper cache rekey` (which imports no paper) computed their key with no data copy
+    and refused every run. store_key imports the run's paper itself."""
+    import subprocess
+    import sys
+
+    from fedpaper.papers.fedmt import runs as MR
+    from fedpaper.papers.fedmt.profiles import settings
+
+    spec = MR.spec(settings("quick"), "FedMT (E)", 0)  # real CIFAR-100 (the smoke profile uses a stand-in)
+    (tmp_path / "cifar100").mkdir()
+    (tmp_path / "cifar100" / "cifar100-jpeg95.zip").write_bytes(b"0" * 10)  # a copy, as its name and size tell
+    here = E.store_key(spec, str(tmp_path))
+    assert here["data_copy"] is not None
+    code = ("import json, sys; from fedpaper.experiment import RunSpec, store_key; "
+            "s = RunSpec(**json.loads(sys.argv[1])); print(json.dumps(store_key(s, sys.argv[2])['data_copy']))")
+    out = subprocess.run([sys.executable, "-c", code, spec.to_json(), str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == here["data_copy"]
