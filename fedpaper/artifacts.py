@@ -250,6 +250,47 @@ def claim_tables(artifact_id: str, table: pd.DataFrame, profile: Optional[str] =
     return mine, {a: (table if a == artifact_id else other(a)) for c in mine for a in c.artifacts}
 
 
+CLAIM_NOTE_PREFIX = "paper claim not reproduced: "  # a provenance note per claim named on the figure
+
+
+def stale_claim_stamps(artifact_ids: Sequence[str], profile: str) -> dict:
+    """{artifact id: the failed-claim texts its figure should name} for each of these artifacts whose
+    committed figure (this profile's folder) names others: the stamp is drawn with the figure, and a
+    later artifact of the same `fedpaper reproduce` can change a claim it shares (FedMT's quick Fig.
+    2b named claim 33 after Table 9 had changed it). Synthetic results and figures that draw the data
+    are left alone."""
+    out = {}
+    for aid in artifact_ids:
+        if aid in DRAWS_DATA:
+            continue
+        table, record = load_committed(aid, profile)
+        if table is None or not record or record.get("synthetic"):
+            continue
+        drawn = _claim_notes(record)
+        try:
+            now = failed_claims(aid, table, profile)
+        except Exception:  # noqa: BLE001 - a claim check never stops the figures (as caption_failed_claims)
+            continue
+        if now != drawn:
+            out[aid] = now
+    return out
+
+
+def _claim_notes(record: dict) -> list:
+    """The failed-claim texts a provenance record's notes name."""
+    return [n[len(CLAIM_NOTE_PREFIX):] for n in record.get("notes") or [] if str(n).startswith(CLAIM_NOTE_PREFIX)]
+
+
+def write_claim_notes(artifact_id: str, profile: str, failed: Sequence[str]) -> None:
+    """Replace the claim notes of an artifact's committed provenance json by `failed` (atomically);
+    its other fields stay as the run wrote them."""
+    path = committed_paths(artifact_id, profile)["json"]
+    record = json.loads(path.read_text(encoding="utf-8"))
+    notes = [n for n in record.get("notes") or [] if not str(n).startswith(CLAIM_NOTE_PREFIX)]
+    record["notes"] = notes + [CLAIM_NOTE_PREFIX + t for t in failed]
+    _write_outputs({"json": path}, record=record)
+
+
 def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> list[str]:
     """A red line at the top of the figure naming each paper claim that this result does not reproduce."""
     import textwrap
@@ -475,8 +516,7 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
         if synthetic:
             stamp_figure(fig)
         else:
-            notes += [f"paper claim not reproduced: {t}"
-                      for t in caption_failed_claims(fig, artifact_id, table, profile)]
+            notes += [CLAIM_NOTE_PREFIX + t for t in caption_failed_claims(fig, artifact_id, table, profile)]
         if exploration:
             stamp_exploration(fig, explore.describe(), above_banner=synthetic, dry_run=explore.dry_run)
         record = prov.collect(
@@ -553,15 +593,20 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=Fa
                   missing_datasets=list((committed_record or {}).get("missing_datasets") or []))
     fig = draw(table, params)
     try:
+        failed = None
         if (committed_record or {}).get("synthetic"):
             stamp_figure(fig)
         else:
-            caption_failed_claims(fig, art.id, table, profile)
+            failed = caption_failed_claims(fig, art.id, table, profile)
         in_place = _same_dir(paths["csv"].parent, committed["csv"].parent)
         # In place, the committed csv and json stay byte-identical (they still describe the run
-        # that made the numbers); only the png/pdf are redrawn. Elsewhere, all four are written.
+        # that made the numbers); only the png/pdf are redrawn, and the json's claim notes where the
+        # claims the figure names have changed (they are a judgement of the numbers, made now).
+        # Elsewhere, all four are written.
         _write_outputs(paths, fig=fig, table=None if in_place else table,
                        record=None if in_place else prov.jsonable(record))
+        if in_place and failed is not None and committed_record and failed != _claim_notes(committed_record):
+            write_claim_notes(art.id, source, failed)
     finally:
         _close(fig)
     _report_status(art.id, "rerendered", status, paths)

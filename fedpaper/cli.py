@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import shlex
 import sys
@@ -395,6 +396,30 @@ def _peak_rss_gib() -> float:
     return kib / 2**20
 
 
+def _restamp_claims(plan, profile: str, regenerated: list) -> None:
+    """Redraw, from their committed files, the figures regenerated in this run whose "claim not
+    reproduced" stamp a later artifact of the run made stale (artifacts.stale_claim_stamps); the
+    re-render in place also writes the claims they now name into their provenance json."""
+    from fedpaper.artifacts import RERENDER_ENV, stale_claim_stamps
+    from fedpaper.notebook import artifact_function_of
+
+    stale = stale_claim_stamps(regenerated, profile)
+    for nb, aids in plan.notebooks.items():
+        mine = [a for a in aids if a in stale]
+        if not mine:
+            continue
+        try:
+            with _env(RERENDER_ENV, "1"), contextlib.redirect_stdout(io.StringIO()):
+                artifact_function_of(nb)(profile=profile)
+        except Exception as e:  # noqa: BLE001 - the run's results are written; say how to redraw
+            print(f"fedpaper: warning: could not redraw {', '.join(mine)} with the claims that fail now ({e}); "
+                  f"run `fedpaper reproduce --rerender --profile {profile} --only {' '.join(mine)}`", file=sys.stderr)
+            continue
+        for aid in mine:
+            print(f"{'restamped':<15} {aid}: its figure names the claims that fail now "
+                  f"({len(stale[aid])}; a later artifact of this run changed one)")
+
+
 def cmd_reproduce(args) -> int:
     from fedpaper.artifacts import STATUS_FILE_ENV, check_profile, read_statuses, resolve_out_dir
     from fedpaper.paths import cache_dir
@@ -468,6 +493,8 @@ def cmd_reproduce(args) -> int:
                                             "the same command resumes")
     for aid, (kind, detail) in outcomes.items():
         print(f"{OUTCOME_LABELS[kind]:<15} {aid}: {detail}")
+    if not args.dry_run and not args.rerender and args.out_dir is None:
+        _restamp_claims(plan, args.profile, [aid for aid, (kind, _) in outcomes.items() if kind == "regenerated"])
     if not args.no_report:
         from fedpaper.report import write_report
 

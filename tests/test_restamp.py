@@ -1,0 +1,52 @@
+"""A figure's "claim not reproduced" stamp is drawn with the figure; a later artifact of the same
+`fedpaper reproduce` can change a claim it names (FedMT's quick Fig. 2b named claim 33 after Table 9
+had changed it, and CI's figure check failed). reproduce then redraws it and rewrites its claim notes."""
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+from fedpaper import artifacts as A
+from fedpaper import cli
+from fedpaper.paths import REPO_ROOT
+
+AID = "fedmt/fig2b"
+
+
+def _notebook_of(aid):
+    for nb in sorted((REPO_ROOT / "notebooks").glob("*/*.ipynb")):
+        meta = json.loads(nb.read_text(encoding="utf-8"))["metadata"].get("fedpaper", {})
+        if aid in meta.get("artifacts", []):
+            return nb, meta["artifacts"]
+    raise AssertionError(f"no notebook makes {aid}")
+
+
+def test_a_stale_claim_stamp_is_redrawn_and_its_notes_rewritten(tmp_path, monkeypatch):
+    nb, aids = _notebook_of(AID)
+    figs = tmp_path / "figures"
+    for aid in aids:  # the notebook's committed quick results, copied
+        for p in A.output_paths(aid, REPO_ROOT / "figures").values():
+            if p.is_file():
+                dest = figs / p.relative_to(REPO_ROOT / "figures")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(p, dest)
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(figs))
+    monkeypatch.setenv("FEDPAPER_DATA", str(tmp_path / "no-data"))
+    monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    paths = A.output_paths(AID, figs)
+    before = {s: paths[s].read_bytes() for s in ("png", "csv")}
+
+    real = A.failed_claims
+    monkeypatch.setattr(A, "failed_claims", lambda aid, table, profile=None:
+                        ["(Fig. 2b) a claim another artifact just changed"] + real(aid, table, profile)
+                        if aid == AID else real(aid, table, profile))
+    stale = A.stale_claim_stamps([AID], "quick")
+    assert list(stale) == [AID] and stale[AID][0].startswith("(Fig. 2b) a claim another")
+
+    cli._restamp_claims(SimpleNamespace(notebooks={str(nb): aids}), "quick", [AID])
+    notes = json.loads(paths["json"].read_text(encoding="utf-8"))["notes"]
+    assert A.CLAIM_NOTE_PREFIX + "(Fig. 2b) a claim another artifact just changed" in notes
+    assert paths["png"].read_bytes() != before["png"]  # the red line names one claim more
+    assert paths["csv"].read_bytes() == before["csv"]  # the numbers are the run's
+    assert A.stale_claim_stamps([AID], "quick") == {}
