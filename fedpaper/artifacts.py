@@ -281,14 +281,10 @@ def _claim_notes(record: dict) -> list:
     return [n[len(CLAIM_NOTE_PREFIX):] for n in record.get("notes") or [] if str(n).startswith(CLAIM_NOTE_PREFIX)]
 
 
-def write_claim_notes(artifact_id: str, profile: str, failed: Sequence[str]) -> None:
-    """Replace the claim notes of an artifact's committed provenance json by `failed` (atomically);
-    its other fields stay as the run wrote them."""
-    path = committed_paths(artifact_id, profile)["json"]
-    record = json.loads(path.read_text(encoding="utf-8"))
+def with_claim_notes(record: dict, failed: Sequence[str]) -> dict:
+    """A provenance record whose claim notes name `failed`; its other fields as they were."""
     notes = [n for n in record.get("notes") or [] if not str(n).startswith(CLAIM_NOTE_PREFIX)]
-    record["notes"] = notes + [CLAIM_NOTE_PREFIX + t for t in failed]
-    _write_outputs({"json": path}, record=record)
+    return {**record, "notes": notes + [CLAIM_NOTE_PREFIX + t for t in failed]}
 
 
 def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame, profile: Optional[str] = None) -> list[str]:
@@ -603,10 +599,11 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=Fa
         # that made the numbers); only the png/pdf are redrawn, and the json's claim notes where the
         # claims the figure names have changed (they are a judgement of the numbers, made now).
         # Elsewhere, all four are written.
+        restamped = (in_place and failed is not None and committed_record
+                     and failed != _claim_notes(committed_record))
         _write_outputs(paths, fig=fig, table=None if in_place else table,
-                       record=None if in_place else prov.jsonable(record))
-        if in_place and failed is not None and committed_record and failed != _claim_notes(committed_record):
-            write_claim_notes(art.id, source, failed)
+                       record=(with_claim_notes(committed_record, failed) if restamped
+                               else None if in_place else prov.jsonable(record)))
     finally:
         _close(fig)
     _report_status(art.id, "rerendered", status, paths)

@@ -243,16 +243,6 @@ def test_the_same_numbers_on_avx2_and_avx512(fedmt_smoke):
             assert g[key] == r[key], (key, g, r)
         assert abs(g["train_loss"] - r["train_loss"]) <= 1e-4
 
-
-if __name__ == "__main__":
-    from fedpaper.papers.fedmt import runs
-    from fedpaper.papers.fedmt.profiles import settings
-
-    summary = _isa_summary(runs.spec(settings("smoke"), "FedMT (E)", 0, threshold=0.055, lambda2=1))
-    ISA_FIXTURE.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {ISA_FIXTURE} on {summary['machine']}")
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("channels", [1, 3])
 def test_every_safe_width_gives_a_slot_the_same_gradient_bits(channels, threads):
@@ -291,3 +281,13 @@ def test_every_safe_width_gives_a_slot_the_same_gradient_bits(channels, threads)
     for w, grads in seen.items():
         for name, a, b in zip(base, grads, ref):
             assert torch.equal(a, b), f"width {w}: slot 0's {name} gradient differs from width {min(seen)}"
+
+
+if __name__ == "__main__":
+    from fedpaper.papers.fedmt import runs
+    from fedpaper.papers.fedmt.profiles import settings
+
+    summary = _isa_summary(runs.spec(settings("smoke"), "FedMT (E)", 0, threshold=0.055, lambda2=1))
+    ISA_FIXTURE.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {ISA_FIXTURE} on {summary['machine']}")
+

@@ -3,22 +3,20 @@
 had changed it, and CI's figure check failed). reproduce then redraws it and rewrites its claim notes."""
 import json
 import shutil
-from pathlib import Path
 from types import SimpleNamespace
 
 from fedpaper import artifacts as A
 from fedpaper import cli
+from fedpaper.papers import implementation
 from fedpaper.paths import REPO_ROOT
 
 AID = "fedmt/fig2b"
 
 
 def _notebook_of(aid):
-    for nb in sorted((REPO_ROOT / "notebooks").glob("*/*.ipynb")):
-        meta = json.loads(nb.read_text(encoding="utf-8"))["metadata"].get("fedpaper", {})
-        if aid in meta.get("artifacts", []):
-            return nb, meta["artifacts"]
-    raise AssertionError(f"no notebook makes {aid}")
+    """(the notebook that makes `aid`, every artifact it makes)."""
+    nb = REPO_ROOT / implementation(aid).notebook
+    return nb, json.loads(nb.read_text(encoding="utf-8"))["metadata"]["fedpaper"]["artifacts"]
 
 
 def test_a_stale_claim_stamp_is_redrawn_and_its_notes_rewritten(tmp_path, monkeypatch):

@@ -71,8 +71,8 @@ def c3(tabs):
     def row(n):
         def margin():
             m = learned(method_cells(t, n=n), (T, E), chance(t, ACC), f"at n={n:g}", others=BASE)
-            for k in (T, E):
-                if "SemiFL" in m:
+            if "SemiFL" in m:
+                for k in (T, E):
                     differ(m, k, "SemiFL", f"at n={n:g}")
             return (np.min([seeds_of(m[k]) for k in (T, E)], axis=0)
                     - np.max([seeds_of(m[k]) for k in BASE if k in m], axis=0))
