@@ -396,6 +396,8 @@ def _spread(vals, nd=0, suffix=""):
 TARGETS = {
     "privlabels_cnn": [("batched-grouped", "flower", 1.2, "fp32, as Flower's users run it"),
                        ("batched-grouped", "plain", 1.0, "fp32: never slower than the plain loop"),
+                       ("batched-auto", "flower", 1.2, "fp32, the backend the engine picks (auto)"),
+                       ("batched-auto", "plain", 1.0, "fp32, auto: never slower than the plain loop"),
                        ("batched-grouped-bf16", "flower", 3.0, "bf16 where the CPU has it natively")],
     "lenet": [("batched-grouped", "flower", 3.0, "fp32"),
               ("batched-grouped", "plain", 1.0, "fp32: never slower than the plain loop")],
@@ -433,7 +435,8 @@ def load_line(results: list) -> str:
 
 RATIOS = [("batched-grouped", "flower"), ("batched-grouped-bf16", "flower"), ("batched-grouped", "plain"),
           ("batched-grouped-bf16", "plain-bf16"), ("plain-bf16", "plain"), ("batched-grouped-bf16", "batched-grouped"),
-          ("flower", "plain")]
+          ("flower", "plain"), ("batched-auto", "flower"), ("batched-auto", "plain"),
+          ("batched-auto", "batched-grouped")]
 
 
 def ratio_table(results: list, model: str, key: str) -> dict:

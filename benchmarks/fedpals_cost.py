@@ -20,11 +20,13 @@ Configurations: `before` = the sweep as it ran before issue 28 (up to 16 runs pe
 the seeds of a method trained together); `after` = fedpaper.papers.fedpals.train's
 runs_per_engine_call() (one run per call on CPU); `all-slots` = `after` with the grouped backend
 passing every slot of a call at every step, finished clients too, as before session 16
-(`--configs all-slots after` measures what skipping them gives). With `--estimate`, the measured `after` rate of
+(`--configs all-slots after` measures what skipping them gives); `bf16` = `after` with every run in bf16
+autocast (its own results: the accuracy differences printed are not expected to be 0). With `--estimate`, the measured `after` rate of
 the row is applied to the counted work of the whole artifact (`--only`, default table1).
 """
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -92,7 +94,8 @@ def count(p: dict, rate: dict, only=None, data_root=None, quiet=False) -> dict:
 
 
 # ----------------------------------------------------------------------------- measure
-CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call, "all-slots": TR.runs_per_engine_call}
+CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call, "all-slots": TR.runs_per_engine_call,
+           "bf16": TR.runs_per_engine_call}
 
 
 @contextlib.contextmanager
@@ -112,6 +115,14 @@ def _all_slots():
 
 
 PATCHES = {"all-slots": _all_slots}  # configurations that differ in the engine, not in the sweep
+
+
+def _bf16(spec):
+    """The run in bf16 autocast (TrainConfig.precision; resolve_precision uses fp32 where bf16 is not native)."""
+    return dataclasses.replace(spec, training={**spec.training, "precision": "bf16"})
+
+
+SPEC_CHANGES = {"bf16": _bf16}  # configurations that train other runs (another results key)
 
 
 def row_specs(p: dict, row: str, rounds: int, data_root) -> list:
@@ -143,7 +154,7 @@ def measure(p: dict, row: str, rounds: int, configs: list, repeats: int, data_ro
             load0 = loadavg()
             with tempfile.TemporaryDirectory() as d, PATCHES.get(name, contextlib.nullcontext)():
                 c0, w0 = time.process_time(), time.perf_counter()
-                res = run_specs(specs, data_root, execution=R.execution(), store=ResultStore(d), progress=False,
+                res = run_specs([SPEC_CHANGES.get(name, lambda x: x)(s) for s in specs], data_root, execution=R.execution(), store=ResultStore(d), progress=False,
                                 max_batch=CONFIGS[name]())
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
             results.setdefault(name, res)

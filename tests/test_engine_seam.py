@@ -29,6 +29,20 @@ def test_auto_backend_is_a_fixed_rule_and_reruns_are_bit_identical(setup):
     assert choose_backend("auto", torch.device("cuda"), False, True, "m")[0] == "vmap"
     assert choose_backend("auto", torch.device("cpu"), False, False, "m")[0] == "loop"
     assert choose_backend("grouped", torch.device("cpu"), True, False, "m")[0] == "loop"  # BatchNorm
+    # auto on CPU by the widest convolution (backends.GROUPED_MAX_CONV): the quick privlabels CNN
+    # grouped, the paper's 32-32-64-64 the loop; an explicit backend is used as asked
+    from fedpaper.engine.backends import widest_conv
+    from fedpaper.models import build_model
+
+    quick, paper = (build_model("privlabels_cnn", in_channels=3, image_size=32, widths=w, hidden=h)
+                    for w, h in (((8, 8, 16, 16), 128), ((32, 32, 64, 64), 512)))
+    assert (widest_conv(quick), widest_conv(paper)) == (16, 64)
+    cpu = torch.device("cpu")
+    assert choose_backend("auto", cpu, False, True, "privlabels_cnn", widest_conv(quick))[0] == "grouped"
+    assert choose_backend("auto", cpu, False, True, "privlabels_cnn", widest_conv(paper)) == \
+        ("loop", "auto: cpu, widest convolution 64 >= 64 channels -> loop")
+    assert choose_backend("grouped", cpu, False, True, "privlabels_cnn", 64)[0] == "grouped"
+    assert choose_backend("auto", torch.device("cuda"), False, True, "privlabels_cnn", 64)[0] == "vmap"
 
 
 def test_keep_best_returns_the_best_validation_params(setup):

@@ -24,12 +24,26 @@ from .randomness import global_rng_from
 BACKENDS = ("auto", "vmap", "loop", "grouped")
 
 
-def choose_backend(requested: str, device: torch.device, batchnorm: bool, grouped_ok: bool, model: str) -> tuple:
+#: auto on CPU: the grouped backend for CNNs whose widest convolution has fewer output channels than
+#: this, the loop backend from it on (measured, benchmarks/results/engine_backends.md: the grouped pass
+#: is 1.29x the loop for the privlabels CNN 8-8-16-16, 1.04x at 16-16-32-32, 0.98x at 24-24-48-48 and
+#: 0.92x at the paper's 32-32-64-64; Intel Xeon with AMX, one thread)
+GROUPED_MAX_CONV = 64
+
+
+def widest_conv(model: torch.nn.Module) -> int:
+    """The most output channels of any Conv2d in `model` (0 without one)."""
+    return max((m.out_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)), default=0)
+
+
+def choose_backend(requested: str, device: torch.device, batchnorm: bool, grouped_ok: bool, model: str,
+                   conv_width: int = 0) -> tuple:
     """(backend, rule): the backend to train with and the rule that chose it.
 
     BatchNorm models: "loop" (running statistics are updated in place: not vmap-safe). An explicit
-    backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped" where the model supports it
-    (fastest on the engine benchmark's CNNs), else "loop"."""
+    backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped" where the model supports it and
+    its widest convolution (`conv_width`, widest_conv) has fewer than GROUPED_MAX_CONV output
+    channels, else "loop". A rule on the model, never a timing (see the module docstring)."""
     if requested not in BACKENDS:
         raise BadParameterError(f"backend={requested!r}; choose 'auto', 'vmap', 'loop' or 'grouped'")
     if batchnorm:
@@ -41,8 +55,11 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
         return requested, "requested"
     if device.type == "cuda":
         return "vmap", "auto: cuda -> vmap"
-    return ("grouped", "auto: cpu, grouped-capable model -> grouped") if grouped_ok else \
-        ("loop", "auto: cpu, model not grouped-capable -> loop")
+    if not grouped_ok:
+        return "loop", "auto: cpu, model not grouped-capable -> loop"
+    if conv_width >= GROUPED_MAX_CONV:
+        return "loop", f"auto: cpu, widest convolution {conv_width} >= {GROUPED_MAX_CONV} channels -> loop"
+    return "grouped", "auto: cpu, grouped-capable model -> grouped"
 
 
 class SlotGradients:

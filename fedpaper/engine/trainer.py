@@ -31,7 +31,7 @@ from ..algorithms.base import Aggregation, Context
 from ..errors import BadParameterError
 from ..models import build_model, classifier_param_names, has_batchnorm
 from ..progress import round_done
-from .backends import SlotGradients, choose_backend
+from .backends import SlotGradients, choose_backend, widest_conv
 from .batching import epoch_batches, gather
 from .cpu import _tune_cpu_allocator, allocator_bytes, large_step, release_freed_memory
 from . import evaluate
@@ -108,7 +108,8 @@ class FederatedTrainer:
         self.global_params, self.global_buffers = self._init_params()
         self._setup_label_info()
         self.backend, self.backend_rule = choose_backend(config.backend, self.device, has_batchnorm(self.template),
-                                                         self.grouped is not None, config.model)
+                                                         self.grouped is not None, config.model,
+                                                         widest_conv(self.template))
         self.grads_of = SlotGradients(self.template, self.grouped, self.backend, self.channels_last)
         # dropout masks from each run's own stream (randomness.py), so batch-mates never shift them
         self.draws = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in self.template.modules())
