@@ -85,7 +85,7 @@ def notes(profile: str) -> list[str]:
                       f"{p['stand_in']['coarse_classes']} coarse classes, {p['stand_in']['shape']} images)")
     if p["backbone"] != q["backbone"]:
         bn = "BatchNorm, so SemiFL/FedMT's static BN recomputes its statistics as in the paper" \
-            if p["backbone"] == "bn_convnet" else "no BatchNorm, so static BN is a no-op"
+            if _has_batchnorm(p) else "no BatchNorm, so static BN is a no-op"
         out.append(f"backbone {p['backbone_label']} instead of ResNet-18 (CPU budget, chosen at equal CPU seconds: "
                    f"benchmarks/results/fedmt_backbone_study_b300.md; {bn})")
     if p["threshold"] != q["threshold"] and p["stand_in"]:
@@ -120,3 +120,10 @@ def notes(profile: str) -> list[str]:
 def subtitle(p: dict) -> str:
     return f"{p['backbone_label']}; {p['profile']} profile: C={p['num_clients']}, N_c={p['samples_per_client']}, " \
            f"{p['rounds']} rounds, {len(p['seeds'])} seed(s)"
+
+
+def _has_batchnorm(p: dict) -> bool:
+    """Does the profile's backbone have BatchNorm layers? (built and asked: models.has_batchnorm)"""
+    from fedpaper.models import build_model, has_batchnorm
+
+    return has_batchnorm(build_model(p["backbone"], num_classes=10, **p.get("backbone_kwargs", {})))
