@@ -48,3 +48,23 @@ def test_a_stale_claim_stamp_is_redrawn_and_its_notes_rewritten(tmp_path, monkey
     assert paths["png"].read_bytes() != before["png"]  # the red line names one claim more
     assert paths["csv"].read_bytes() == before["csv"]  # the numbers are the run's
     assert A.stale_claim_stamps([AID], "quick") == {}
+
+
+def test_a_redraw_that_fails_warns_with_the_command_and_keeps_the_results(tmp_path, monkeypatch, capsys):
+    """A stale stamp whose redraw raises: one warning line naming the artifact, the cause and the
+    command that redraws it; nothing else is touched and reproduce goes on (no exception)."""
+    from fedpaper import notebook
+
+    nb, aids = _notebook_of(AID)
+    monkeypatch.setattr(A, "stale_claim_stamps", lambda regenerated, profile: {AID: ["(Fig. 2b) some claim"]})
+
+    def broken(profile):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(notebook, "artifact_function_of", lambda path: broken)
+    cli._restamp_claims(SimpleNamespace(notebooks={str(nb): aids}), "quick", [AID])
+    out, err = capsys.readouterr()
+    assert "restamped" not in out
+    line, = [ln for ln in err.splitlines() if ln.strip()]
+    assert line.startswith("fedpaper: warning: could not redraw fedmt/fig2b") and "disk full" in line
+    assert line.endswith(f"run `fedpaper reproduce --rerender --profile quick --only {AID}`")
