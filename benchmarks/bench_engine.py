@@ -398,6 +398,7 @@ TARGETS = {
                        ("batched-grouped", "plain", 1.0, "fp32: never slower than the plain loop"),
                        ("batched-auto", "flower", 1.2, "fp32, the backend the engine picks (auto)"),
                        ("batched-auto", "plain", 1.0, "fp32, auto: never slower than the plain loop"),
+                       ("batched-loop-bf16", "flower", 3.0, "bf16 where native, the loop backend auto picks for it"),
                        ("batched-grouped-bf16", "flower", 3.0, "bf16 where the CPU has it natively")],
     "lenet": [("batched-grouped", "flower", 3.0, "fp32"),
               ("batched-grouped", "plain", 1.0, "fp32: never slower than the plain loop")],
@@ -436,7 +437,8 @@ def load_line(results: list) -> str:
 RATIOS = [("batched-grouped", "flower"), ("batched-grouped-bf16", "flower"), ("batched-grouped", "plain"),
           ("batched-grouped-bf16", "plain-bf16"), ("plain-bf16", "plain"), ("batched-grouped-bf16", "batched-grouped"),
           ("flower", "plain"), ("batched-auto", "flower"), ("batched-auto", "plain"),
-          ("batched-auto", "batched-grouped")]
+          ("batched-auto", "batched-grouped"), ("batched-loop-bf16", "flower"), ("batched-loop-bf16", "plain-bf16"),
+          ("batched-loop-bf16", "plain_cl-bf16"), ("batched-grouped-bf16", "plain_cl-bf16"), ("plain_cl-bf16", "plain")]
 
 
 def ratio_table(results: list, model: str, key: str) -> dict:

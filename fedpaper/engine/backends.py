@@ -24,10 +24,10 @@ from .randomness import global_rng_from
 BACKENDS = ("auto", "vmap", "loop", "grouped")
 
 
-#: auto on CPU: the grouped backend for CNNs whose widest convolution has fewer output channels than
-#: this, the loop backend from it on (measured, benchmarks/results/engine_backends.md: the grouped pass
-#: is 1.29x the loop for the privlabels CNN 8-8-16-16, 1.04x at 16-16-32-32, 0.98x at 24-24-48-48 and
-#: 0.92x at the paper's 32-32-64-64; Intel Xeon with AMX, one thread)
+#: auto on CPU in fp32: the grouped backend for CNNs whose widest convolution has fewer output channels
+#: than this, the loop backend from it on (measured, benchmarks/results/engine_backends.md, Intel Xeon
+#: with AMX, one thread: the grouped pass is 1.29x the loop for the privlabels CNN 8-8-16-16, 1.02x at
+#: 16-16-32-32 and 0.94x at the paper's 32-32-64-64 in fp32; in bf16 1.50x, 1.28x and 1.08x: grouped)
 GROUPED_MAX_CONV = 64
 
 
@@ -37,13 +37,14 @@ def widest_conv(model: torch.nn.Module) -> int:
 
 
 def choose_backend(requested: str, device: torch.device, batchnorm: bool, grouped_ok: bool, model: str,
-                   conv_width: int = 0) -> tuple:
+                   conv_width: int = 0, precision: str = "fp32") -> tuple:
     """(backend, rule): the backend to train with and the rule that chose it.
 
     BatchNorm models: "loop" (running statistics are updated in place: not vmap-safe). An explicit
-    backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped" where the model supports it and
-    its widest convolution (`conv_width`, widest_conv) has fewer than GROUPED_MAX_CONV output
-    channels, else "loop". A rule on the model, never a timing (see the module docstring)."""
+    backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped" where the model supports it,
+    except in fp32 for a model whose widest convolution (`conv_width`, widest_conv) has
+    GROUPED_MAX_CONV output channels or more: "loop". A rule on the model and the precision, never a
+    timing (see the module docstring)."""
     if requested not in BACKENDS:
         raise BadParameterError(f"backend={requested!r}; choose 'auto', 'vmap', 'loop' or 'grouped'")
     if batchnorm:
@@ -57,8 +58,8 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
         return "vmap", "auto: cuda -> vmap"
     if not grouped_ok:
         return "loop", "auto: cpu, model not grouped-capable -> loop"
-    if conv_width >= GROUPED_MAX_CONV:
-        return "loop", f"auto: cpu, widest convolution {conv_width} >= {GROUPED_MAX_CONV} channels -> loop"
+    if conv_width >= GROUPED_MAX_CONV and precision == "fp32":
+        return "loop", f"auto: cpu, fp32, widest convolution {conv_width} >= {GROUPED_MAX_CONV} channels -> loop"
     return "grouped", "auto: cpu, grouped-capable model -> grouped"
 
 

@@ -179,7 +179,7 @@ def _measure(model: str, kwargs_json: str, input_shape: tuple, precision: str, d
         grouped_ok = GroupedForward.build(net, tuple(input_shape)) is not None
     per_sample = max(0, (saved[4] - saved[2]) // 2)
     params = sum(p.numel() * p.element_size() for p in net.parameters())
-    chosen, _ = choose_backend(backend, dev, has_batchnorm(net), grouped_ok, model, widest_conv(net))
+    chosen, _ = choose_backend(backend, dev, has_batchnorm(net), grouped_ok, model, widest_conv(net), precision)
     row = 4
     for s in input_shape:
         row *= int(s)

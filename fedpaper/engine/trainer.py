@@ -109,7 +109,7 @@ class FederatedTrainer:
         self._setup_label_info()
         self.backend, self.backend_rule = choose_backend(config.backend, self.device, has_batchnorm(self.template),
                                                          self.grouped is not None, config.model,
-                                                         widest_conv(self.template))
+                                                         widest_conv(self.template), config.precision)
         self.grads_of = SlotGradients(self.template, self.grouped, self.backend, self.channels_last)
         # dropout masks from each run's own stream (randomness.py), so batch-mates never shift them
         self.draws = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in self.template.modules())
