@@ -398,7 +398,6 @@ TARGETS = {
                        ("batched-grouped", "plain", 1.0, "fp32: never slower than the plain loop"),
                        ("batched-auto", "flower", 1.2, "fp32, the backend the engine picks (auto)"),
                        ("batched-auto", "plain", 1.0, "fp32, auto: never slower than the plain loop"),
-                       ("batched-loop-bf16", "flower", 3.0, "bf16 where native, the loop backend auto picks for it"),
                        ("batched-grouped-bf16", "flower", 3.0, "bf16 where the CPU has it natively")],
     "lenet": [("batched-grouped", "flower", 3.0, "fp32"),
               ("batched-grouped", "plain", 1.0, "fp32: never slower than the plain loop")],
