@@ -29,7 +29,10 @@ for p in (str(REPO), str(BENCH)):
 from machine import cpu_line, loadavg, machine  # noqa: E402
 
 
-def trainer(model: str, backend: str):
+def trainer(model: str, backend: str, precision: str = "fp32", model_kwargs=None):
+    """A FederatedTrainer on bench_engine.py's workload (FedAvg, 10 clients x 500 Fashion-MNIST images,
+    Adam lr 1e-3, batch 64, one local epoch, one round per run(), 10 test images); bench_backends.py uses
+    it too."""
     import numpy as np
     import torch
 
@@ -40,8 +43,8 @@ def trainer(model: str, backend: str):
     args = argparse.Namespace(model=model, seed=0, clients=10, samples=500, threads=torch.get_num_threads())
     ds, rows, _, _ = be._setup(args)
     fed = Federation(rows, np.arange(10), seed=0)
-    cfg = TrainConfig(model=model, model_kwargs=be.MODELS[model], optimizer="adam", lr=1e-3, batch_size=64,
-                      local_epochs=1, rounds=1, backend=backend, precision="fp32")
+    cfg = TrainConfig(model=model, model_kwargs=dict(be.MODELS[model], **(model_kwargs or {})), optimizer="adam",
+                      lr=1e-3, batch_size=64, local_epochs=1, rounds=1, backend=backend, precision=precision)
     return FederatedTrainer(get_method("FedAvg"), cfg, Pools.from_dataset(ds), [fed], progress=False)
 
 

@@ -47,27 +47,19 @@ def main(argv=None):
                     help="TrainConfig.precision of both backends (bf16: where native, else it trains in fp32)")
     ap.add_argument("--out", default=None, help="write a markdown table here (and its .json beside it)")
     a = ap.parse_args(argv)
-    import numpy as np
     import torch
 
-    import bench_engine as be
-    from fedpaper.algorithms import get_method
-    from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+    from bench_adam_pieces import trainer
     from fedpaper.engine.backends import GROUPED_MAX_CONV, choose_backend, widest_conv
 
-    ds, rows, _, _ = be._setup(argparse.Namespace(seed=0, clients=10, samples=500, threads=torch.get_num_threads()))
-    fed, pools = Federation(rows, np.arange(10), seed=0), Pools.from_dataset(ds)
     m = machine(frameworks=False)
     started, load0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), loadavg()
     cells = []
     for name, prec in [(n, q) for q in a.precisions for n in a.nets]:
         model, kw = NETS[name]
-        trs = {}
-        for b in BACKENDS:
-            cfg = TrainConfig(model=model, model_kwargs=dict(be.MODELS[model], **kw), optimizer="adam", lr=1e-3,
-                              batch_size=64, local_epochs=1, rounds=1, backend=b, precision=prec)
-            trs[b] = FederatedTrainer(get_method("FedAvg"), cfg, pools, [fed], progress=False)
-            trs[b].run()  # warm-up
+        trs = {b: trainer(model, b, prec, kw) for b in BACKENDS}
+        for tr in trs.values():
+            tr.run()  # warm-up
         ts = {b: [] for b in BACKENDS}
         for rep in range(a.repeats):
             for b in (BACKENDS if rep % 2 == 0 else BACKENDS[::-1]):

@@ -17,7 +17,6 @@ resolve_precision trains it in fp32 and the script says so instead of comparing.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -28,12 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fedpaper.papers import fedpals as F  # noqa: E402
+from fedpals_cost import params, with_precision  # noqa: E402
 from fedpaper.papers.fedpals import runs as R, train as TR  # noqa: E402
-
-
-def with_precision(spec, precision: str):
-    return dataclasses.replace(spec, training={**spec.training, "precision": precision})
 
 
 def main(argv=None):
@@ -50,9 +45,8 @@ def main(argv=None):
     if not native:
         raise SystemExit(f"bf16 is not native here ({why}): the bf16 runs would train in fp32; nothing to compare")
     data_root = os.environ.get("FEDPAPER_DATA")
-    p = F._params(a.profile, "table1")
-    p["seeds"] = list(range(p["seeds"])) if isinstance(p["seeds"], int) else p["seeds"]  # as the artifacts draw them
-    rows, cells = [], []
+    p = params(a.profile)
+    cells = []
     t0, c0 = time.perf_counter(), time.process_time()
     for dataset, split in TR.table1_settings(p):
         specs = R.method_specs(p, dataset, split, R.TABLE1_METHODS, p["seeds"], data_root)

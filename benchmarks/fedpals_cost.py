@@ -117,12 +117,12 @@ def _all_slots():
 PATCHES = {"all-slots": _all_slots}  # configurations that differ in the engine, not in the sweep
 
 
-def _bf16(spec):
-    """The run in bf16 autocast (TrainConfig.precision; resolve_precision uses fp32 where bf16 is not native)."""
-    return dataclasses.replace(spec, training={**spec.training, "precision": "bf16"})
+def with_precision(spec, precision: str):
+    """The run with TrainConfig.precision `precision` (bf16: autocast; fp32 where it is not native)."""
+    return dataclasses.replace(spec, training={**spec.training, "precision": precision})
 
 
-SPEC_CHANGES = {"bf16": _bf16}  # configurations that train other runs (another results key)
+SPEC_CHANGES = {"bf16": lambda spec: with_precision(spec, "bf16")}  # configurations that train other runs (another results key)
 
 
 def row_specs(p: dict, row: str, rounds: int, data_root) -> list:

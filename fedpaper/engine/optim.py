@@ -65,10 +65,6 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
     tc = t.clamp(min=1)
     bc1, bc2 = 1 - b1 ** tc, 1 - b2 ** tc
     for k, p in params.items():
-        # m = m0 + am*(1-b1)*(g - m0); v = v0 + am*(1-b2)*(g*g - v0); denom = sqrt(v)/sqrt(bc2) + eps;
-        # p - am*(lr/bc1)*m/denom. Written with in-place ops on fresh temporaries (4 allocations instead
-        # of 13 per tensor); every product/sum is the same float operation as in the formula, so the
-        # result is bitwise the same.
         if decay:
             p = p * (1 - lr * decay * _bcast(a, p))
         g, am, m0, v0 = grads[k], _bcast(a, p), state["m"][k], state["v"][k]
@@ -77,15 +73,22 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
         if order is not None:
             new_p[k], m_new[k], v_new[k] = _adam_in_pieces(p, g, m0, v0, c1, c2, s2, s1, eps, consume, order)
         else:
-            m = torch.sub(g, m0).mul_(c1).add_(m0)
-            v = torch.mul(g, g).sub_(v0).mul_(c2).add_(v0)
-            denom = v.sqrt().div_(s2).add_(eps)
-            upd = torch.mul(m, s1).div_(denom)
+            m_new[k], v_new[k], upd = _adam_terms(g, m0, v0, c1, c2, s2, s1, eps)
             new_p[k] = torch.sub(p, upd, out=upd)
-            m_new[k], v_new[k] = m, v
         if consume:
             state["m"][k] = state["v"][k] = grads[k] = m0 = v0 = g = None
     return new_p, {"m": m_new, "v": v_new, "t": t}
+
+
+def _adam_terms(g, m0, v0, c1, c2, s2, s1, eps):
+    """(m, v, update) of opt_step's Adam, with c1 = am (1 - b1), c2 = am (1 - b2), s2 = sqrt(bc2),
+    s1 = am lr / bc1: m = m0 + c1 (g - m0); v = v0 + c2 (g g - v0); update = s1 m / (sqrt(v) / s2 + eps).
+    Written with in-place ops on fresh temporaries (4 allocations instead of 13 per tensor); every
+    product/sum is the same float operation as in the formula, so the result is bitwise the same."""
+    m = torch.sub(g, m0).mul_(c1).add_(m0)
+    v = torch.mul(g, g).sub_(v0).mul_(c2).add_(v0)
+    denom = v.sqrt().div_(s2).add_(eps)
+    return m, v, torch.mul(m, s1).div_(denom)
 
 
 #: elements of one slot's parameter tensor that opt_step's Adam updates in one piece on CPU (see _adam_in_pieces)
@@ -105,7 +108,7 @@ def _dense_order(*ts):
 
 def _adam_in_pieces(p, g, m0, v0, c1, c2, s2, s1, eps, consume, order):
     """opt_step's Adam update of one large stacked tensor on CPU, slot by slot in pieces of ADAM_PIECE
-    elements: the same float operations on each element (bitwise the same result,
+    elements: the same float operations (_adam_terms) on each element (bitwise the same result,
     tests/algorithms/test_optim.py), but the ~13 element-wise passes run over a piece that stays in
     the core's cache instead of over the whole tensor (the privlabels paper CNN's 3136 x 512 weight is
     6.4 MB per slot): 177 -> 74 ms for that weight of 10 slots on an Intel Xeon, one thread. The four
@@ -121,11 +124,7 @@ def _adam_in_pieces(p, g, m0, v0, c1, c2, s2, s1, eps, consume, order):
         c1i, c2i, s2i, s1i = C1[i], C2[i], S2[i], S1[i]
         for lo in range(0, n, ADAM_PIECE):
             hi = min(n, lo + ADAM_PIECE)
-            gc, mc, vc = Gr[i, lo:hi], M0[i, lo:hi], V0[i, lo:hi]
-            m = torch.sub(gc, mc).mul_(c1i).add_(mc)
-            v = torch.mul(gc, gc).sub_(vc).mul_(c2i).add_(vc)
-            denom = v.sqrt().div_(s2i).add_(eps)
-            upd = torch.mul(m, s1i).div_(denom)
+            m, v, upd = _adam_terms(Gr[i, lo:hi], M0[i, lo:hi], V0[i, lo:hi], c1i, c2i, s2i, s1i, eps)
             torch.sub(P[i, lo:hi], upd, out=OP[i, lo:hi])
             OM[i, lo:hi].copy_(m)
             OV[i, lo:hi].copy_(v)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 
+from fedpaper.models import build_model, has_batchnorm
+
 PAPER_N = [5, 10, 15, 20, 25]
 
 _PAPER = {
@@ -124,6 +126,4 @@ def subtitle(p: dict) -> str:
 
 def _has_batchnorm(p: dict) -> bool:
     """Does the profile's backbone have BatchNorm layers? (built and asked: models.has_batchnorm)"""
-    from fedpaper.models import build_model, has_batchnorm
-
     return has_batchnorm(build_model(p["backbone"], num_classes=10, **p.get("backbone_kwargs", {})))
