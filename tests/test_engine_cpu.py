@@ -291,3 +291,49 @@ if __name__ == "__main__":
     ISA_FIXTURE.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     print(f"wrote {ISA_FIXTURE} on {summary['machine']}")
 
+
+
+def test_fast_layout_gives_one_channel_tensors_channels_last_strides():
+    """A contiguous [N, 1, H, W] tensor already passes is_contiguous(channels_last), so .contiguous()
+    would keep its NCHW strides and the convolution would run (and hand on) NCHW: fast_layout must
+    write channels_last strides, for images and for a first convolution's [O, 1, kh, kw] weight."""
+    from fedpaper.engine.grouped import fast_layout
+    x, w = torch.randn(4, 1, 8, 8), torch.randn(6, 1, 3, 3, requires_grad=True)
+    xl, wl = fast_layout(x), fast_layout(w)
+    assert xl.stride(1) == 1 and wl.stride(1) == 1 and torch.equal(xl, x) and torch.equal(wl, w)
+    y = torch.nn.functional.conv2d(xl, wl, padding=1)
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+    y.sum().backward()  # the gradient reaches the original weight
+    assert w.grad is not None and w.grad.shape == w.shape
+    three = torch.randn(4, 3, 8, 8)
+    assert fast_layout(three).stride() == three.contiguous(memory_format=torch.channels_last).stride()
+
+
+def test_loop_backend_gradients_are_torch_func_grads_bit_for_bit():
+    """SlotGradients' loop backend takes each slot's gradients with torch.autograd.grad: the same bits
+    as torch.func.grad of the slot's loss (dropout drawn from the same generator), zeros for an
+    unused parameter."""
+    from torch.func import grad
+    from fedpaper.engine.backends import SlotGradients
+    from fedpaper.engine.grouped import fast_layout
+
+    model = build_model("privlabels_cnn", in_channels=1, image_size=28, widths=(4, 4, 8, 8), hidden=16)
+    sg = SlotGradients(model, None, "loop")
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x, y = torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,))
+
+    def objective(out, batch, present, p, anchor):
+        loss = torch.nn.functional.cross_entropy(out, batch["y"])
+        return loss, loss.detach()
+    batch = fast_layout({"x": x, "y": y})
+    got = []
+    for fn in (sg._slot_grad(objective), grad(lambda *a: sg._slot_loss(*a, objective), has_aux=True)):
+        torch.manual_seed(3)
+        got.append(fn(fast_layout(params), {}, batch, None, {}))
+    for k in params:
+        assert torch.equal(got[0][0][k], got[1][0][k]), k
+    assert torch.equal(got[0][1], got[1][1])
+    unused = sg._slot_grad(lambda out, b, pr, p, a: (p["classifier.bias"].sum(), out.sum()))
+    g, _ = unused(params, {}, batch, None, {})
+    assert torch.count_nonzero(g["features.0.weight"]) == 0 and torch.equal(g["classifier.bias"],
+                                                                              torch.ones_like(params["classifier.bias"]))

@@ -15,10 +15,19 @@ from .randomness import slot_dropout
 
 
 def fast_layout(t):
-    """channels_last for 4-D tensors (images, conv weights): about 3x faster convolutions on CPU."""
+    """channels_last for 4-D tensors (images, conv weights): about 3x faster convolutions on CPU (strides
+    and all: a tensor with one channel gets channels_last strides too)."""
     if isinstance(t, dict):
         return {k: fast_layout(v) for k, v in t.items()}
-    return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+    if t.dim() != 4:
+        return t
+    if t.shape[1] == 1 and t.stride(1) != 1:
+        # one channel: a contiguous [N, 1, H, W] tensor already counts as channels_last contiguous, so
+        # .contiguous() keeps its NCHW strides, and the convolution (which reads the layout from the
+        # strides) then runs in NCHW and hands NCHW on to every later layer: 1.3x slower for the
+        # privlabels CNN on Fashion-MNIST (conv1 8x). clone() writes true channels_last strides
+        return t.clone(memory_format=torch.channels_last)
+    return t.contiguous(memory_format=torch.channels_last)
 
 
 
