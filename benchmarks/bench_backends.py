@@ -39,6 +39,25 @@ NETS = {
 BACKENDS = ("grouped", "loop")
 
 
+
+def trainer(model: str, backend: str, precision: str = "fp32", model_kwargs=None):
+    """A FederatedTrainer on bench_engine.py's workload (FedAvg, 10 clients x 500 Fashion-MNIST images,
+    Adam lr 1e-3, batch 64, one local epoch, one round per run(), 10 test images)."""
+    import numpy as np
+    import torch
+
+    import bench_engine as be
+    from fedpaper.algorithms import get_method
+    from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+
+    args = argparse.Namespace(model=model, seed=0, clients=10, samples=500, threads=torch.get_num_threads())
+    ds, rows, _, _ = be._setup(args)
+    fed = Federation(rows, np.arange(10), seed=0)
+    cfg = TrainConfig(model=model, model_kwargs=dict(be.MODELS[model], **(model_kwargs or {})), optimizer="adam",
+                      lr=1e-3, batch_size=64, local_epochs=1, rounds=1, backend=backend, precision=precision)
+    return FederatedTrainer(get_method("FedAvg"), cfg, Pools.from_dataset(ds), [fed], progress=False)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -49,7 +68,6 @@ def main(argv=None):
     a = ap.parse_args(argv)
     import torch
 
-    from bench_adam_pieces import trainer
     from fedpaper.engine.backends import GROUPED_MAX_CONV, choose_backend, widest_conv
 
     m = machine(frameworks=False)

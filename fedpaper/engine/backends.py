@@ -1,6 +1,6 @@
 """Per-slot gradients of a client objective, three ways, and the rule that picks one.
 
-"vmap" maps torch.func.grad over the slots (the GPU default); "loop" takes torch.func.grad slot by
+"vmap" maps torch.func.grad over the slots (the GPU default); "loop" takes torch.autograd.grad slot by
 slot (BatchNorm models: their running statistics are updated in place per slot); "grouped" runs all
 slots in one forward and backward pass (grouped.GroupedForward; CNNs built as `features` +
 `classifier` from Conv2d/Linear/ReLU/pooling/Flatten/Dropout), in passes of about GROUPED_SAMPLES

@@ -8,7 +8,7 @@ before OptimSpec existed do not move.
 
 * SGD with momentum/nesterov/weight decay follows torch.optim.SGD (dampening 0): g += wd p;
   b = g on the first step, else mu b + g; d = g + mu b (nesterov) or b; p -= lr d.
-* Adam follows torch.optim.Adam (L2 weight decay g += wd p); AdamW decouples it: p *= 1 - lr wd
+* Adam is torch.optim.Adam's fused kernel (L2 weight decay g += wd p); AdamW decouples it: p *= 1 - lr wd
   before the Adam step (Loshchilov & Hutter 2019, Alg. 2).
 * Schedules, per round t = 0..T-1: "constant" lr; "cosine" lr/2 (1 + cos(pi t / T))
   (Loshchilov & Hutter 2017, eq. 5 with eta_min = 0, one cycle over the T rounds); "warmup-linear"
@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from torch.optim.adam import adam
 
 from ..errors import BadParameterError
 
@@ -47,88 +48,41 @@ def _bcast(vec: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-8, decay=0.0, consume=False):
     """One SGD or Adam step on stacked parameters; slots with active=False are left unchanged.
 
-    Adam matches torch.optim.Adam (bias-corrected, eps added after the square root). decay (Adam
-    only): AdamW's decoupled weight decay lr * decay, applied to each parameter tensor just before its
-    Adam update (p * (1 - lr * decay * active)), one tensor at a time, so that a step never holds a
-    decayed copy of every parameter (a whole parameter copy per slot: ~470 MB for 10 ResNet-18 slots).
-    consume (Adam only): the step takes `state` and `grads` over: each tensor's old moments and gradient
-    leave state["m"], state["v"] and grads (set to None) once its new moments exist, so the step never
-    holds two copies of the whole optimiser state next to all gradients (three parameter copies per
-    slot less at its peak; the caller must not read `state` or `grads` afterwards: the trainer replaces
-    the state with the returned one). The numbers are the same."""
+    Adam is torch.optim.Adam's own fused kernel (torch.optim.adam.adam(fused=True): bias-corrected,
+    eps added after the square root; Kingma & Ba 2015, Alg. 1), run on every active slot's slice of
+    each stacked tensor; decay > 0 makes it AdamW's (decoupled weight decay p (1 - lr decay) before the
+    Adam update; Loshchilov & Hutter 2019, Alg. 2; decoupled_weight_decay=True). One pass over each
+    tensor instead of an element-wise formula of ~15 passes: 4.8x the update of the paper privlabels
+    CNN's 10 slots on a CPU core (benchmarks/results/adam_fused.md). The step is out of place for the
+    parameters (new tensors; the caller's are kept); consume: the step takes `state` and `grads` over
+    (the moments are updated in place, each gradient is released once its tensor is done), so it
+    never holds more than one extra tensor's copy; the caller must not read `state` or `grads`
+    afterwards (the trainer replaces the state with the returned one)."""
     a = active.to(next(iter(params.values())).dtype)
     if kind == "sgd":
         return {k: p - lr * _bcast(a, p) * grads[k] for k, p in params.items()}, state
     b1, b2 = betas
-    t = state["t"] + a
+    t_old = state["t"]
+    live = torch.nonzero(active).flatten().tolist()
     new_p, m_new, v_new = {}, {}, {}
-    tc = t.clamp(min=1)
-    bc1, bc2 = 1 - b1 ** tc, 1 - b2 ** tc
     for k, p in params.items():
-        if decay:
-            p = p * (1 - lr * decay * _bcast(a, p))
-        g, am, m0, v0 = grads[k], _bcast(a, p), state["m"][k], state["v"][k]
-        c1, c2, s2, s1 = am * (1 - b1), am * (1 - b2), _bcast(bc2.sqrt(), p), am * (lr / _bcast(bc1, p))
-        order = _dense_order(p, g, m0, v0) if p.device.type == "cpu" and p[0].numel() > ADAM_PIECE else None
-        if order is not None:
-            new_p[k], m_new[k], v_new[k] = _adam_in_pieces(p, g, m0, v0, c1, c2, s2, s1, eps, consume, order)
-        else:
-            m_new[k], v_new[k], upd = _adam_terms(g, m0, v0, c1, c2, s2, s1, eps)
-            new_p[k] = torch.sub(p, upd, out=upd)
+        p = new_p[k] = p.clone()  # keeps p's strides (dense layouts: channels_last conv weights too)
+        m, v = (state["m"][k], state["v"][k]) if consume else (state["m"][k].clone(), state["v"][k].clone())
+        m, v, g = (_like(p, x) for x in (m, v, grads[k]))  # the fused kernel walks memory: one layout for all
+        if live:
+            adam([p[i] for i in live], [g[i] for i in live], [m[i] for i in live], [v[i] for i in live], [],
+                 [t_old[i].clone() for i in live], fused=True, amsgrad=False, beta1=b1, beta2=b2, lr=lr,
+                 weight_decay=decay, eps=eps, maximize=False, decoupled_weight_decay=bool(decay))
+        m_new[k], v_new[k] = m, v
         if consume:
-            state["m"][k] = state["v"][k] = grads[k] = m0 = v0 = g = None
-    return new_p, {"m": m_new, "v": v_new, "t": t}
+            state["m"][k] = state["v"][k] = grads[k] = g = None
+    return new_p, {"m": m_new, "v": v_new, "t": t_old + a}
 
 
-def _adam_terms(g, m0, v0, c1, c2, s2, s1, eps):
-    """(m, v, update) of opt_step's Adam, with c1 = am (1 - b1), c2 = am (1 - b2), s2 = sqrt(bc2),
-    s1 = am lr / bc1: m = m0 + c1 (g - m0); v = v0 + c2 (g g - v0); update = s1 m / (sqrt(v) / s2 + eps).
-    Written with in-place ops on fresh temporaries (4 allocations instead of 13 per tensor); every
-    product/sum is the same float operation as in the formula, so the result is bitwise the same."""
-    m = torch.sub(g, m0).mul_(c1).add_(m0)
-    v = torch.mul(g, g).sub_(v0).mul_(c2).add_(v0)
-    denom = v.sqrt().div_(s2).add_(eps)
-    return m, v, torch.mul(m, s1).div_(denom)
-
-
-#: elements of one slot's parameter tensor that opt_step's Adam updates in one piece on CPU (see _adam_in_pieces)
-ADAM_PIECE = 1 << 16
-
-
-def _dense_order(*ts):
-    """The order of dimensions in which the tensors `ts`, of one shape, dtype and strides, lie densely
-    in memory with the slot dimension outermost (e.g. the grouped backend's linear weights and their
-    gradients, stored transposed); None when they differ or are not dense."""
-    t = ts[0]
-    if any(x.shape != t.shape or x.stride() != t.stride() or x.dtype != t.dtype for x in ts[1:]):
-        return None
-    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
-    return order if order[0] == 0 and t.permute(order).is_contiguous() else None
-
-
-def _adam_in_pieces(p, g, m0, v0, c1, c2, s2, s1, eps, consume, order):
-    """opt_step's Adam update of one large stacked tensor on CPU, slot by slot in pieces of ADAM_PIECE
-    elements: the same float operations (_adam_terms) on each element (bitwise the same result,
-    tests/algorithms/test_optim.py), but the ~13 element-wise passes run over a piece that stays in
-    the core's cache instead of over the whole tensor (the privlabels paper CNN's 3136 x 512 weight is
-    6.4 MB per slot): 177 -> 74 ms for that weight of 10 slots on an Intel Xeon, one thread. The four
-    tensors share one dense layout, walked in memory order (`order`, from _dense_order); the results
-    keep it, as the whole-tensor update does. With `consume`, the new values overwrite g, m0 and v0
-    (taken over by the step) instead of fresh tensors."""
-    G = p.shape[0]
-    out_p, out_m, out_v = (g, m0, v0) if consume else (torch.empty_like(p) for _ in range(3))
-    P, Gr, M0, V0, OP, OM, OV = (x.permute(order).view(G, -1) for x in (p, g, m0, v0, out_p, out_m, out_v))
-    C1, C2, S2, S1 = (x.reshape(G, 1) for x in (c1, c2, s2, s1))
-    n = P.shape[1]
-    for i in range(G):
-        c1i, c2i, s2i, s1i = C1[i], C2[i], S2[i], S1[i]
-        for lo in range(0, n, ADAM_PIECE):
-            hi = min(n, lo + ADAM_PIECE)
-            m, v, upd = _adam_terms(Gr[i, lo:hi], M0[i, lo:hi], V0[i, lo:hi], c1i, c2i, s2i, s1i, eps)
-            torch.sub(P[i, lo:hi], upd, out=OP[i, lo:hi])
-            OM[i, lo:hi].copy_(m)
-            OV[i, lo:hi].copy_(v)
-    return out_p, out_m, out_v
+def _like(p: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """x with p's strides (itself when it has them): torch's fused Adam reads every operand in the
+    memory order of the parameter and gives wrong numbers, silently, for another layout."""
+    return x if x.stride() == p.stride() else torch.empty_like(p).copy_(x)
 
 
 def _sgd_momentum_step(params, grads, state, lr, active, momentum, nesterov, weight_decay):

@@ -46,52 +46,42 @@ def test_schedules_and_bad_values():
 
 @pytest.mark.parametrize("consume", [False, True])
 @pytest.mark.parametrize("decay", [0.0, 1e-2])
-def test_adam_in_pieces_is_the_whole_tensor_update_bit_for_bit(monkeypatch, consume, decay):
-    """opt_step's CPU Adam on a large tensor (slot by slot, in cache-sized pieces with a ragged last
-    one) gives the same bits as one pass over the whole tensor, for params, m and v, with an inactive
-    slot; without `consume` the inputs are left as they were; a non-contiguous gradient takes the
-    whole-tensor path."""
+def test_adam_is_torch_fused_adam_per_active_slot(consume, decay):
+    """opt_step's Adam/AdamW: every active slot's parameters and moments are those of torch.optim.Adam
+    (AdamW with decay) with fused=True on that slot alone, bit for bit, over 3 steps, for a
+    channels_last conv weight (the stacked layout) and a linear weight whose gradient comes in another
+    layout (transposed); an inactive slot keeps params, moments and step; without `consume` the
+    inputs are left as they were."""
     from fedpaper.engine import optim
-
-    real = optim._adam_in_pieces
-    gen = torch.Generator().manual_seed(0)
+    from fedpaper.engine.grouped import stacked_layout
+    torch.manual_seed(0)
     G = 3
+    p0 = {"conv": stacked_layout(torch.randn(G, 4, 3, 3, 3)), "fc": torch.randn(G, 6, 5)}
+    grads = [{"conv": torch.randn(G, 4, 3, 3, 3), "fc": torch.randn(G, 5, 6).transpose(1, 2)} for _ in range(3)]
+    actives = [torch.tensor([True, True, True]), torch.tensor([True, False, True]), torch.tensor([True, True, False])]
+    params, state = {k: v.clone() for k, v in p0.items()}, optim.opt_init(p0, "adam")
+    for g, act in zip(grads, actives):
+        g_in, st_in = {k: v.clone() for k, v in g.items()}, state
+        kept = {k: v.clone() for k, v in params.items()}, {k: v.clone() for k, v in state["m"].items()}
+        params_in = params
+        params, state = optim.opt_step(params, g_in, st_in, "adam", 1e-2, act, decay=decay, consume=consume)
+        assert all(torch.equal(params_in[k], kept[0][k]) for k in p0)  # out of place for the parameters
+        if not consume:
+            assert all(torch.equal(st_in["m"][k], kept[1][k]) and torch.equal(g_in[k], g[k]) for k in p0)
+    assert params["conv"].stride() == p0["conv"].stride()
+    assert state["t"].tolist() == [3.0, 2.0, 2.0]
+    for i in range(G):
+        ref = {k: v[i].clone().requires_grad_(True) for k, v in p0.items()}
+        opt = (torch.optim.AdamW if decay else torch.optim.Adam)(list(ref.values()), lr=1e-2, weight_decay=decay,
+                                                                  fused=True)
+        for g, act in zip(grads, actives):
+            if act[i]:
+                for k in ref:
+                    ref[k].grad = torch.empty_like(ref[k]).copy_(g[k][i])  # its own layout, as autograd gives
+                opt.step()
+        for k in p0:
+            assert torch.equal(params[k][i], ref[k].detach()), (i, k)
+            assert torch.equal(state["m"][k][i], opt.state[ref[k]]["exp_avg"]), (i, k)
+            assert torch.equal(state["v"][k][i], opt.state[ref[k]]["exp_avg_sq"]), (i, k)
 
-    def fresh():
-        p = {"w": torch.randn(G, 37, 11, generator=gen), "b": torch.randn(G, 5, generator=gen)}
-        g = {k: torch.randn(v.shape, generator=gen) for k, v in p.items()}
-        st = {"m": {k: torch.randn(v.shape, generator=gen) * 0.1 for k, v in p.items()},
-              "v": {k: torch.rand(v.shape, generator=gen) * 1e-2 for k, v in p.items()}, "t": torch.tensor([3., 0., 5.])}
-        return p, g, st
 
-    def clone(d):
-        return {k: clone(v) if isinstance(v, dict) else v.clone() for k, v in d.items()}
-
-    active = torch.tensor([True, True, False])
-    p, g, st = fresh()
-    monkeypatch.setattr(optim, "ADAM_PIECE", 1 << 30)  # one pass over each tensor
-    whole = optim.opt_step(clone(p), clone(g), clone(st), "adam", 1e-3, active, decay=decay)
-    monkeypatch.setattr(optim, "ADAM_PIECE", 50)  # 407 elements per slot: 9 pieces, the last of 7
-    g_in, st_in = clone(g), clone(st)
-    pieces = optim.opt_step(p, g_in, st_in, "adam", 1e-3, active, decay=decay, consume=consume)
-    for a, b in ((whole[0], pieces[0]), (whole[1]["m"], pieces[1]["m"]), (whole[1]["v"], pieces[1]["v"])):
-        assert all(torch.equal(a[k], b[k]) for k in a)
-    if not consume:
-        assert all(torch.equal(g_in[k], g[k]) and torch.equal(st_in["m"][k], st["m"][k]) for k in g)
-    assert not torch.equal(whole[0]["w"][0], p["w"][0]) and torch.equal(whole[0]["w"][2], p["w"][2])
-    # the grouped backend's layout (linear weights stored transposed): every tensor in it takes the
-    # pieces in memory order and keeps the layout; a gradient alone in it takes the whole-tensor path
-    def t(x):
-        return x.transpose(1, 2).contiguous().transpose(1, 2) if x.dim() == 3 else x
-
-    calls = []
-    monkeypatch.setattr(optim, "_adam_in_pieces", lambda *a: calls.append(a[-1]) or real(*a))
-    for p_, st_ in ((p, st), ({k: t(v) for k, v in p.items()}, {"m": {k: t(v) for k, v in st["m"].items()},
-                                                                 "v": {k: t(v) for k, v in st["v"].items()}, "t": st["t"]})):
-        calls.clear()
-        other = optim.opt_step(p_, {k: t(v) for k, v in g.items()}, clone(st_), "adam", 1e-3, active, decay=decay,
-                               consume=consume)
-        assert all(torch.equal(whole[0][k], other[0][k]) and torch.equal(whole[1]["v"][k], other[1]["v"][k]) for k in p)
-        assert calls == ([] if p_ is p else [[0, 2, 1]])
-        if p_ is not p:
-            assert other[0]["w"].stride() == other[1]["m"]["w"].stride() == p_["w"].stride()
