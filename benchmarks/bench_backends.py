@@ -115,9 +115,9 @@ def main(argv=None):
                      f"{c['samples_per_cpu_s']['loop']:,} | {statistics.median(r):.2f}x ({', '.join(f'{x:.2f}' for x in r)}) "
                      f"| {c['auto']} |")
     lines += ["", f"The rule (engine.backends.GROUPED_MAX_CONV = {GROUPED_MAX_CONV}): on CPU, `auto` trains a "
-              f"grouped-capable CNN in the grouped backend unless, in fp32, a convolution has {GROUPED_MAX_CONV} or "
-              "more output channels; a fixed rule on the model and the precision (results are bit-identical run "
-              "to run), not a timing."]
+              "grouped-capable CNN in the grouped backend unless a convolution has at least that many output "
+              "channels for the precision; a fixed rule on the model and the precision (results are bit-identical "
+              "run to run), not a timing."]
     out.write_text("\n".join(lines) + "\n")
     out.with_suffix(".json").write_text(json.dumps({"machine": m, "started": started, "load": [load0, load1],
                                                     "cells": cells}, indent=1, default=str))

@@ -30,7 +30,7 @@ def test_auto_backend_is_a_fixed_rule_and_reruns_are_bit_identical(setup):
     assert choose_backend("auto", torch.device("cpu"), False, False, "m")[0] == "loop"
     assert choose_backend("grouped", torch.device("cpu"), True, False, "m")[0] == "loop"  # BatchNorm
     # auto on CPU by the widest convolution (backends.GROUPED_MAX_CONV): the quick privlabels CNN
-    # grouped, the paper's 32-32-64-64 the loop in fp32 (grouped in bf16); an explicit backend as asked
+    # grouped, the paper's 32-32-64-64 the loop (fp32 from 32 channels, bf16 from 64); an explicit backend as asked
     from fedpaper.engine.backends import widest_conv
     from fedpaper.models import build_model
 
@@ -40,8 +40,11 @@ def test_auto_backend_is_a_fixed_rule_and_reruns_are_bit_identical(setup):
     cpu = torch.device("cpu")
     assert choose_backend("auto", cpu, False, True, "privlabels_cnn", widest_conv(quick))[0] == "grouped"
     assert choose_backend("auto", cpu, False, True, "privlabels_cnn", widest_conv(paper)) == \
-        ("loop", "auto: cpu, fp32, widest convolution 64 >= 64 channels -> loop")
-    assert choose_backend("auto", cpu, False, True, "privlabels_cnn", 64, "bf16")[0] == "grouped"  # bf16: grouped ahead
+        ("loop", "auto: cpu, fp32, widest convolution 64 >= 32 channels -> loop")
+    assert choose_backend("auto", cpu, False, True, "privlabels_cnn", 64, "bf16")[0] == "loop"
+    assert choose_backend("auto", cpu, False, True, "privlabels_cnn", 32)[0] == "loop"
+    assert choose_backend("auto", cpu, False, True, "privlabels_cnn", 32, "bf16")[0] == "grouped"
+    assert choose_backend("auto", cpu, False, True, "privlabels_cnn", 31)[0] == "grouped"
     assert choose_backend("grouped", cpu, False, True, "privlabels_cnn", 64)[0] == "grouped"
     assert choose_backend("auto", torch.device("cuda"), False, True, "privlabels_cnn", 64)[0] == "vmap"
 

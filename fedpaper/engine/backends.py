@@ -24,11 +24,12 @@ from .randomness import global_rng_from
 BACKENDS = ("auto", "vmap", "loop", "grouped")
 
 
-#: auto on CPU in fp32: the grouped backend for CNNs whose widest convolution has fewer output channels
-#: than this, the loop backend from it on (measured, benchmarks/results/engine_backends.md, Intel Xeon
-#: with AMX, one thread: the grouped pass is 1.29x the loop for the privlabels CNN 8-8-16-16, 1.02x at
-#: 16-16-32-32 and 0.94x at the paper's 32-32-64-64 in fp32; in bf16 1.50x, 1.28x and 1.08x: grouped)
-GROUPED_MAX_CONV = 64
+#: auto on CPU: the grouped backend for CNNs whose widest convolution has fewer output channels than
+#: this (per precision), the loop backend from it on. Measured (benchmarks/results/engine_backends.md,
+#: Intel Xeon with AMX, one thread, after the loop backend's channels_last and fused-Adam fixes):
+#: grouped / loop 1.17x, 0.91x, 0.85x, 0.76x for the privlabels CNN 8-8-16-16, 16-16-32-32,
+#: 24-24-48-48 and the paper's 32-32-64-64 in fp32; 1.29x, 1.06x, 0.99x, 0.75x in bf16
+GROUPED_MAX_CONV = {"fp32": 32, "bf16": 64}
 
 
 def widest_conv(model: torch.nn.Module) -> int:
@@ -42,9 +43,9 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
 
     BatchNorm models: "loop" (running statistics are updated in place: not vmap-safe). An explicit
     backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped" where the model supports it,
-    except in fp32 for a model whose widest convolution (`conv_width`, widest_conv) has
-    GROUPED_MAX_CONV output channels or more: "loop". A rule on the model and the precision, never a
-    timing (see the module docstring)."""
+    except for a model whose widest convolution (`conv_width`, widest_conv) has GROUPED_MAX_CONV[precision]
+    output channels or more: "loop". A rule on the model and the precision, never a timing (see the
+    module docstring)."""
     if requested not in BACKENDS:
         raise BadParameterError(f"backend={requested!r}; choose 'auto', 'vmap', 'loop' or 'grouped'")
     if batchnorm:
@@ -58,8 +59,9 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
         return "vmap", "auto: cuda -> vmap"
     if not grouped_ok:
         return "loop", "auto: cpu, model not grouped-capable -> loop"
-    if conv_width >= GROUPED_MAX_CONV and precision == "fp32":
-        return "loop", f"auto: cpu, fp32, widest convolution {conv_width} >= {GROUPED_MAX_CONV} channels -> loop"
+    limit = GROUPED_MAX_CONV.get(precision, GROUPED_MAX_CONV["fp32"])
+    if conv_width >= limit:
+        return "loop", f"auto: cpu, {precision}, widest convolution {conv_width} >= {limit} channels -> loop"
     return "grouped", "auto: cpu, grouped-capable model -> grouped"
 
 
