@@ -337,3 +337,29 @@ def test_loop_backend_gradients_are_torch_func_grads_bit_for_bit():
     g, _ = unused(params, {}, batch, None, {})
     assert torch.count_nonzero(g["features.0.weight"]) == 0 and torch.equal(g["classifier.bias"],
                                                                               torch.ones_like(params["classifier.bias"]))
+
+
+def test_pool_before_relu_changes_no_bit_of_outputs_or_gradients():
+    """GroupedForward runs a ReLU that precedes a max-pool after it (grouped.pool_before_relu): the
+    outputs and every parameter gradient are the same bits as in the model's own order, also where
+    whole pooling windows are negative (a shifted bias) and with ties (a rounded input)."""
+    from fedpaper.engine.grouped import GroupedForward, stacked_layout
+
+    model = build_model("lenet", in_channels=1, num_classes=10, image_size=28)
+    net = GroupedForward.build(model, (1, 28, 28))
+    assert [type(op[1]).__name__ for op in net.ops[:3]] == ["Conv2d", "MaxPool2d", "ReLU"]
+    plain = GroupedForward([op for op in net.ops])  # the model's order, rebuilt below
+    order = {id(m): i for i, m in enumerate(model.features)}
+    plain.ops = sorted(plain.ops[:-1], key=lambda op: order[id(op[1])]) + plain.ops[-1:]
+    assert [type(op[1]).__name__ for op in plain.ops[:3]] == ["Conv2d", "ReLU", "MaxPool2d"]
+    gen = torch.Generator().manual_seed(0)
+    base = {k: torch.stack([v.detach(), v.detach() * 0.5, v.detach() - 0.05]) for k, v in model.named_parameters()}
+    base["features.0.bias"] = base["features.0.bias"] - 0.3  # many all-negative windows
+    x = (torch.randn(3, 16, 1, 28, 28, generator=gen) * 4).round() / 4  # ties
+    got = []
+    for f in (net, plain):
+        p = {k: stacked_layout(v.clone()).requires_grad_(True) for k, v in base.items()}
+        out = f(p, x)
+        got.append((out, torch.autograd.grad((out * torch.arange(10.0)).sum(), list(p.values()))))
+    assert torch.equal(got[0][0], got[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(got[0][1], got[1][1]))
