@@ -21,7 +21,8 @@ the seeds of a method trained together); `after` = fedpaper.papers.fedpals.train
 runs_per_engine_call() (one run per call on CPU); `all-slots` = `after` with the grouped backend
 passing every slot of a call at every step, finished clients too, as before session 16
 (`--configs all-slots after` measures what skipping them gives); `bf16` = `after` with every run in bf16
-autocast (its own results: the accuracy differences printed are not expected to be 0). With `--estimate`, the measured `after` rate of
+autocast (its own results: the accuracy differences printed are not expected to be 0); `relu-first` = `after` with
+the grouped pass in the model's own layer order (engine.grouped.pool_before_relu bypassed: the same numbers). With `--estimate`, the measured `after` rate of
 the row is applied to the counted work of the whole artifact (`--only`, default table1).
 """
 import argparse
@@ -95,7 +96,7 @@ def count(p: dict, rate: dict, only=None, data_root=None, quiet=False) -> dict:
 
 # ----------------------------------------------------------------------------- measure
 CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call, "all-slots": TR.runs_per_engine_call,
-           "bf16": TR.runs_per_engine_call}
+           "bf16": TR.runs_per_engine_call, "relu-first": TR.runs_per_engine_call}
 
 
 @contextlib.contextmanager
@@ -114,7 +115,21 @@ def _all_slots():
         backends.SlotGradients._grouped_active = real
 
 
-PATCHES = {"all-slots": _all_slots}  # configurations that differ in the engine, not in the sweep
+@contextlib.contextmanager
+def _relu_first():
+    """The grouped pass in the model's own order (ReLU, then max-pool): engine.grouped.pool_before_relu
+    bypassed (the same numbers; it only moves the ReLU after the pool)."""
+    from fedpaper.engine import grouped
+
+    real = grouped.pool_before_relu
+    grouped.pool_before_relu = list
+    try:
+        yield
+    finally:
+        grouped.pool_before_relu = real
+
+
+PATCHES = {"all-slots": _all_slots, "relu-first": _relu_first}  # configurations that differ in the engine, not in the sweep
 
 
 def with_precision(spec, precision: str):
