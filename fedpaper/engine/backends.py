@@ -138,8 +138,9 @@ class SlotGradients:
     def _slot_grad(self, objective):
         """(params, buffers, batch, present, anchor) -> (gradients, aux) of one slot: torch.func.grad's
         function, computed with torch.autograd.grad (the same kernels and bits, without functorch's
-        per-operation wrapping: 1.10x a step of the privlabels CNN on a CPU core; an unused
-        parameter gets a zero gradient, as from torch.func.grad)."""
+        per-operation wrapping: 1.10x a step of the privlabels CNN on a CPU core,
+        benchmarks/results/loop_backend_micro.md; an unused parameter gets a zero gradient, as from
+        torch.func.grad)."""
         def gfn(params, buffers, batch, present, anchor):
             with torch.enable_grad():
                 p = {k: v.detach().requires_grad_(True) for k, v in params.items()}

@@ -24,8 +24,8 @@ def fast_layout(t):
     if t.shape[1] == 1 and t.stride(1) != 1:
         # one channel: a contiguous [N, 1, H, W] tensor already counts as channels_last contiguous, so
         # .contiguous() keeps its NCHW strides, and the convolution (which reads the layout from the
-        # strides) then runs in NCHW and hands NCHW on to every later layer: 1.3x slower for the
-        # privlabels CNN on Fashion-MNIST (conv1 8x). clone() writes true channels_last strides
+        # strides) then runs in NCHW and hands NCHW on to every later layer (conv1 alone 1.39x slower:
+        # benchmarks/results/loop_backend_micro.md). clone() writes true channels_last strides
         return t.clone(memory_format=torch.channels_last)
     return t.contiguous(memory_format=torch.channels_last)
 
@@ -65,8 +65,8 @@ def pool_before_relu(ops: list) -> list:
     exactly: ReLU is monotone, so max(relu(a), relu(b), ...) = relu(max(a, b, ...)) bit for bit; the
     max-pool routes the gradient to the same first maximum, and where the window's maximum is <= 0 both
     orders give it a zero gradient. The ReLU (forward and backward) then runs on the pooled
-    activations, a quarter of them for a 2x2 pool: LeNet's grouped round 1.1x (the result is
-    unchanged; tests/test_engine_cpu.py)."""
+    activations, a quarter of them for a 2x2 pool: the FedPALS sweep 1.05-1.13x
+    (benchmarks/results/fedpals_sweep_speed.md), the results unchanged (tests/test_engine_cpu.py)."""
     ops = list(ops)
     for i in range(len(ops) - 1):
         (k1, m1, *_), (k2, m2, *_) = ops[i], ops[i + 1]
