@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -99,34 +100,22 @@ CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call, "all-slots": 
            "bf16": TR.runs_per_engine_call, "relu-first": TR.runs_per_engine_call}
 
 
-@contextlib.contextmanager
 def _all_slots():
     """The grouped backend as it was before it skipped finished slots: every slot of the call is
     passed at every step (engine.backends.SlotGradients._grouped_active bypassed)."""
     from fedpaper.engine import backends
 
-    real = backends.SlotGradients._grouped_active
-    backends.SlotGradients._grouped_active = \
-        lambda self, params, batch, present, anchor, objective, gens, active: \
-        self._grouped(params, batch, present, anchor, objective, gens)
-    try:
-        yield
-    finally:
-        backends.SlotGradients._grouped_active = real
+    return mock.patch.object(backends.SlotGradients, "_grouped_active",
+                             lambda self, params, batch, present, anchor, objective, gens, active:
+                             self._grouped(params, batch, present, anchor, objective, gens))
 
 
-@contextlib.contextmanager
 def _relu_first():
     """The grouped pass in the model's own order (ReLU, then max-pool): engine.grouped.pool_before_relu
     bypassed (the same numbers; it only moves the ReLU after the pool)."""
     from fedpaper.engine import grouped
 
-    real = grouped.pool_before_relu
-    grouped.pool_before_relu = list
-    try:
-        yield
-    finally:
-        grouped.pool_before_relu = real
+    return mock.patch.object(grouped, "pool_before_relu", list)
 
 
 PATCHES = {"all-slots": _all_slots, "relu-first": _relu_first}  # configurations that differ in the engine, not in the sweep

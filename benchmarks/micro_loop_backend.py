@@ -71,7 +71,7 @@ def main(argv=None):
     gf = grad(loss)
 
     def autograd_step():
-        p = {k: v.requires_grad_(True) for k, v in ((k, v.detach()) for k, v in params.items())}
+        p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
         torch.autograd.grad(loss(p), list(p.values()))
 
     contenders = {"conv1, contiguous(channels_last)": (lambda: conv_step("contiguous(channels_last)"), 50),

@@ -348,9 +348,8 @@ def test_pool_before_relu_changes_no_bit_of_outputs_or_gradients():
     model = build_model("lenet", in_channels=1, num_classes=10, image_size=28)
     net = GroupedForward.build(model, (1, 28, 28))
     assert [type(op[1]).__name__ for op in net.ops[:3]] == ["Conv2d", "MaxPool2d", "ReLU"]
-    plain = GroupedForward([op for op in net.ops])  # the model's order, rebuilt below
-    order = {id(m): i for i, m in enumerate(model.features)}
-    plain.ops = sorted(plain.ops[:-1], key=lambda op: order[id(op[1])]) + plain.ops[-1:]
+    order = {id(m): i for i, m in enumerate(model.features)}  # the model's own order (the head last)
+    plain = GroupedForward(sorted(net.ops[:-1], key=lambda op: order[id(op[1])]) + net.ops[-1:])
     assert [type(op[1]).__name__ for op in plain.ops[:3]] == ["Conv2d", "ReLU", "MaxPool2d"]
     gen = torch.Generator().manual_seed(0)
     base = {k: torch.stack([v.detach(), v.detach() * 0.5, v.detach() - 0.05]) for k, v in model.named_parameters()}
