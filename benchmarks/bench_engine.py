@@ -551,7 +551,7 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
     L += ["## GPU targets", "",
           "Not measured: no GPU in this session. No CPU-based projection is given.", ""]
     L += meta.get("notes_md", [])
-    from fedpaper.store import atomic_write_text
+    from fedpaper.ground.files import atomic_write_text
 
     atomic_write_text(path, "\n".join(L) + "\n")
 
@@ -654,7 +654,7 @@ def main(argv=None):
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "load_before": loadavg(), "machine": machine(), "isa_env": isa_env(args),
             "settings": {k: v for k, v in vars(args).items() if k not in ("worker", "model")}}
-    from fedpaper.store import atomic_write_text
+    from fedpaper.ground.files import atomic_write_text
 
     results = []
     t0 = time.perf_counter()

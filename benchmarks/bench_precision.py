@@ -169,7 +169,7 @@ def main(argv=None):
            "threads": torch.get_num_threads(), "repeats": args.repeats, "clients": CLIENTS, "batch": BATCH,
            "grouped_steps": args.grouped_steps, "plain_steps": args.plain_steps, "loadavg": load, "rows": rows,
            "command": " ".join(sys.argv)}
-    from fedpaper.store import atomic_write_text
+    from fedpaper.ground.files import atomic_write_text
 
     atomic_write_text(Path(args.out), json.dumps(out, indent=1))
 

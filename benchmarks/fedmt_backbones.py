@@ -120,7 +120,7 @@ def main():
                      f"{f_hi * w['image_steps_high'] / r / 60:.0f} min |")
     text = "\n".join(lines) + "\n"
     if a.out:
-        from fedpaper.store import atomic_write_text
+        from fedpaper.ground.files import atomic_write_text
 
         atomic_write_text(a.out, text)
     print(text)

@@ -22,7 +22,8 @@ from pathlib import Path
 from fedpaper import model_costs as C
 from fedpaper import plan as P
 from fedpaper.experiment import Execution, RunSpec, get_pools, run_specs
-from fedpaper.store import ResultStore, atomic_write_text
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.store import ResultStore
 
 
 def main(argv=None):

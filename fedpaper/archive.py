@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import Optional
 
 from fedpaper.errors import FedpaperError
-from fedpaper.store import (CODE_VERSION_ENV, ChecksumError, ResultStore, atomic_path, atomic_write_text,
-                            code_version, verified_payload, warn_console)
+from fedpaper.ground.console import warn_console
+from fedpaper.ground.files import ChecksumError, atomic_path, atomic_write_text, verified_payload
+from fedpaper.store import ResultStore
+from fedpaper.versions import CODE_VERSION_ENV, code_version
 
 FORMAT = "fedpaper-results-archive"
 VERSION = 1
@@ -99,7 +101,8 @@ def _selected_indexes(store: ResultStore, only, profile) -> list[tuple[str, str]
 def export_archive(path, store: Optional[ResultStore] = None, *, only=None, profile=None) -> dict:
     """Write the selected finished runs to `path` (see the module docstring); returns a summary
     {"path", "entries", "bytes", "skipped_stale", "skipped_corrupt", "papers"}."""
-    from fedpaper.provenance import git_info, now_iso
+    from fedpaper.ground.jsonio import now_iso
+    from fedpaper.provenance import git_info
 
     store = store if store is not None else ResultStore()
     indexes = []

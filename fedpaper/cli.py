@@ -56,7 +56,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from fedpaper.artifacts import PROFILES
+    from fedpaper.parameters import PROFILES
 
     p = _Parser(prog="fedpaper", description="Reproduce the four papers' tables and figures.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -242,7 +242,8 @@ def download_missing(selected: list[str], root: Path, args) -> dict:
     Smoke runs use stand-ins, so only data sets named with --download are fetched there. A failed
     download is one printed line; the run goes on with what is there (fedpaper.data.download).
     """
-    from fedpaper.data.download import check_names, ensure_datasets
+    from fedpaper.data.download import check_names
+    from fedpaper.data.fetch import ensure_datasets
     from fedpaper.papers import artifact
 
     opt_in = check_names(args.download)
@@ -334,7 +335,7 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
     `per_notebook(nb)`: parameters of that notebook added to `params` (a dry run's cut, per paper)."""
     from tqdm import tqdm
 
-    from fedpaper.store import _clock, deadline
+    from fedpaper.sweep import _clock, deadline
 
     notebooks = list(plan.notebooks)
     with _ctrl_c_noticed() as interrupted:
@@ -377,14 +378,15 @@ def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: 
 
 def _dry_run_scratch(args) -> Path:
     """The scratch folder of a dry run, checked before anything runs; bad input is one line."""
-    from fedpaper.dryrun import PROFILE, check_scratch, default_scratch
+    from fedpaper.dryrun import PROFILE, check_scratch
+    from fedpaper.paths import dry_run_scratch
 
     if args.profile != PROFILE:
         raise UsageError(f"--dry-run checks the {PROFILE} profile's settings and code paths; use --profile {PROFILE} "
                          f"--dry-run (the {args.profile} profile runs as it is: drop --dry-run)")
     if args.rerender:
         raise UsageError("--dry-run trains and --rerender redraws committed results; pass one of them")
-    return check_scratch(Path(args.out_dir) if args.out_dir is not None else default_scratch())
+    return check_scratch(Path(args.out_dir) if args.out_dir is not None else dry_run_scratch())
 
 
 def _peak_rss_gib() -> float:
@@ -421,7 +423,8 @@ def _restamp_claims(plan, profile: str, regenerated: list) -> None:
 
 
 def cmd_reproduce(args) -> int:
-    from fedpaper.artifacts import STATUS_FILE_ENV, check_profile, read_statuses, resolve_out_dir
+    from fedpaper.artifacts import STATUS_FILE_ENV, read_statuses, resolve_out_dir
+    from fedpaper.parameters import check_profile
     from fedpaper.paths import cache_dir
 
     t_start = time.perf_counter()
@@ -438,7 +441,7 @@ def cmd_reproduce(args) -> int:
         os.environ[RERENDER_ENV], args.no_download = "1", True
     root = _resolve_data_root(args.data_root)
     out = resolve_out_dir(args.profile, args.out_dir)  # bad input (e.g. smoke into figures/): exit 2 before any run
-    from fedpaper.store import clean_stale_temps
+    from fedpaper.ground.files import clean_stale_temps
 
     clean_stale_temps(out, recursive=True)  # left by a killed earlier run
     selected, named = _select(args.only)
@@ -448,11 +451,11 @@ def cmd_reproduce(args) -> int:
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"
     _use_executor(args.executor)
-    from fedpaper.store import CODE_VERSION_ENV, pin_code_versions
+    from fedpaper.versions import CODE_VERSION_ENV, pin_code_versions
 
     os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run
     _note_imported_code(selected)
-    from fedpaper.store import DEADLINE_ENV, _clock
+    from fedpaper.sweep import DEADLINE_ENV, _clock
 
     deadline = (_env(DEADLINE_ENV, repr(_clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
                 else contextlib.nullcontext())  # the kernels' sweeps stop at it
@@ -551,7 +554,7 @@ def cmd_cache(args) -> int:
         if args.cache_command == "export":
             selected = _select(args.only)[0] if args.only else None  # unknown ids: one line
             if args.profile is not None:
-                from fedpaper.artifacts import check_profile
+                from fedpaper.parameters import check_profile
 
                 check_profile(args.profile)
             if args.only and args.profile is not None:
@@ -579,7 +582,7 @@ def cmd_cache(args) -> int:
             if args.only:
                 _select(args.only)
             if args.profile is not None:
-                from fedpaper.artifacts import check_profile
+                from fedpaper.parameters import check_profile
 
                 check_profile(args.profile)
             out = rekey(only=args.only, profile=args.profile, verify=args.verify, data_root=args.data_root)
@@ -633,7 +636,7 @@ def outcome_summary(outcomes: dict) -> str:
 def cmd_plan(args) -> int:
     """Per artifact and per paper: runs, rounds, samples, MACs, memory and time (fedpaper.plan)."""
     from fedpaper import plan as P
-    from fedpaper.artifacts import check_profile
+    from fedpaper.parameters import check_profile
 
     check_profile(args.profile)
     root = _resolve_data_root(args.data_root)

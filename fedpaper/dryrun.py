@@ -29,7 +29,10 @@ import copy
 from pathlib import Path
 from typing import Optional
 
-from fedpaper.parameters import DRY_RUN_KEY, DRY_RUN_PROFILE
+from fedpaper.artifacts import check_output_folder, profile_figures_dir
+from fedpaper.errors import BadParameterError
+from fedpaper.parameters import DRY_RUN_KEY, DRY_RUN_PROFILE, FAITHFUL_ORDER
+from fedpaper.paths import figures_dir, unwritable_reason
 
 PROFILE = DRY_RUN_PROFILE
 SEEDS = 1  # one seed (the paper's first)
@@ -80,20 +83,9 @@ def parameters(paper: str, out_dir) -> dict:
     return {"seeds": SEEDS, "out_dir": str(out_dir), "overrides": cut(paper)}
 
 
-def default_scratch() -> Path:
-    """Where a dry run writes unless --out-dir says otherwise: <cache>/dry-run/figures (never figures/)."""
-    from fedpaper.paths import cache_dir
-
-    return cache_dir("dry-run") / "figures"
-
-
 def check_scratch(out: Path) -> Path:
     """`out`, or one BadParameterError when a dry run cannot write there: a committed figures folder,
     not writable, or less than MIN_FREE_BYTES free. Checked before anything runs."""
-    from fedpaper.artifacts import FAITHFUL_ORDER, check_output_folder, profile_figures_dir
-    from fedpaper.errors import BadParameterError
-    from fedpaper.paths import figures_dir, unwritable_reason
-
     out = Path(out).expanduser().absolute()
     committed = [figures_dir()] + [profile_figures_dir(p) for p in FAITHFUL_ORDER]
     if any(out == c.absolute() or c.absolute() in out.parents for c in committed):

@@ -76,7 +76,7 @@ def pending_specs(specs: list, store, force: bool) -> list:
 def _audit(kind: str, group_id: str) -> None:
     d = os.environ.get(AUDIT_ENV)
     if d:
-        from fedpaper.store import atomic_write_text
+        from fedpaper.ground.files import atomic_write_text
 
         atomic_write_text(Path(d) / f"{kind}-{group_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}", str(os.getpid()))
 
@@ -89,7 +89,7 @@ def group_id(store, specs: list) -> str:
 
 def source_version() -> str:
     """Hash of this process's result-affecting source, ignoring the FEDPAPER_CODE_VERSION pin."""
-    from fedpaper.store import CODE_VERSION_ENV, code_version
+    from fedpaper.versions import CODE_VERSION_ENV, code_version
 
     pinned = os.environ.pop(CODE_VERSION_ENV, None)
     try:
@@ -171,7 +171,8 @@ class SmallGroupExecutor:
 
     def run_specs(self, specs: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
                   store=None) -> list:
-        from fedpaper.store import ResultStore, _progress
+        from fedpaper.store import ResultStore
+        from fedpaper.sweep import _progress
 
         store = store if store is not None else ResultStore()
         force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
@@ -223,7 +224,7 @@ class RayExecutor:
                    progress=True) -> dict:
         """Run every group as a task; returns counts {"tasks", "computed", "skipped", "retried"}.
         Raises FedpaperError naming the first failure if a task failed after its retries."""
-        from fedpaper.store import _progress
+        from fedpaper.sweep import _progress
 
         ray = self._ray()
         remote = ray.remote(max_retries=0, num_cpus=self.num_cpus, num_gpus=self.num_gpus)(run_group)

@@ -27,7 +27,8 @@ import torch
 from .algorithms.methods import Method
 from .engine import Federation, Pools, TrainConfig, train
 from .errors import UnknownNameError
-from .store import ResultStore, run_sweep, spec_json
+from fedpaper.store import ResultStore, spec_json
+from fedpaper.sweep import run_sweep
 
 #: Models whose input shape (channels, image size) is read from the data set at build time.
 IMAGE_MODELS = ("lenet", "privlabels_cnn")

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from fedpaper.store import TMP_PREFIX
+from fedpaper.ground.files import TMP_PREFIX
+from fedpaper.ground.procs import pid_alive
 
 SUFFIX = ".lease"
 DEFAULT_TTL = float(os.environ.get("FEDPAPER_LEASE_TTL", "120"))
@@ -76,22 +77,12 @@ def _write_tmp(path: Path, lease: dict) -> Path:
     return tmp
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 def is_stale(lease: dict, now: Optional[float] = None) -> bool:
     """Expired, or held by a process of this host that no longer exists."""
     now = time.time() if now is None else now
     if float(lease.get("expires", 0.0)) <= now:
         return True
-    return lease.get("host") == HOST and isinstance(lease.get("pid"), int) and not _pid_alive(lease["pid"])
+    return lease.get("host") == HOST and isinstance(lease.get("pid"), int) and not pid_alive(lease["pid"])
 
 
 LOCK_STALE_S = 10.0  # a key's lock is held for microseconds; one this old was left by a dead process

@@ -301,7 +301,7 @@ def machine_key() -> str:
 
 def model_costs(key: ModelKey, cache_file: Optional[Path] = None) -> dict:
     """MACs, step memory and CPU timing of a model, cached per model key and machine."""
-    from fedpaper.store import atomic_write_text
+    from fedpaper.ground.files import atomic_write_text
 
     cache_file = cache_file or _cache_file()
     ck = hashlib.sha256((key.signature() + machine_key()).encode()).hexdigest()[:20]

@@ -510,7 +510,7 @@ def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:
 
     import pandas as pd
 
-    from fedpaper.store import atomic_path
+    from fedpaper.ground.files import atomic_path
 
     df = pd.DataFrame([dict(dataclasses.asdict(r), partial=r.partial) for r in rows + totals])
     with atomic_path(path) as tmp:

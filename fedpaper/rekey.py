@@ -34,7 +34,10 @@ from typing import Optional
 import numpy as np
 
 from fedpaper.errors import FedpaperError
-from fedpaper.store import ResultStore, atomic_write_text, code_version, spec_json, warn_console
+from fedpaper.ground.console import warn_console
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.store import ResultStore, spec_json
+
 
 REKEYS_DIR = "rekeys"  # in the store: one record per rekey (what was checked, what was stored again)
 NOT_COMPARED = ("log",)  # how a run executed, not what it computed
@@ -171,7 +174,8 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
     """Check and rekey (see the module docstring); returns {(paper, old code): {"runs", "verified",
     "to"}}. RekeyError (nothing written for that version or any after it) on the first failure."""
     from fedpaper.archive import _current_code
-    from fedpaper.provenance import git_info, now_iso
+    from fedpaper.ground.jsonio import now_iso
+    from fedpaper.provenance import git_info
 
     if int(verify) < 1:
         raise RekeyError(f"--verify {verify}: at least one run must be retrained to check the current code "

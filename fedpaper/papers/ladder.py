@@ -42,7 +42,7 @@ from fedpaper.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
 from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
 from fedpaper.paths import cache_dir
-from fedpaper.store import BAR_SUFFIX
+from fedpaper.sweep import BAR_SUFFIX
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ import torch
 
 from fedpaper.engine.trainer import FederatedTrainer
 from fedpaper.paths import cache_dir
-from fedpaper.store import (ChecksumError, atomic_write_bytes, code_version, verified_payload, warn_console,
-                            with_checksum)
+from fedpaper.ground.console import warn_console
+from fedpaper.ground.files import ChecksumError, atomic_write_bytes, verified_payload, with_checksum
+from fedpaper.versions import code_version
 
 from . import runs
 

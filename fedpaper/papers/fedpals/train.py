@@ -14,7 +14,8 @@ from fedpaper.papers._common.rows import cell_of
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 from fedpaper.provenance import compute_record
-from fedpaper.store import SWEEP_OWNER, ResultStore
+from fedpaper.store import ResultStore
+from fedpaper.sweep import SWEEP_OWNER
 
 
 def _gkey(s) -> tuple:
