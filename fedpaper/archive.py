@@ -39,6 +39,8 @@ from fedpaper.ground.console import warn_console
 from fedpaper.ground.files import ChecksumError, atomic_path, atomic_write_text, verified_payload
 from fedpaper.store import ResultStore
 from fedpaper.versions import CODE_VERSION_ENV, code_version
+from fedpaper.ground.jsonio import now_iso
+from fedpaper.provenance import git_info
 
 FORMAT = "fedpaper-results-archive"
 VERSION = 1
@@ -49,7 +51,6 @@ IMPORTS_DIR = "imports"  # in the store: one record per imported archive (manife
 
 class ArchiveError(FedpaperError):
     """A missing, foreign, truncated or corrupt archive, or nothing to export (one line, exit 2)."""
-
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -101,8 +102,6 @@ def _selected_indexes(store: ResultStore, only, profile) -> list[tuple[str, str]
 def export_archive(path, store: Optional[ResultStore] = None, *, only=None, profile=None) -> dict:
     """Write the selected finished runs to `path` (see the module docstring); returns a summary
     {"path", "entries", "bytes", "skipped_stale", "skipped_corrupt", "papers"}."""
-    from fedpaper.ground.jsonio import now_iso
-    from fedpaper.provenance import git_info
 
     store = store if store is not None else ResultStore()
     indexes = []

@@ -58,6 +58,7 @@ from fedpaper.paths import cache_dir, data_root as _data_root, dry_run_scratch, 
 from fedpaper.progress import warnings_once
 from fedpaper.ground.files import atomic_path
 from fedpaper.sweep import BAR_PREFIX, SWEEP_OWNER
+from fedpaper.store import spec_json
 
 SUFFIXES = ("png", "pdf", "csv", "json")
 SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
@@ -134,7 +135,6 @@ def exploration_dir(profile: str, changes: dict) -> Path:
     """The scratch folder of an exploration run: cache/explore/<profile>/<hash of the changes>/."""
     import hashlib
 
-    from fedpaper.store import spec_json
 
     digest = hashlib.sha256(spec_json(changes).encode()).hexdigest()[:10]
     return cache_dir("explore", profile, digest)

@@ -15,6 +15,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from fedpaper.data.download import copy_kind
+from fedpaper.data.registry import DATASETS
 from fedpaper.ground.jsonio import jsonable, now_iso
 from fedpaper.paths import REPO_ROOT
 
@@ -184,19 +186,14 @@ def dataset_copies(datasets, profile: str | None = None) -> list:
     out = list(datasets or [])
     if profile == "smoke":
         return out
-    try:
-        from fedpaper.data.download import copy_kind
-        from fedpaper.data.registry import DATASETS as catalog
-    except ImportError:  # pragma: no cover - a broken install: provenance still gets written
-        return out
     for i, d in enumerate(out):
-        if not (isinstance(d, dict) and d.get("name") in catalog and d.get("data_root")):
+        if not (isinstance(d, dict) and d.get("name") in DATASETS and d.get("data_root")):
             continue
         if d.get("synthetic") or d.get("available") is False:
             continue
         d = out[i] = dict(d)
         d.setdefault("copy", copy_kind(d["name"], d["data_root"]))
-        if d["copy"] != "offline copy" and catalog[d["name"]].lossy_offline:
+        if d["copy"] != "offline copy" and DATASETS[d["name"]].lossy_offline:
             d.setdefault("replaces_lossy_offline_copy", True)
     return out
 

@@ -37,6 +37,9 @@ from fedpaper.errors import FedpaperError
 from fedpaper.ground.console import warn_console
 from fedpaper.ground.files import atomic_write_text
 from fedpaper.store import ResultStore, spec_json
+from fedpaper.archive import _current_code, _entry, _paper_of, _selected_indexes, ArchiveError
+from fedpaper.ground.jsonio import now_iso
+from fedpaper.provenance import git_info
 
 
 REKEYS_DIR = "rekeys"  # in the store: one record per rekey (what was checked, what was stored again)
@@ -47,12 +50,10 @@ class RekeyError(FedpaperError):
     """Nothing to rekey, a run that cannot be retrained, or a run the current code does not
     reproduce (one line, exit 2, nothing written)."""
 
-
 def _stale_entries(store: ResultStore, only, profile) -> tuple[dict, list]:
     """{(paper, old code): [(key, entry)]} of the selected finished runs made by another code
     version than the current one (and not stored under it already), and the store indexes
     [(artifact, profile, runs)] they were selected through."""
-    from fedpaper.archive import ArchiveError, _current_code, _entry, _paper_of, _selected_indexes
 
     indexes = []
     if only or profile is not None:
@@ -173,9 +174,6 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
           say=print) -> dict:
     """Check and rekey (see the module docstring); returns {(paper, old code): {"runs", "verified",
     "to"}}. RekeyError (nothing written for that version or any after it) on the first failure."""
-    from fedpaper.archive import _current_code
-    from fedpaper.ground.jsonio import now_iso
-    from fedpaper.provenance import git_info
 
     if int(verify) < 1:
         raise RekeyError(f"--verify {verify}: at least one run must be retrained to check the current code "

@@ -16,7 +16,7 @@ from typing import Optional
 import pandas as pd
 
 from fedpaper import provenance as prov
-from fedpaper.artifacts import committed_paths, load_committed
+from fedpaper.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, check_claims
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
 from fedpaper.papers._common.rows import norm
@@ -36,6 +36,7 @@ from fedpaper.papers import (
 )
 from fedpaper.paths import REPO_ROOT, cache_dir, data_root as _data_root, figures_dir
 from fedpaper.ground.files import atomic_write_text
+from fedpaper.papers._common.scaling import read_trends
 
 STATUS_START = "<!-- artifact-status:start -->"
 STATUS_END = "<!-- artifact-status:end -->"
@@ -287,7 +288,6 @@ def ladder_section() -> list[str]:
     """REPORT.md's compute ladders (issue 29), one table per committed `<paper>/scaling` csv: each
     quantity's trend, slope and its SE per decade of compute, and the projection to the paper's
     compute where the trend is clear. Nothing while no ladder is committed."""
-    from fedpaper.papers._common.scaling import read_trends
 
     out = []
     for a in LADDERS:
@@ -322,7 +322,6 @@ def artifact_claims(artifact_id: str, table: pd.DataFrame, provenance: Optional[
     """The registered claims about one artifact checked on `table` (other artifacts a claim needs:
     their committed csv, artifacts.claim_tables) with their computed causes, as in REPORT.md:
     what a notebook shows after its run (fedpaper.notebook.show_claims)."""
-    from fedpaper.artifacts import claim_tables, committed_paths as _paths
 
     claims_, tables = claim_tables(artifact_id, table, profile)
     results = check_claims(claims_, tables)
