@@ -365,9 +365,9 @@ def _engine_choices(params: dict) -> dict:
     """{dotted setting: the engine's names} for the engine settings a profile dict holds as a
     string (`optimizer`, `lr_schedule`, `precision`, `backend`, at any depth), so that a bad name
     is answered before any run rather than where the engine is built."""
-    from fedpaper.engine.backends import BACKENDS
-    from fedpaper.engine.optim import OPTIMIZERS, SCHEDULES
-    from fedpaper.engine.types import PRECISIONS
+    from fedpaper.engine.backends import BACKENDS  # start-up time: torch (the CLI imports this module)
+    from fedpaper.engine.optim import OPTIMIZERS, SCHEDULES  # start-up time: torch (the CLI imports this module)
+    from fedpaper.engine.types import PRECISIONS  # start-up time: torch (the CLI imports this module)
 
     names = {"optimizer": OPTIMIZERS, "tuning_optimizer": OPTIMIZERS, "lr_schedule": SCHEDULES,
              "precision": PRECISIONS, "backend": BACKENDS}
