@@ -21,7 +21,8 @@ from pathlib import Path
 
 from fedpaper import model_costs as C
 from fedpaper import plan as P
-from fedpaper.experiment import Execution, RunSpec, get_pools, run_specs
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec, get_pools
 from fedpaper.store import ResultStore, atomic_write_text
 
 
