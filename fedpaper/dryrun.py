@@ -42,11 +42,6 @@ MIN_FREE_BYTES = 1 * 2**30
 
 _FEWER_COMPOSITES = {"singles": {"train": 3, "val": 2, "test": 3}, "pairs": {"train": 1, "val": 1, "test": 1}}
 
-#: Runs per engine call in a dry run (fedpaper.executors.SmallGroupExecutor, unless an executor is
-#: named): a group holds every client's parameters and optimiser state of each of its runs, ~180 MB
-#: per client for the paper profile's ResNet-18s (a group of 3 FedNCA-ML runs peaked at 7 GB here).
-GROUP_RUNS = 1
-
 #: The paper-profile settings each paper's dry run changes (override keys of its profile dict).
 CUTS: dict[str, dict] = {
     # 1 round; each partition (clients and target) keeps 0.5% of its images (~30 per Fashion-MNIST client,

@@ -214,7 +214,7 @@ def claim_keys(root, keys: Iterable[str], *, ttl: float = DEFAULT_TTL, wait: flo
 def claim_free(root, keys: Iterable[str], *, ttl: float = DEFAULT_TTL, owner: Optional[dict] = None) -> Claim:
     """Claim every key of `keys` that no live owner holds, without waiting; the returned Claim
     (its `.keys`: the keys taken) is renewed by its heartbeat until `.release()`. Used by the local
-    path (experiment.run_specs) so that two processes on one store each train a run once."""
+    path (executors.run_specs) so that two processes on one store each train a run once."""
     claim = Claim(Path(root), [], ttl, owner or new_owner())
     for k in sorted(set(keys)):
         if try_acquire(lease_path(root, k), claim.owner, ttl):

@@ -97,11 +97,6 @@ def current() -> Parameters:
     return _CURRENT.get() or Parameters()
 
 
-def dry_run_active() -> bool:
-    """True inside an artifact function called for a dry run (its runs use their own results cache)."""
-    return current().dry_run
-
-
 def _short(v) -> str:
     s = repr(v) if isinstance(v, str) else str(v)
     return s if len(s) <= 40 else s[:37] + "..."

@@ -15,7 +15,7 @@ How the runs are found (no artifact logic is repeated here): each artifact's not
 called as the notebook calls it, with `fedpaper.artifacts.COMPUTE_HOOK` set, so `run_artifact`
 hands this module its compute function instead of computing, drawing and writing (nothing is
 written, absent data sets do not stop it). The compute runs with a collecting executor
-(`fedpaper.executors.using_executor`): every `experiment.run_specs` call records its runs' store
+(`fedpaper.executors.using_executor`): every `executors.run_specs` call records its runs' store
 keys and their `build` and returns placeholders, whose first use stops the compute (`_Collected`,
 a BaseException, so no `except Exception` in an artifact hides it). Runs that an artifact trains
 outside run_specs (FedNCA-ML's feature models, `FederatedTrainer` directly) are caught at the

@@ -147,7 +147,8 @@ def _describe(key: str, entry: dict) -> str:
 def retrain(key: str, entry: dict, data_root=None) -> dict:
     """The current code's result of a stored run, trained afresh in a scratch store with the
     backend and device its log names."""
-    from fedpaper.experiment import Execution, RunSpec, default_device, run_specs, store_key  # start-up time: torch (the CLI imports this module)
+    from fedpaper.executors import run_specs  # start-up time: torch (the CLI imports this module)
+    from fedpaper.experiment import Execution, RunSpec, default_device, store_key  # start-up time: torch, as above
 
     spec = json.loads(entry["spec"])
     try:

@@ -223,12 +223,12 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
                 moves.stored(1)
         else:
             step = batch_size or max(1, len(pending))
-            # a run_fn_many that stores each result itself (under its lease: experiment.claimed)
+            # a run_fn_many that stores each result itself (under its lease: executors.claimed)
             stored_by_fn = bool(getattr(run_fn_many, "stores_results", False))
             remaining = list(pending)
             key_of = {id(s): k for s, k in zip(specs, keys)}
             while remaining:
-                if stored_by_fn:  # leased runs (experiment.claimed): take free runs before held ones
+                if stored_by_fn:  # leased runs (executors.claimed): take free runs before held ones
                     remaining = _free_first(store.root, remaining, key_of)
                 chunk, remaining = remaining[:step], remaining[step:]
                 check(chunk)

@@ -329,9 +329,9 @@ def test_a_pace_carries_over_to_the_next_sweep_only_in_the_same_unit(tmp_path, m
 
 
 def test_run_specs_weighs_the_deadline_pace_by_each_runs_training_samples(monkeypatch, tmp_path):
-    """experiment.run_specs gives run_sweep a cost in training samples (experiment.run_cost): a run
+    """executors.run_specs gives run_sweep a cost in training samples (experiment.run_cost): a run
     of 10 rounds costs 10x a run of 1 round of the same layout, whatever the pace per run says."""
-    from fedpaper import experiment as E
+    from fedpaper import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
 
     p = P.runs("smoke")
@@ -359,13 +359,13 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
     """run_specs stores each engine call's runs as soon as the call ends: a chunk of two engine calls
     (1-round and 2-round runs: two configs) killed during the second keeps the first's runs, and
     the same sweep again trains only the rest."""
-    from fedpaper import experiment as E
+    from fedpaper import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
 
     p = P.runs("smoke")
     p.update(P.grid("smoke"))
     sp = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=s, rounds=r) for r in (1, 2) for s in (0, 1)]
-    inner, calls = E._train_group, []
+    inner, calls = E.train_group, []
 
     def killed_second(setups, progress):
         calls.append(len(setups))
@@ -373,13 +373,13 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
             raise KeyboardInterrupt
         return inner(setups, progress)
 
-    monkeypatch.setattr(E, "_train_group", killed_second)
+    monkeypatch.setattr(E, "train_group", killed_second)
     store = ResultStore(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
     assert calls == [2, 2] and len(store) == 2
     calls.clear()
-    monkeypatch.setattr(E, "_train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
+    monkeypatch.setattr(E, "train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
     res = E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
     assert calls == [2] and len(store) == 4 and len(res) == 4
 

@@ -144,10 +144,10 @@ def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatc
     """With EVAL_BYTES lowered so that 16 rows fit, the trainer evaluates in passes of 16 rows (not
     cfg.eval_batch) and the run's numbers are those of uncapped evaluation (a LeNet on CPU)."""
     from fedpaper.engine import trainer as T
-    from fedpaper.experiment import _train_group
+    from fedpaper.experiment import train_group
 
     setups = _setups(1)
-    full = _train_group(setups, False)[0]
+    full = train_group(setups, False)[0]
     rows_seen = []
     real = T.predict
 
@@ -158,7 +158,7 @@ def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatc
     per_sample = MEM.step_memory(setups[0].config, tuple(get_pools(POOL).x_train.shape[1:])).saved_per_sample
     monkeypatch.setattr(MEM, "EVAL_BYTES", 16 * per_sample)
     monkeypatch.setattr(T, "predict", spy)
-    capped = _train_group(setups, False)[0]
+    capped = train_group(setups, False)[0]
     assert rows_seen and set(rows_seen) == {16}
     assert full["history"] == capped["history"] and full["final"] == capped["final"]  # 40 test rows: 3 passes
 

@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from fedpaper import cli
-from fedpaper import experiment as E
+from fedpaper import executors as X, experiment as E
 from fedpaper import rekey as R
 from fedpaper.ground import files as GF
 from fedpaper import sweep as W
@@ -27,7 +27,7 @@ def _old_store(root, specs):
     old = ResultStore(root, code="old0000000000000+old")
     token = W.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
     try:
-        results = E.run_specs(specs, execution=FR.execution(), store=old, progress=False)
+        results = X.run_specs(specs, execution=FR.execution(), store=old, progress=False)
     finally:
         W.SWEEP_OWNER.reset(token)
     return old, results

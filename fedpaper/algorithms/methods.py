@@ -163,7 +163,7 @@ def method_parts(m: Method) -> list:
     """The parts of `m`, in order (see Method.algorithm). The one place Method's fields are read
     as names of parts; part modules are imported here, on use."""
     from .afl import AFLMixture
-    from .fedavg import FedAvgWeights
+    from .base import FedAvgWeights
     from .fedpals import FedPALSWeights
     from .fedprox import Penalty
     from .fedrs import RestrictedSoftmax

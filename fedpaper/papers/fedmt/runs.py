@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.algorithms.methods import Method
-from fedpaper.experiment import RunSpec, run_specs
+from fedpaper.executors import run_specs
+from fedpaper.experiment import RunSpec
 from fedpaper.papers._common.summaries import seed_summary
 
 from . import data as _data  # noqa: F401  (registers the pools builder and the layout)

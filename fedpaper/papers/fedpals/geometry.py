@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.algorithms import weights as W
-from fedpaper.experiment import Execution, RunSpec, layout, pools_builder, run_specs
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec, layout, pools_builder
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.store import spec_json
 

@@ -20,8 +20,8 @@ import pandas as pd
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.engine import Federation
-from fedpaper.experiment import (Execution, RunSpec, default_device, get_pools, layout, pools_builder, pools_key_of,
-                                 run_specs)
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_builder, pools_key_of
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.partition import oracle_partition
 from fedpaper.store import spec_json

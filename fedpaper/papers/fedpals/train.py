@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from fedpaper.experiment import default_device, run_specs, store_key
+from fedpaper.executors import run_specs
+from fedpaper.experiment import default_device, store_key
 from fedpaper.papers._common.chance import CHANCE_MARGIN, at_chance, chance_level
 from fedpaper.papers._common.rows import cell_of
 from fedpaper.papers._common.summaries import group_fields, seed_summary

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections import Counter
 
-from fedpaper.experiment import run_specs
+from fedpaper.executors import run_specs
 from fedpaper.store import ResultStore
 
 from . import _params
