@@ -194,7 +194,8 @@ def worker(args) -> dict:
         times = _rounds(lambda: plain_loop.fedavg_round(g, loaders, args.lr, 1, _precision(c)), args)
     else:
         from fedpaper.algorithms import get_method
-        from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+        from fedpaper.driver import FederatedTrainer
+        from fedpaper.engine import Federation, Pools, TrainConfig
 
         pools = Pools.from_dataset(ds)
         fed = Federation(rows, np.arange(10), seed=args.seed)  # 10 test samples: evaluation ~free
@@ -203,7 +204,7 @@ def worker(args) -> dict:
                           local_epochs=1, rounds=1, backend=backend, precision=_precision(c))
         method = get_method("FedAvg")
         if c == "sequential":
-            from fedpaper.engine.sequential import train_sequential
+            from fedpaper.driver.sequential import train_sequential
 
             info["startup_s"] = time.perf_counter() - t_start
             times = _rounds(lambda: train_sequential(method, cfg, pools, fed), args)

@@ -62,7 +62,8 @@ class GroupedCell:
 
     def __init__(self, model, kw, shape, precision, steps):
         from fedpaper.algorithms import get_method
-        from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+        from fedpaper.driver import FederatedTrainer
+        from fedpaper.engine import Federation, Pools, TrainConfig
 
         n = CLIENTS * BATCH * steps
         g = torch.Generator().manual_seed(0)

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from fedpaper.algorithms.methods import Method
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 
 BACKBONES = {
     "lenet (no BatchNorm, grouped backend)": ("lenet", {"in_channels": 3, "image_size": 32}),

@@ -23,9 +23,12 @@ from typing import Callable, Iterator, Optional
 import torch
 
 from .algorithms.methods import Method
-from .engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from .errors import UnknownNameError
 from fedpaper.store import spec_json
+from fedpaper.data import data_copy, DATASETS, load_dataset, synthetic_images
+from fedpaper.engine.memory import runs_that_fit
 
 #: Models whose input shape (channels, image size) is read from the data set at build time.
 IMAGE_MODELS = ("lenet", "privlabels_cnn")
@@ -199,7 +202,6 @@ def pools_key_of(data: dict, data_root=None, device=None) -> tuple:
 @lru_cache(maxsize=4)
 def get_pools(key: tuple) -> Pools:
     """Standardised pools of a data set, loaded once per process (key: see pools_key_of)."""
-    from .data import load_dataset, synthetic_images
 
     name, root, device, options = key
     options = json.loads(options)
@@ -216,7 +218,6 @@ def get_pools(key: tuple) -> Pools:
 
 def data_identity(data: dict, data_root=None) -> Optional[dict]:
     """Which copy of the data a run reads (fedpaper.data.data_copy), for the store key."""
-    from .data import DATASETS, data_copy
 
     name = data["name"]
     if name in POOLS_BUILDERS:
@@ -254,7 +255,6 @@ def group_setups(setups: list[RunSetup], max_batch: int, desc: str = "runs") -> 
     TrainConfig and a pools key, at most `max_batch` per engine call and at most as many runs as
     fit the device's memory budget (engine.memory.runs_that_fit). One line says so, once per
     process and setting, when the budget makes a group smaller than it would be."""
-    from .engine.memory import runs_that_fit
 
     groups: dict = {}
     for i, st in enumerate(setups):
@@ -304,7 +304,6 @@ def store_key(spec: RunSpec, data_root=None) -> dict:
     paper is imported first where its data name is its own pools builder's (registered on import):
     without it the data copy would read as None, and the key would depend on what was imported
     before (`fedpaper cache rekey` of FedMT's runs failed so)."""
-    from .data import DATASETS
 
     if spec.data["name"] not in POOLS_BUILDERS and spec.data["name"] not in DATASETS:
         _import_paper(spec.paper)
@@ -325,7 +324,7 @@ def build_stored(by_key: dict, data_root, execution, key: dict) -> RunSetup:
 def run_samples(config: TrainConfig, fed: Federation) -> tuple[float, float]:
     """(training samples, evaluated samples) of one run: every round's participating clients'
     labelled and unlabelled rows times the local epochs; the test and validation rows of every
-    round the engine evaluates (engine.trainer: every `eval_every`-th round and the last).
+    round the engine evaluates (driver.trainer: every `eval_every`-th round and the last).
     `fedpaper plan` counts runs with it, and a sweep's deadline paces by it (`run_cost`)."""
     n = sum(len(c) for c in fed.client_indices) + sum(len(c) for c in (fed.client_unlabeled_indices or []))
     train = float(n) * config.local_epochs * config.participation * config.rounds

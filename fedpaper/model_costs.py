@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 from fedpaper.algorithms.methods import Method
-from fedpaper.engine import Federation, Pools, train, TrainConfig
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.engine.memory import saved_tensor_bytes
 from fedpaper.ground.files import atomic_write_text
 from fedpaper.models import build_model
@@ -223,7 +224,7 @@ def timing_federation(key: ModelKey, clients: int, batches: int, rounds: int, de
 
 
 def engine_timing(key: ModelKey, train_macs: float, batches: int = 2) -> dict:
-    """CPU seconds per training sample of the engine itself (fedpaper.engine.train, FedAvg, the
+    """CPU seconds per training sample of the engine itself (fedpaper.driver.train, FedAvg, the
     backend it picks) training `key`'s model: min(the run's clients, ENGINE_TIMING_CLIENTS) clients
     of `batches` batches each on random data of the input shape, two rounds, the second one timed
     (process CPU time between the engine's round callbacks, its aggregation included); and per

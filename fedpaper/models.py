@@ -16,6 +16,11 @@ from .nets.resnet import TwoHead, WithCorrespondence, bn_convnet, resnet18_fedmt
 from .nets.torchvision_nets import torchvision_resnet
 
 
+def logits_of(outputs):
+    """The logits among a model's outputs: the tensor itself, or outputs["logits"]."""
+    return outputs["logits"] if isinstance(outputs, dict) else outputs
+
+
 class LeNet(nn.Module):
     """FedPALS "small, two-layer convolutional network" (fedpals Sec 5; targets vague-4).
 

@@ -46,7 +46,7 @@ from fedpaper.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line
                                   machine_key, macs, model_costs, step_memory)
 from fedpaper import experiment as E
 from fedpaper.artifacts import ArtifactResult, COMPUTE_HOOK
-from fedpaper.engine import trainer as T
+from fedpaper.driver import trainer as T
 from fedpaper.executors import using_executor
 from fedpaper.experiment import get_pools, run_samples
 from fedpaper.ground.files import atomic_path

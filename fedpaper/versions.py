@@ -20,7 +20,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # The core of fedpaper whose source changes every paper's results (names relative to fedpaper/,
 # globs allowed; a name matches <name>.py and every .py file under the folder <name>/).
-CORE_MODULES = ("data", "partition", "models", "nets", "engine*", "algorithms", "metrics", "experiment")
+CORE_MODULES = ("data", "partition", "models", "nets", "engine*", "driver", "algorithms", "metrics", "experiment")
 # Each paper's own code: every .py file of its package fedpaper/papers/<paper>/ (so a new module
 # cannot be left out), minus the modules the package declares, in a literal tuple
 # `RESULTS_READ_ONLY = ("claims", ...)` in its __init__.py, as only reading results (claim checks,

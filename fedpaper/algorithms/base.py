@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..models import logits_of
 from . import weights as W
 
 
@@ -44,7 +45,11 @@ class Context:
     train_slots(params, rows, present, rngs, algorithm, epochs, buffers) -> (params, anchor,
     steps, loss), the clients' local training applied to any stacked models (server training);
     init_params: the runs' initial global params [R, ...] (shapes and layouts for declared state);
-    round_lr(): the clients' learning rate in the current round (the lr schedule's value)."""
+    round_lr(): the clients' learning rate in the current round (the lr schedule's value);
+    run_grads(gfn, params, args, masks, gens) -> {name: [R, ...]}: each run's gradient of a part's
+    own loss, computed as the runs' backend computes the clients' steps (engine.gradients);
+    grouped_forward() -> a GroupedForward of the template when the runs' gradients go in one
+    grouped pass, else None. A part never asks which backend trains it."""
 
     cfg: Any
     pools: Any
@@ -57,7 +62,6 @@ class Context:
     sizes: np.ndarray
     present: torch.Tensor
     classifier: tuple
-    backend: str
     template: Any
     buffers: dict
     has_batchnorm: bool
@@ -65,6 +69,8 @@ class Context:
     predict: Callable
     train_slots: Callable
     round_lr: Callable = None
+    run_grads: Callable = None
+    grouped_forward: Callable = None
 
 
 @dataclass
@@ -165,11 +171,6 @@ def row_loss(logits, y):
     if y.dim() == logits.dim():  # multi-label
         return F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
-
-
-def logits_of(outputs):
-    """The logits among a model's outputs: the tensor itself, or outputs["logits"]."""
-    return outputs["logits"] if isinstance(outputs, dict) else outputs
 
 
 @dataclass
