@@ -47,10 +47,11 @@ from fedpaper.kernel import kernel_manager_class
 from fedpaper.papers import PAPERS, artifact, artifact_ids, dataset_available, get_artifact, missing_message, not_implemented_reason
 from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
 from fedpaper.parameters import PROFILES, check_profile
-from fedpaper.paths import REPO_ROOT, cache_dir, data_root, dry_run_scratch
+from fedpaper import paths, sweep
+from fedpaper.paths import cache_dir, data_root, dry_run_scratch
 from fedpaper.rekey import rekey, RekeyError
 from fedpaper.store import ResultStore
-from fedpaper.sweep import DEADLINE_ENV, _clock, deadline
+from fedpaper.sweep import DEADLINE_ENV, deadline
 from fedpaper.versions import CODE_VERSION_ENV, pin_code_versions
 
 EXIT_FAILED = 1
@@ -265,7 +266,7 @@ def _execute(nb: str, out_nb: Path, parameters: dict, timeout) -> None:
     import papermill as pm
 
 
-    src = REPO_ROOT / nb
+    src = paths.REPO_ROOT / nb
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     pm.execute_notebook(str(src), str(out_nb), parameters=parameters, kernel_name="python3",
                         cwd=str(src.parent), progress_bar=False, log_output=False,
@@ -342,7 +343,7 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
     with _ctrl_c_noticed() as interrupted:
         for i, nb in enumerate(tqdm(notebooks, desc="notebooks", unit="nb", disable=not notebooks)):
             end = deadline()
-            if end is not None and _clock() >= end:
+            if end is not None and sweep._clock() >= end:
                 return notebooks[i:]
             nb_params = {**params, **per_notebook(nb)} if per_notebook else params
             _run_one(nb, executed, nb_params, args, done, failures, bad_input, interrupted)
@@ -452,7 +453,7 @@ def cmd_reproduce(args) -> int:
     os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run
     _note_imported_code(selected)
 
-    deadline = (_env(DEADLINE_ENV, repr(_clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
+    deadline = (_env(DEADLINE_ENV, repr(sweep._clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
                 else contextlib.nullcontext())  # the kernels' sweeps stop at it
     if args.max_hours is not None and os.environ.get("FEDPAPER_EXECUTOR", "local").startswith("ray"):
         print("fedpaper: note: with the ray executor --max-hours is checked between notebooks only (its tasks "

@@ -39,7 +39,8 @@ from fedpaper.experiment import (Execution, RunSpec, build_stored, plan_groups, 
 from fedpaper.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
 from fedpaper.ground.files import atomic_write_text
 from fedpaper.store import DRY_RUN, ResultStore, spec_json
-from fedpaper.sweep import _progress, run_sweep
+from fedpaper import sweep
+from fedpaper.sweep import run_sweep
 from fedpaper.versions import CODE_VERSION_ENV, code_version
 
 EXECUTOR_ENV = "FEDPAPER_EXECUTOR"
@@ -281,7 +282,7 @@ class SmallGroupExecutor:
         store = store if store is not None else ResultStore()
         force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
         groups = task_groups(pending_specs(specs, store, force), build, min(max_batch, self.max_runs))
-        with _progress(len(groups), 0, f"{desc} [local:{self.max_runs}]", progress, unit="groups") as bar:
+        with sweep._progress(len(groups), 0, f"{desc} [local:{self.max_runs}]", progress, unit="groups") as bar:
             for g in groups:
                 run_group(g, build, str(store.root), store.code, force=force)
                 bar.update(1)
@@ -343,7 +344,7 @@ class RayExecutor:
         refs = {submit(g): (i, 0) for i, g in enumerate(groups)}
         counts = {"tasks": len(groups), "computed": 0, "skipped": 0, "retried": 0, "failed": 0}
         errors: list[str] = []
-        with _progress(len(groups), 0, f"{desc} [ray]", progress, unit="tasks") as bar:
+        with sweep._progress(len(groups), 0, f"{desc} [ray]", progress, unit="tasks") as bar:
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 ref = ready[0]

@@ -38,7 +38,8 @@ from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.engine.memory import saved_tensor_bytes
 from fedpaper.ground.files import atomic_write_text
 from fedpaper.models import build_model
-from fedpaper.paths import cache_dir, REPO_ROOT
+from fedpaper import paths
+from fedpaper.paths import cache_dir
 from fedpaper.progress import on_rounds
 
 TIMED_STEPS = 3
@@ -347,7 +348,7 @@ def gpu_rates() -> tuple[Optional[str], dict]:
     """(card, {signature: rates}) from benchmarks/results/gpu.json, or (None, {}) when absent."""
 
     try:
-        data = json.loads((REPO_ROOT / GPU_RESULTS).read_text(encoding="utf-8"))
+        data = json.loads((paths.REPO_ROOT / GPU_RESULTS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None, {}
     return data.get("card"), dict(data.get("models") or {})

@@ -31,7 +31,7 @@ import pandas as pd
 from fedpaper.errors import FedpaperError
 from fedpaper.papers.catalog import get_artifact, load_reported
 from fedpaper.parameters import using
-from fedpaper.paths import REPO_ROOT
+from fedpaper import paths
 from fedpaper.report import artifact_claims, compare_with_reported, verdict_line
 
 __all__ = ["run", "show", "show_specs", "show_seeds", "show_vs_paper", "show_claims", "one_line_errors",
@@ -254,7 +254,7 @@ def notebook_call(notebook) -> tuple[str, str]:
 
 
     path = Path(notebook)
-    nb = nbformat.read(str(path if path.is_absolute() else REPO_ROOT / path), as_version=4)
+    nb = nbformat.read(str(path if path.is_absolute() else paths.REPO_ROOT / path), as_version=4)
     for c in nb.cells:
         m = re.search(r"^from (\S+) import (\w+)$", c.source, re.M) if c.cell_type == "code" else None
         if m and m.group(1) != "fedpaper.notebook":

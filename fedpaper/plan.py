@@ -50,7 +50,7 @@ from fedpaper.driver import trainer as T
 from fedpaper.executors import using_executor
 from fedpaper.experiment import get_pools, run_samples
 from fedpaper.ground.files import atomic_path
-from fedpaper.notebook import artifact_function_of
+from fedpaper import notebook
 from fedpaper.papers import artifact, not_implemented_reason
 from fedpaper.progress import warnings_once
 from fedpaper.store import ResultStore, spec_json
@@ -273,7 +273,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         try:
             for nb, aids in notebooks.items():
                 try:
-                    artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
+                    notebook.artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
                                              seeds=None)
                 except Exception as e:  # noqa: BLE001 - e.g. bad data before run_artifact: one line
                     for a in aids:
