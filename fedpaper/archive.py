@@ -8,7 +8,7 @@ copy the archive, import it on the next machine, run the same command again.
 An archive is a gzip-compressed tar file holding MANIFEST.json and one member entries/<key>.pkl per
 run: the cache entry's bytes as stored (a pickle behind its own SHA-256 header, fedpaper.store).
 The manifest records the format, when and from which git commit it was made, the code versions
-of the papers it holds (fedpaper.store.code_version: a run is reused only by the same code),
+of the papers it holds (fedpaper.versions.code_version: a run is reused only by the same code),
 the SHA-256 and size of every member, and which artifact and profile each run belongs to (the
 store's index, so that a later export of the same artifact includes the imported runs).
 

@@ -353,7 +353,7 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
     return []
 
 
-SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.store)
+SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.sweep)
 
 
 def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: dict, bad_input: set,

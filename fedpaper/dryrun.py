@@ -13,7 +13,7 @@ where the paper builds its profile dict, so it acts BEFORE any data are built: t
 at 224 px as float32 is ~24 GB).
 
 The cuts live here, not in each paper's profiles.py, because a paper's source files are the cache
-key of its runs (fedpaper.store.paper_files): declaring a cut there would invalidate every cached
+key of its runs (fedpaper.versions.paper_files): declaring a cut there would invalidate every cached
 run of the paper.
 
 Each cut also cuts test/validation images where a paper evaluates on all of them at the paper

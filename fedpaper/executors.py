@@ -167,7 +167,7 @@ def _set_env(env: Optional[dict]) -> None:
 
 class LocalExecutor:
     """The default: `run_specs` trains every group in this process, chunk by chunk of the store's
-    sweep (store.run_sweep: resumable, paced by a deadline), each run claimed with a lease
+    sweep (sweep.run_sweep: resumable, paced by a deadline), each run claimed with a lease
     (`claimed`)."""
 
     name = "local"

@@ -10,7 +10,7 @@ batching runs that share a method, a TrainConfig and a data pool into one engine
     results[i]["best"]["test_acc"], results[i]["history"]  # tidy per-round records
 
 The store key of a run is its RunSpec, the copy of the data set that was read
-(`fedpaper.data.data_copy`) and the code version of its paper (`fedpaper.store.code_version`).
+(`fedpaper.data.data_copy`) and the code version of its paper (`fedpaper.versions.code_version`).
 """
 from __future__ import annotations
 

@@ -67,8 +67,8 @@ def read_lease(path: Path) -> Optional[dict]:
 
 def _write_tmp(path: Path, lease: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    # the writer's pid in the name, as store.atomic_path's: a kill mid-write leaves a temp file that
-    # store.clean_stale_temps removes on the next start (it could not parse the lease token here)
+    # the writer's pid in the name, as ground.files.atomic_path's: a kill mid-write leaves a temp file that
+    # ground.files.clean_stale_temps removes on the next start (it could not parse the lease token here)
     tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     with open(tmp, "w") as f:
         json.dump(lease, f)

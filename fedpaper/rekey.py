@@ -3,7 +3,7 @@
     fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K]
 
 The results cache keys every run by the code version of fedpaper's core and of its paper
-(fedpaper.store.code_version): any edit to those files (a refactor, a memory or speed fix) gives a
+(fedpaper.versions.code_version): any edit to those files (a refactor, a memory or speed fix) gives a
 new version, and the runs of the old one are no longer reused. For a long sweep (FedPALS Table 1
 at the paper profile: hours of CPU per piece) that is a rebuild nobody should pay when the edit
 cannot change a result; pinning the old version (FEDPAPER_CODE_VERSION) would assert that without

@@ -68,7 +68,7 @@ from fedpaper.data import load_dataset
 from fedpaper.partition import Partition
 
 #: Modules of this package that only read results; every other file here is part of the cache key
-#: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
+#: of this paper's runs (fedpaper.versions.paper_files), so an edit to them keeps the cached runs.
 RESULTS_READ_ONLY = ("claims", "ladder")
 
 PAPER = "fedpals"
