@@ -48,7 +48,8 @@ def trainer(model: str, backend: str, precision: str = "fp32", model_kwargs=None
 
     import bench_engine as be
     from fedpaper.algorithms import get_method
-    from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+    from fedpaper.driver import FederatedTrainer
+    from fedpaper.engine import Federation, Pools, TrainConfig
 
     args = argparse.Namespace(model=model, seed=0, clients=10, samples=500, threads=torch.get_num_threads())
     ds, rows, _, _ = be._setup(args)

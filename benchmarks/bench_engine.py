@@ -194,7 +194,8 @@ def worker(args) -> dict:
         times = _rounds(lambda: plain_loop.fedavg_round(g, loaders, args.lr, 1, _precision(c)), args)
     else:
         from fedpaper.algorithms import get_method
-        from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+        from fedpaper.driver import FederatedTrainer
+        from fedpaper.engine import Federation, Pools, TrainConfig
 
         pools = Pools.from_dataset(ds)
         fed = Federation(rows, np.arange(10), seed=args.seed)  # 10 test samples: evaluation ~free
@@ -203,7 +204,7 @@ def worker(args) -> dict:
                           local_epochs=1, rounds=1, backend=backend, precision=_precision(c))
         method = get_method("FedAvg")
         if c == "sequential":
-            from fedpaper.engine.sequential import train_sequential
+            from fedpaper.driver.sequential import train_sequential
 
             info["startup_s"] = time.perf_counter() - t_start
             times = _rounds(lambda: train_sequential(method, cfg, pools, fed), args)
@@ -551,7 +552,7 @@ def write_markdown(path: Path, meta: dict, results: list, args) -> None:
     L += ["## GPU targets", "",
           "Not measured: no GPU in this session. No CPU-based projection is given.", ""]
     L += meta.get("notes_md", [])
-    from fedpaper.store import atomic_write_text
+    from fedpaper.ground.files import atomic_write_text
 
     atomic_write_text(path, "\n".join(L) + "\n")
 
@@ -654,7 +655,7 @@ def main(argv=None):
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "load_before": loadavg(), "machine": machine(), "isa_env": isa_env(args),
             "settings": {k: v for k, v in vars(args).items() if k not in ("worker", "model")}}
-    from fedpaper.store import atomic_write_text
+    from fedpaper.ground.files import atomic_write_text
 
     results = []
     t0 = time.perf_counter()

@@ -38,7 +38,8 @@ NETS = {
 
 def trainer(model, kw, runs, clients, n_test, n_server, method="FedAvg"):
     from fedpaper.algorithms import get_method
-    from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+    from fedpaper.driver import FederatedTrainer
+    from fedpaper.engine import Federation, Pools, TrainConfig
 
     g = torch.Generator().manual_seed(0)
     n_train = clients * 64 + n_server * runs

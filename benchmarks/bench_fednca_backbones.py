@@ -22,7 +22,8 @@ import torch
 from fedpaper.algorithms.base import Algorithm
 from fedpaper.algorithms.fednca_loss import FedNCALoss
 from fedpaper.algorithms.frozen import FrozenParameters
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.engine.optim import OptimSpec
 
 CASES = [  # (label, model kwargs, input side[, precision])

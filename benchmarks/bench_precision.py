@@ -62,7 +62,8 @@ class GroupedCell:
 
     def __init__(self, model, kw, shape, precision, steps):
         from fedpaper.algorithms import get_method
-        from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig
+        from fedpaper.driver import FederatedTrainer
+        from fedpaper.engine import Federation, Pools, TrainConfig
 
         n = CLIENTS * BATCH * steps
         g = torch.Generator().manual_seed(0)
@@ -169,7 +170,7 @@ def main(argv=None):
            "threads": torch.get_num_threads(), "repeats": args.repeats, "clients": CLIENTS, "batch": BATCH,
            "grouped_steps": args.grouped_steps, "plain_steps": args.plain_steps, "loadavg": load, "rows": rows,
            "command": " ".join(sys.argv)}
-    from fedpaper.store import atomic_write_text
+    from fedpaper.ground.files import atomic_write_text
 
     atomic_write_text(Path(args.out), json.dumps(out, indent=1))
 

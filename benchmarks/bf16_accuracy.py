@@ -48,7 +48,8 @@ def federations(pools, seeds, clients, per_client, n_test):
 
 def run(task, precision, pools, feds, rounds):
     from fedpaper.algorithms.methods import get_method
-    from fedpaper.engine import TrainConfig, train
+    from fedpaper.driver import train
+    from fedpaper.engine import TrainConfig
 
     t = TASKS[task]
     kw = dict(in_channels=int(pools.x_train.shape[1]), image_size=int(pools.x_train.shape[-1]), num_classes=10)

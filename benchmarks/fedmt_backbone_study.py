@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import loadavg, machine, run_line  # noqa: E402
 
-from fedpaper.experiment import Execution, run_specs  # noqa: E402
+from fedpaper.executors import run_specs  # noqa: E402
+from fedpaper.experiment import Execution  # noqa: E402
 from fedpaper.models import MODELS  # noqa: E402
 from fedpaper.papers import fedmt as F  # noqa: E402
 from fedpaper.papers.fedmt import runs as R  # noqa: E402

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from fedpaper.algorithms.methods import Method
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 
 BACKBONES = {
     "lenet (no BatchNorm, grouped backend)": ("lenet", {"in_channels": 3, "image_size": 32}),
@@ -120,7 +121,7 @@ def main():
                      f"{f_hi * w['image_steps_high'] / r / 60:.0f} min |")
     text = "\n".join(lines) + "\n"
     if a.out:
-        from fedpaper.store import atomic_write_text
+        from fedpaper.ground.files import atomic_write_text
 
         atomic_write_text(a.out, text)
     print(text)

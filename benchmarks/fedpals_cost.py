@@ -139,7 +139,7 @@ def row_specs(p: dict, row: str, rounds: int, data_root) -> list:
 def measure(p: dict, row: str, rounds: int, configs: list, repeats: int, data_root) -> dict:
     from machine import cpu_line, loadavg, machine
 
-    from fedpaper.experiment import run_specs
+    from fedpaper.executors import run_specs
     from fedpaper.store import ResultStore
 
     specs = row_specs(p, row, rounds, data_root)

@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out-dir", required=True)
     a = ap.parse_args(argv)
     from fedpaper.notebook import run
-    from fedpaper.store import SweepStopped
+    from fedpaper.sweep import SweepStopped
 
     paper, name = a.artifact.split("/")
     fn = getattr(importlib.import_module(f"fedpaper.papers.{paper}"), name)

@@ -10,7 +10,7 @@ chunks of 16 pending runs). This measures the guess instead of assuming it:
 For each LeNet input shape of the paper profile (Fashion-MNIST 1x28x28, CIFAR-10 3x32x32; batch 32,
 SGD as FedPALS trains it), each backend (vmap, grouped, loop) and each group size R (runs trained by
 one engine call, 10 clients each, --batches batches per client per round, random data): the engine
-(fedpaper.engine.FederatedTrainer, FedAvg) trains R runs side by side; one warm-up round, then
+(fedpaper.driver.FederatedTrainer, FedAvg) trains R runs side by side; one warm-up round, then
 rounds until --per-cell seconds (at most --rounds), wall time with torch.cuda.synchronize at the
 engine's round callbacks; the median round gives training samples/s (a round includes the
 aggregation and the evaluation of one test batch per run). Cells whose backend is slower than the
@@ -55,7 +55,7 @@ def _setup(shape, runs: int, batches: int, rounds: int, device, backend: str):
     import dataclasses
 
     from fedpaper.algorithms.methods import Method
-    from fedpaper.engine import FederatedTrainer
+    from fedpaper.driver import FederatedTrainer
     from fedpaper.model_costs import timing_federation
 
     pools, fed, cfg, n = timing_federation(_key(shape), CLIENTS_PER_RUN, batches, rounds=rounds, device=device)

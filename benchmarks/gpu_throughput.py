@@ -13,7 +13,7 @@ Two steps, so that the GPU machine needs no data sets:
 Per key (fedpaper.model_costs.ModelKey: model, its arguments, input shape, batch size, optimiser,
 precision, clients, label kind, evaluation batch):
 
-- training: the engine itself (fedpaper.engine.train, FedAvg, the backend it picks on the device)
+- training: the engine itself (fedpaper.driver.train, FedAvg, the backend it picks on the device)
   trains min(the run's clients, ENGINE_TIMING_CLIENTS) clients of --batches batches each on random
   data of the input shape, as model_costs.engine_timing does on the CPU, but timed in wall time on
   the device: torch.cuda.synchronize + time.perf_counter at the engine's round callbacks. The first
@@ -163,13 +163,13 @@ def time_rounds(make_trainer, device, seconds: float) -> tuple:
 def train_timing(key, device, per_key_s: float, batches: int, max_rounds: int) -> dict:
     """Samples/s of the engine training `key`'s model on `device` (see the module docstring)."""
     from fedpaper.algorithms.methods import Method
-    from fedpaper.engine import FederatedTrainer
+    from fedpaper.driver import FederatedTrainer
     from fedpaper.model_costs import ENGINE_TIMING_CLIENTS, timing_federation
 
     per_client = batches * key.batch_size
     m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS))
     pools, fed, cfg, n = timing_federation(key, m, batches, rounds=1 + max_rounds, device=device)
-    trainer, rounds, warmup = time_rounds(  # what engine.train runs
+    trainer, rounds, warmup = time_rounds(  # what driver.train runs
         lambda: FederatedTrainer(Method("FedAvg"), cfg, pools, [fed], progress=False), device, per_key_s)
     med = statistics.median(rounds)
     return {"train_samples_per_s": n / med, "train_round_s": rounds, "warmup_s": warmup,

@@ -4,7 +4,7 @@ Takes the first `--runs` runs `fedpaper plan` collects for `--artifact` at the p
 them to `--rounds` rounds (nothing else changes: data, partitions, model, batch size, optimiser,
 evaluation every round), estimates their CPU time as `fedpaper plan` does (fedpaper.plan: counted
 samples x the model's measured CPU seconds per sample), then trains them through
-`experiment.run_specs` into an empty temporary store and measures the CPU time of this process
+`executors.run_specs` into an empty temporary store and measures the CPU time of this process
 (time.process_time: the machine is shared, wall time is not the measure). Prints both and their
 ratio; `--md PATH` writes the result as markdown.
 
@@ -21,8 +21,10 @@ from pathlib import Path
 
 from fedpaper import model_costs as C
 from fedpaper import plan as P
-from fedpaper.experiment import Execution, RunSpec, get_pools, run_specs
-from fedpaper.store import ResultStore, atomic_write_text
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec, get_pools
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.store import ResultStore
 
 
 def main(argv=None):
@@ -68,7 +70,7 @@ def main(argv=None):
         f"- model timing: " + "; ".join(f"{k.label()}: {1e6 * v['cpu_s_per_train_sample']:.0f} us per training "
                                           f"sample, {1e6 * v['cpu_s_per_eval_sample']:.0f} us per evaluation sample"
                                           for k, v in costs.items()),
-        f"- estimated: {est['cpu_s']:.1f} CPU s; measured (experiment.run_specs into an empty store, process "
+        f"- estimated: {est['cpu_s']:.1f} CPU s; measured (executors.run_specs into an empty store, process "
         f"CPU time): {cpu:.1f} CPU s ({wall:.1f} s wall); estimate / measured = {ratio:.2f} "
         f"({'within' if abs(ratio - 1) <= 0.30 else 'OUTSIDE'} 30 %)",
     ]

@@ -68,7 +68,7 @@ def specs_of(paper: str):
 
 
 def run(paper: str, out: str) -> None:
-    from fedpaper.experiment import run_specs
+    from fedpaper.executors import run_specs
     from fedpaper.store import ResultStore
 
     specs, execution = specs_of(paper)

@@ -8,7 +8,7 @@ copy the archive, import it on the next machine, run the same command again.
 An archive is a gzip-compressed tar file holding MANIFEST.json and one member entries/<key>.pkl per
 run: the cache entry's bytes as stored (a pickle behind its own SHA-256 header, fedpaper.store).
 The manifest records the format, when and from which git commit it was made, the code versions
-of the papers it holds (fedpaper.store.code_version: a run is reused only by the same code),
+of the papers it holds (fedpaper.versions.code_version: a run is reused only by the same code),
 the SHA-256 and size of every member, and which artifact and profile each run belongs to (the
 store's index, so that a later export of the same artifact includes the imported runs).
 
@@ -35,8 +35,12 @@ from pathlib import Path
 from typing import Optional
 
 from fedpaper.errors import FedpaperError
-from fedpaper.store import (CODE_VERSION_ENV, ChecksumError, ResultStore, atomic_path, atomic_write_text,
-                            code_version, verified_payload, warn_console)
+from fedpaper.ground.console import warn_console
+from fedpaper.ground.files import ChecksumError, atomic_path, atomic_write_text, verified_payload
+from fedpaper.store import ResultStore
+from fedpaper.versions import CODE_VERSION_ENV, code_version
+from fedpaper.ground.jsonio import now_iso
+from fedpaper.provenance import git_info
 
 FORMAT = "fedpaper-results-archive"
 VERSION = 1
@@ -47,7 +51,6 @@ IMPORTS_DIR = "imports"  # in the store: one record per imported archive (manife
 
 class ArchiveError(FedpaperError):
     """A missing, foreign, truncated or corrupt archive, or nothing to export (one line, exit 2)."""
-
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -99,7 +102,6 @@ def _selected_indexes(store: ResultStore, only, profile) -> list[tuple[str, str]
 def export_archive(path, store: Optional[ResultStore] = None, *, only=None, profile=None) -> dict:
     """Write the selected finished runs to `path` (see the module docstring); returns a summary
     {"path", "entries", "bytes", "skipped_stale", "skipped_corrupt", "papers"}."""
-    from fedpaper.provenance import git_info, now_iso
 
     store = store if store is not None else ResultStore()
     indexes = []

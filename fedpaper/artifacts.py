@@ -42,24 +42,24 @@ from typing import Any, Callable, Optional, Sequence
 import pandas as pd
 
 from fedpaper import parameters as _parameters
+from fedpaper.parameters import FAITHFUL_ORDER, check_profile
 from fedpaper import provenance as prov
-from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
-from fedpaper.dryrun import default_scratch
+from fedpaper.errors import BadParameterError, DataMissingError
 from fedpaper.data.registry import dataset_available, dataset_info, missing_message, split_need
+from fedpaper.papers import claims
+from fedpaper.papers._common import check_claims
 from fedpaper.papers.catalog import (
     DRAWS_DATA,
     Claim,  # noqa: F401  (exported here too)
     get_artifact,
     reported_path,
 )
-from fedpaper.paths import cache_dir, data_root as _data_root, figures_dir, unwritable_reason
+from fedpaper.paths import cache_dir, data_root as _data_root, dry_run_scratch, figures_dir, unwritable_reason
 from fedpaper.progress import warnings_once
-from fedpaper.store import BAR_PREFIX, SWEEP_OWNER, atomic_path
+from fedpaper.ground.files import atomic_path
+from fedpaper.sweep import BAR_PREFIX, SWEEP_OWNER
+from fedpaper.store import spec_json
 
-PROFILES = ("smoke", "quick", "long", "paper")
-#: The committed profiles, most faithful to the papers first: the report and re-rendering use the
-#: first one whose results are present.
-FAITHFUL_ORDER = ("paper", "long", "quick")
 SUFFIXES = ("png", "pdf", "csv", "json")
 SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
 #: `fedpaper reproduce` names a file here; every run_artifact call (in the notebook kernels, which
@@ -73,8 +73,8 @@ RERENDER_ENV = "FEDPAPER_RERENDER"
 COMPUTE_HOOK: "contextvars.ContextVar[Optional[Callable]]" = contextvars.ContextVar("fedpaper_compute_hook",
                                                                                       default=None)
 
-__all__ = ["PROFILES", "ArtifactResult", "Claim", "run_artifact", "check_profile", "output_paths",
-           "committed_paths", "committed_profile", "load_committed", "profile_figures_dir", "FAITHFUL_ORDER", "stamp_figure", "resolve_out_dir", "exploration_dir"]
+__all__ = ["ArtifactResult", "Claim", "run_artifact", "output_paths", "committed_paths", "committed_profile",
+           "load_committed", "profile_figures_dir", "stamp_figure", "resolve_out_dir", "exploration_dir"]
 
 
 @dataclass
@@ -94,12 +94,6 @@ class ArtifactResult:
     def __repr__(self):
         files = ", ".join(str(p) for p in self.paths.values())
         return f"ArtifactResult({self.artifact_id!r}, status={self.status!r}, files=[{files}])"
-
-
-def check_profile(profile: str) -> str:
-    if profile not in PROFILES:
-        raise UnknownNameError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    return profile
 
 
 def profile_figures_dir(profile: str) -> Path:
@@ -141,7 +135,6 @@ def exploration_dir(profile: str, changes: dict) -> Path:
     """The scratch folder of an exploration run: cache/explore/<profile>/<hash of the changes>/."""
     import hashlib
 
-    from fedpaper.store import spec_json
 
     digest = hashlib.sha256(spec_json(changes).encode()).hexdigest()[:10]
     return cache_dir("explore", profile, digest)
@@ -229,8 +222,6 @@ def failed_claims(artifact_id: str, table: pd.DataFrame, profile: Optional[str] 
     """Texts of the paper claims about this artifact that fail on `table` (other artifacts a claim
     needs are read from their committed csv of the same profile where present), as fedpaper.report
     checks them."""
-    from fedpaper.report import check_claims
-
     mine, tables = claim_tables(artifact_id, table, profile)
     return [r["text"] for r in check_claims(mine, tables) if r["verdict"] == "fail"]
 
@@ -239,8 +230,6 @@ def claim_tables(artifact_id: str, table: pd.DataFrame, profile: Optional[str] =
     """(the registered claims about this artifact, {artifact id: table} they are checked on):
     `table` for this artifact, the committed csv of the same profile (else the most faithful
     present) for the other artifacts a claim needs."""
-    from fedpaper.papers import claims
-
     mine = [c for c in claims(get_artifact(artifact_id).paper) if artifact_id in c.artifacts]
 
     def other(a):
@@ -421,7 +410,7 @@ def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Calla
     if explore.exploration:
         params = _parameters.apply_overrides(copy.deepcopy(dict(params)), where=artifact_id)
     if explore.dry_run and out_dir is None:
-        out = check_output_folder(default_scratch(), "the dry run's scratch folder")
+        out = check_output_folder(dry_run_scratch(), "the dry run's scratch folder")
     elif explore.exploration and out_dir is None:
         out = exploration_dir(profile, explore.changes())
     else:

@@ -37,7 +37,22 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedpaper.archive import ArchiveError, export_archive, import_archive, imported_notes
+from fedpaper.data.download import check_names
+from fedpaper.data.fetch import ensure_datasets
 from fedpaper.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
+from fedpaper.executors import EXECUTOR_ENV, check_available, get_executor
+from fedpaper.ground.files import clean_stale_temps
+from fedpaper.kernel import kernel_manager_class
+from fedpaper.papers import PAPERS, artifact, artifact_ids, dataset_available, get_artifact, missing_message, not_implemented_reason
+from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
+from fedpaper.parameters import PROFILES, check_profile
+from fedpaper import paths, sweep
+from fedpaper.paths import cache_dir, data_root, dry_run_scratch
+from fedpaper.rekey import rekey, RekeyError
+from fedpaper.store import ResultStore
+from fedpaper.sweep import DEADLINE_ENV, deadline
+from fedpaper.versions import CODE_VERSION_ENV, pin_code_versions
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -56,8 +71,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from fedpaper.artifacts import PROFILES
-
     p = _Parser(prog="fedpaper", description="Reproduce the four papers' tables and figures.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
@@ -145,7 +158,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _resolve_data_root(arg):
     """The data root; an explicit --data-root or FEDPAPER_DATA that does not exist is an error."""
-    from fedpaper.paths import data_root
 
     if arg is not None:
         root = data_root(arg)
@@ -163,7 +175,6 @@ def _resolve_data_root(arg):
 
 def _select(only) -> tuple[list[str], set[str]]:
     """(selected artifact ids, the ids named one by one); a paper name selects all its artifacts."""
-    from fedpaper.papers import PAPERS, artifact_ids, get_artifact
 
     if not only:
         return artifact_ids(), set()
@@ -191,10 +202,8 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=(), dry_run
     `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
     (True means all of `selected`.) `dry_run`: an artifact whose data or ImageNet weights are absent
     is skipped (committed results are not re-rendered in a dry run)."""
-    from fedpaper.artifacts import committed_paths, rerender_refusal, rerender_requested
-    from fedpaper.dryrun import missing_weights
-    from fedpaper.papers import artifact, dataset_available, missing_message, not_implemented_reason
-    from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
+    from fedpaper.artifacts import committed_paths, rerender_refusal, rerender_requested  # start-up time: imports pandas
+    from fedpaper.dryrun import missing_weights  # start-up time: imports pandas
 
     plan = Plan()
     for aid in selected:
@@ -242,8 +251,6 @@ def download_missing(selected: list[str], root: Path, args) -> dict:
     Smoke runs use stand-ins, so only data sets named with --download are fetched there. A failed
     download is one printed line; the run goes on with what is there (fedpaper.data.download).
     """
-    from fedpaper.data.download import check_names, ensure_datasets
-    from fedpaper.papers import artifact
 
     opt_in = check_names(args.download)
     if args.no_download:
@@ -258,10 +265,8 @@ def download_missing(selected: list[str], root: Path, args) -> dict:
 def _execute(nb: str, out_nb: Path, parameters: dict, timeout) -> None:
     import papermill as pm
 
-    from fedpaper.kernel import kernel_manager_class
-    from fedpaper.paths import REPO_ROOT
 
-    src = REPO_ROOT / nb
+    src = paths.REPO_ROOT / nb
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     pm.execute_notebook(str(src), str(out_nb), parameters=parameters, kernel_name="python3",
                         cwd=str(src.parent), progress_bar=False, log_output=False,
@@ -280,7 +285,6 @@ def _one_line_error(e: BaseException) -> str:
 def _use_executor(name) -> None:
     """Check the executor (one line if unknown or its library is missing) and hand it to the
     notebooks' kernels through FEDPAPER_EXECUTOR."""
-    from fedpaper.executors import EXECUTOR_ENV, check_available, get_executor
 
     if name is None:
         name = os.environ.get(EXECUTOR_ENV)
@@ -334,13 +338,12 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
     `per_notebook(nb)`: parameters of that notebook added to `params` (a dry run's cut, per paper)."""
     from tqdm import tqdm
 
-    from fedpaper.store import _clock, deadline
 
     notebooks = list(plan.notebooks)
     with _ctrl_c_noticed() as interrupted:
         for i, nb in enumerate(tqdm(notebooks, desc="notebooks", unit="nb", disable=not notebooks)):
             end = deadline()
-            if end is not None and _clock() >= end:
+            if end is not None and sweep._clock() >= end:
                 return notebooks[i:]
             nb_params = {**params, **per_notebook(nb)} if per_notebook else params
             _run_one(nb, executed, nb_params, args, done, failures, bad_input, interrupted)
@@ -350,7 +353,7 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
     return []
 
 
-SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.store)
+SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.sweep)
 
 
 def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: dict, bad_input: set,
@@ -377,14 +380,14 @@ def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: 
 
 def _dry_run_scratch(args) -> Path:
     """The scratch folder of a dry run, checked before anything runs; bad input is one line."""
-    from fedpaper.dryrun import PROFILE, check_scratch, default_scratch
+    from fedpaper.dryrun import PROFILE, check_scratch  # start-up time: imports pandas
 
     if args.profile != PROFILE:
         raise UsageError(f"--dry-run checks the {PROFILE} profile's settings and code paths; use --profile {PROFILE} "
                          f"--dry-run (the {args.profile} profile runs as it is: drop --dry-run)")
     if args.rerender:
         raise UsageError("--dry-run trains and --rerender redraws committed results; pass one of them")
-    return check_scratch(Path(args.out_dir) if args.out_dir is not None else default_scratch())
+    return check_scratch(Path(args.out_dir) if args.out_dir is not None else dry_run_scratch())
 
 
 def _peak_rss_gib() -> float:
@@ -400,8 +403,8 @@ def _restamp_claims(plan, profile: str, regenerated: list) -> None:
     """Redraw, from their committed files, the figures regenerated in this run whose "claim not
     reproduced" stamp a later artifact of the run made stale (artifacts.stale_claim_stamps); the
     re-render in place also writes the claims they now name into their provenance json."""
-    from fedpaper.artifacts import RERENDER_ENV, stale_claim_stamps
-    from fedpaper.notebook import artifact_function_of
+    from fedpaper.artifacts import RERENDER_ENV, stale_claim_stamps  # start-up time: imports pandas
+    from fedpaper.notebook import artifact_function_of  # start-up time: imports pandas
 
     stale = stale_claim_stamps(regenerated, profile)
     for nb, aids in plan.notebooks.items():
@@ -421,8 +424,7 @@ def _restamp_claims(plan, profile: str, regenerated: list) -> None:
 
 
 def cmd_reproduce(args) -> int:
-    from fedpaper.artifacts import STATUS_FILE_ENV, check_profile, read_statuses, resolve_out_dir
-    from fedpaper.paths import cache_dir
+    from fedpaper.artifacts import STATUS_FILE_ENV, read_statuses, resolve_out_dir  # start-up time: imports pandas
 
     t_start = time.perf_counter()
     check_profile(args.profile)
@@ -433,12 +435,11 @@ def cmd_reproduce(args) -> int:
     if args.max_hours is not None and not args.max_hours > 0:
         raise UsageError(f"--max-hours {args.max_hours:g} must be a positive number of hours (e.g. --max-hours 2.5)")
     if args.rerender:  # the notebook kernels inherit it: every run_artifact redraws from committed files
-        from fedpaper.artifacts import RERENDER_ENV
+        from fedpaper.artifacts import RERENDER_ENV  # start-up time: imports pandas
 
         os.environ[RERENDER_ENV], args.no_download = "1", True
     root = _resolve_data_root(args.data_root)
     out = resolve_out_dir(args.profile, args.out_dir)  # bad input (e.g. smoke into figures/): exit 2 before any run
-    from fedpaper.store import clean_stale_temps
 
     clean_stale_temps(out, recursive=True)  # left by a killed earlier run
     selected, named = _select(args.only)
@@ -448,13 +449,11 @@ def cmd_reproduce(args) -> int:
     if args.force:
         os.environ["FEDPAPER_RECOMPUTE"] = "1"
     _use_executor(args.executor)
-    from fedpaper.store import CODE_VERSION_ENV, pin_code_versions
 
     os.environ.setdefault(CODE_VERSION_ENV, pin_code_versions())  # one code version per paper for the whole run
     _note_imported_code(selected)
-    from fedpaper.store import DEADLINE_ENV, _clock
 
-    deadline = (_env(DEADLINE_ENV, repr(_clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
+    deadline = (_env(DEADLINE_ENV, repr(sweep._clock() + 3600.0 * args.max_hours)) if args.max_hours is not None
                 else contextlib.nullcontext())  # the kernels' sweeps stop at it
     if args.max_hours is not None and os.environ.get("FEDPAPER_EXECUTOR", "local").startswith("ray"):
         print("fedpaper: note: with the ray executor --max-hours is checked between notebooks only (its tasks "
@@ -468,7 +467,7 @@ def cmd_reproduce(args) -> int:
     executed = cache_dir("dry-run", "executed") if args.dry_run else cache_dir("executed", args.profile)
     per_notebook = None
     if args.dry_run:
-        from fedpaper.dryrun import parameters as dry_parameters
+        from fedpaper.dryrun import parameters as dry_parameters  # start-up time: imports pandas
 
         def per_notebook(nb):  # the notebooks of one paper live in notebooks/<paper>/
             return dry_parameters(Path(nb).parent.name, args.out_dir)
@@ -496,7 +495,7 @@ def cmd_reproduce(args) -> int:
     if not args.dry_run and not args.rerender and args.out_dir is None:
         _restamp_claims(plan, args.profile, [aid for aid, (kind, _) in outcomes.items() if kind == "regenerated"])
     if not args.no_report:
-        from fedpaper.report import write_report
+        from fedpaper.report import write_report  # start-up time: imports pandas
 
         path = write_report(data_root=root)
         print(f"report: {path}")
@@ -514,7 +513,6 @@ def cmd_reproduce(args) -> int:
 
 def _note_imported_code(selected) -> None:
     """One line per paper whose imported runs (fedpaper cache import) were made by other code."""
-    from fedpaper.archive import imported_notes
 
     for line in imported_notes(sorted({a.split("/", 1)[0] for a in selected})):
         print(f"fedpaper: note: {line}", file=sys.stderr)
@@ -523,7 +521,6 @@ def _note_imported_code(selected) -> None:
 def _print_stopped(stopped: list, plan: Plan, args) -> None:
     """At the deadline: the runs done and left of each artifact not finished (from the store's index:
     an artifact whose sweeps never started here has no count yet), and how to go on."""
-    from fedpaper.store import ResultStore
 
     store = ResultStore()
     done_n = left_n = 0
@@ -544,20 +541,15 @@ def _print_stopped(stopped: list, plan: Plan, args) -> None:
 
 
 def cmd_cache(args) -> int:
-    from fedpaper.archive import ArchiveError, export_archive, import_archive
-    from fedpaper.rekey import RekeyError, rekey
-
     try:
         if args.cache_command == "export":
             selected = _select(args.only)[0] if args.only else None  # unknown ids: one line
             if args.profile is not None:
-                from fedpaper.artifacts import check_profile
-
                 check_profile(args.profile)
             if args.only and args.profile is not None:
                 # the runs these artifacts need, recorded as their sweeps would (pieces trained by an
                 # exploration record nothing themselves): plan.record_runs
-                from fedpaper.plan import record_runs
+                from fedpaper.plan import record_runs  # start-up time: imports torch
 
                 print(f"collecting the runs of {len(selected)} artifact(s) at the {args.profile} profile "
                       "(nothing is trained)", flush=True)
@@ -579,8 +571,6 @@ def cmd_cache(args) -> int:
             if args.only:
                 _select(args.only)
             if args.profile is not None:
-                from fedpaper.artifacts import check_profile
-
                 check_profile(args.profile)
             out = rekey(only=args.only, profile=args.profile, verify=args.verify, data_root=args.data_root)
             for (paper, old), c in out.items():
@@ -632,8 +622,7 @@ def outcome_summary(outcomes: dict) -> str:
 
 def cmd_plan(args) -> int:
     """Per artifact and per paper: runs, rounds, samples, MACs, memory and time (fedpaper.plan)."""
-    from fedpaper import plan as P
-    from fedpaper.artifacts import check_profile
+    from fedpaper import plan as P  # start-up time: imports torch
 
     check_profile(args.profile)
     root = _resolve_data_root(args.data_root)
@@ -665,7 +654,7 @@ def dry_run_summary(outcomes: dict, wall_s: float, peak_rss_gib: float) -> str:
 
 
 def cmd_report(args) -> int:
-    from fedpaper.report import write_report
+    from fedpaper.report import write_report  # start-up time: imports pandas
 
     root = _resolve_data_root(args.data_root)
     print(f"report: {write_report(data_root=root)}")
@@ -673,7 +662,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from fedpaper.report import status_rows
+    from fedpaper.report import status_rows  # start-up time: imports pandas
 
     root = _resolve_data_root(args.data_root)
     rows = status_rows(data_root=root, paper=args.paper)

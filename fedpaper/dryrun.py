@@ -13,7 +13,7 @@ where the paper builds its profile dict, so it acts BEFORE any data are built: t
 at 224 px as float32 is ~24 GB).
 
 The cuts live here, not in each paper's profiles.py, because a paper's source files are the cache
-key of its runs (fedpaper.store.paper_files): declaring a cut there would invalidate every cached
+key of its runs (fedpaper.versions.paper_files): declaring a cut there would invalidate every cached
 run of the paper.
 
 Each cut also cuts test/validation images where a paper evaluates on all of them at the paper
@@ -29,7 +29,10 @@ import copy
 from pathlib import Path
 from typing import Optional
 
-from fedpaper.parameters import DRY_RUN_KEY, DRY_RUN_PROFILE
+from fedpaper.artifacts import check_output_folder, profile_figures_dir
+from fedpaper.errors import BadParameterError
+from fedpaper.parameters import DRY_RUN_KEY, DRY_RUN_PROFILE, FAITHFUL_ORDER
+from fedpaper.paths import figures_dir, unwritable_reason
 
 PROFILE = DRY_RUN_PROFILE
 SEEDS = 1  # one seed (the paper's first)
@@ -38,11 +41,6 @@ SEEDS = 1  # one seed (the paper's first)
 MIN_FREE_BYTES = 1 * 2**30
 
 _FEWER_COMPOSITES = {"singles": {"train": 3, "val": 2, "test": 3}, "pairs": {"train": 1, "val": 1, "test": 1}}
-
-#: Runs per engine call in a dry run (fedpaper.executors.SmallGroupExecutor, unless an executor is
-#: named): a group holds every client's parameters and optimiser state of each of its runs, ~180 MB
-#: per client for the paper profile's ResNet-18s (a group of 3 FedNCA-ML runs peaked at 7 GB here).
-GROUP_RUNS = 1
 
 #: The paper-profile settings each paper's dry run changes (override keys of its profile dict).
 CUTS: dict[str, dict] = {
@@ -80,20 +78,9 @@ def parameters(paper: str, out_dir) -> dict:
     return {"seeds": SEEDS, "out_dir": str(out_dir), "overrides": cut(paper)}
 
 
-def default_scratch() -> Path:
-    """Where a dry run writes unless --out-dir says otherwise: <cache>/dry-run/figures (never figures/)."""
-    from fedpaper.paths import cache_dir
-
-    return cache_dir("dry-run") / "figures"
-
-
 def check_scratch(out: Path) -> Path:
     """`out`, or one BadParameterError when a dry run cannot write there: a committed figures folder,
     not writable, or less than MIN_FREE_BYTES free. Checked before anything runs."""
-    from fedpaper.artifacts import FAITHFUL_ORDER, check_output_folder, profile_figures_dir
-    from fedpaper.errors import BadParameterError
-    from fedpaper.paths import figures_dir, unwritable_reason
-
     out = Path(out).expanduser().absolute()
     committed = [figures_dir()] + [profile_figures_dir(p) for p in FAITHFUL_ORDER]
     if any(out == c.absolute() or c.absolute() in out.parents for c in committed):

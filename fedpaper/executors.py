@@ -1,4 +1,5 @@
-"""Where `run_specs` trains its groups of runs: in this process (default) or on a Ray cluster.
+"""`run_specs`, the cached sweep of every paper, and where it trains its groups of runs: in this
+process (default) or on a Ray cluster.
 
     run_specs(specs, build)                                  # local: today's behaviour
     run_specs(specs, build, executor="ray")                  # a local Ray cluster on this machine
@@ -9,7 +10,7 @@
 
 The unit of work (a task) is one group of runs that the engine trains together: exactly the groups
 the local executor forms (pending specs in chunks of `max_batch`, grouped by method, TrainConfig
-and data pool, see `plan_groups`), so a run sees the same batch (its numbers would be the same in
+and data pool: experiment.plan_groups, the one planner of both), so a run sees the same batch (its numbers would be the same in
 any group: the engine is batch-invariant on CPU, checked with 1 and 2 threads, tests/test_engine_cpu.py).
 A task (`run_group`) skips itself when all its keys are stored, else claims its keys with leases
 (`fedpaper.leases`), trains the whole group and writes each result with the store's atomic
@@ -24,14 +25,23 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from fedpaper.errors import BadParameterError, FedpaperError
-from fedpaper.leases import HOST
+from fedpaper.experiment import (Execution, RunSpec, build_stored, plan_groups, progress_enabled, run_cost, store_key,
+                                 train_group)
+from fedpaper.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.store import DRY_RUN, ResultStore, spec_json
+from fedpaper import sweep
+from fedpaper.sweep import run_sweep
+from fedpaper.versions import CODE_VERSION_ENV, code_version
 
 EXECUTOR_ENV = "FEDPAPER_EXECUTOR"
 AUDIT_ENV = "FEDPAPER_TASK_AUDIT"  # folder: each task writes started-/computed- marker files there
@@ -39,24 +49,39 @@ AUDIT_ENV = "FEDPAPER_TASK_AUDIT"  # folder: each task writes started-/computed-
 FORWARDED_ENV_PREFIX = "FEDPAPER_"
 NOT_FORWARDED = {EXECUTOR_ENV}
 
+#: Runs per engine call in a dry run (SmallGroupExecutor, unless an executor is named): a group
+#: holds every client's parameters and optimiser state of each of its runs, ~180 MB per client for
+#: the paper profile's ResNet-18s (a group of 3 FedNCA-ML runs peaked at 7 GB here).
+DRY_RUN_GROUP_RUNS = 1
 
 class ExecutorMissingError(FedpaperError, ImportError):
     """The chosen executor's library is not installed."""
 
+# ----------------------------------------------------------------------------- the sweep
+def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execution] = None, desc="runs",
+              max_batch=16, progress=None, store=None, executor=None) -> list[dict]:
+    """Result dict of every spec (history records, best-validation snapshot, final metrics).
 
-# ----------------------------------------------------------------------------- planning
-def plan_groups(specs: list, build: Callable, max_batch: int, desc: str = "runs") -> list[list]:
-    """The groups of specs the engine trains together, as the local executor forms them: chunks of
-    `max_batch` pending specs, each split by (method, config, pools key) in order, at most
-    `max_batch` per group and no more than fit this machine's device memory
-    (experiment.group_setups). Every spec lands in exactly one group."""
-    from fedpaper.experiment import group_setups
+    Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
+    engine call and no more than fit the device's memory (experiment.plan_groups); every finished
+    run is stored at once, so an interrupted sweep resumes. A run's
+    result does not depend on its group (the engine is batch-invariant on CPU, bit for bit, checked
+    with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only. Locally
+    each run is claimed with a lease before it trains (`claimed`): another process on the same
+    store waits for it and reads its result instead of training it again.
+    `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
+    $FEDPAPER_EXECUTOR (see `get_executor`)."""
 
-    out = []
-    for c in range(0, len(specs), max_batch):
-        chunk = specs[c:c + max_batch]
-        out += [[chunk[i] for i in part] for part in group_setups([build(s) for s in chunk], max_batch, desc)]
-    return out
+    progress = progress_enabled() if progress is None else progress
+    keys = [store_key(s, data_root) for s in specs]
+    build = functools.partial(build_stored, {spec_json(k): s for k, s in zip(keys, specs)}, data_root, execution)
+    executor = get_executor(executor)
+    return executor.run_specs(keys, build, desc=desc, max_batch=max_batch, progress=progress, store=store)
+
+
+def task_groups(specs: list, build: Callable, max_batch: int, desc: str = "runs") -> list[list]:
+    """The specs of each group experiment.plan_groups forms (the tasks of a task executor)."""
+    return [[specs[i] for i, _ in group] for group in plan_groups(specs, build, max_batch, desc)]
 
 
 def pending_specs(specs: list, store, force: bool) -> list:
@@ -76,7 +101,6 @@ def pending_specs(specs: list, store, force: bool) -> list:
 def _audit(kind: str, group_id: str) -> None:
     d = os.environ.get(AUDIT_ENV)
     if d:
-        from fedpaper.store import atomic_write_text
 
         atomic_write_text(Path(d) / f"{kind}-{group_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}", str(os.getpid()))
 
@@ -89,7 +113,6 @@ def group_id(store, specs: list) -> str:
 
 def source_version() -> str:
     """Hash of this process's result-affecting source, ignoring the FEDPAPER_CODE_VERSION pin."""
-    from fedpaper.store import CODE_VERSION_ENV, code_version
 
     pinned = os.environ.pop(CODE_VERSION_ENV, None)
     try:
@@ -109,9 +132,6 @@ def run_group(specs: list, build: Callable, store_root: str, code: str, *, force
     `source`: the submitting side's `source_version()`; a worker whose fedpaper source differs
     refuses (its results would be stored under the wrong code version).
     Returns {"group", "computed": 0 or 1, "runs", "lost_lease"}."""
-    from fedpaper.experiment import _train_group
-    from fedpaper.leases import DEFAULT_TTL, claim_keys
-    from fedpaper.store import ResultStore
 
     _set_env(env)
     if source is not None and source_version() != source:
@@ -127,7 +147,7 @@ def run_group(specs: list, build: Callable, store_root: str, code: str, *, force
         if not missing:  # another worker finished the group while we waited for its leases
             return {"group": gid, "computed": 0, "runs": len(specs), "lost_lease": False}
         _audit("started", gid)
-        results = _train_group([build(s) for s in specs], progress=False)
+        results = train_group([build(s) for s in specs], progress=False)
         _audit("computed", gid)
         for s, r in zip(specs, results):
             if force or s not in store:
@@ -146,13 +166,100 @@ def _set_env(env: Optional[dict]) -> None:
 
 
 class LocalExecutor:
-    """Today's behaviour: `run_specs` trains every group in this process (see experiment.py)."""
+    """The default: `run_specs` trains every group in this process, chunk by chunk of the store's
+    sweep (sweep.run_sweep: resumable, paced by a deadline), each run claimed with a lease
+    (`claimed`)."""
 
     name = "local"
     is_local = True
 
     def __repr__(self):
         return "LocalExecutor()"
+
+    def run_specs(self, keys: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
+                  store=None) -> list:
+
+        built: dict = {}  # setups built for the deadline's cost estimate, used once by train_all
+
+        def setup(k):
+            return built.pop(spec_json(k), None) or build(k)
+
+        def cost(k) -> float:
+            j = spec_json(k)
+            if j not in built:
+                built[j] = build(k)
+            return run_cost(built[j])
+
+        cost.unit = "training sample"
+
+        def train_all(chunk):
+            """(position in chunk, result) of every run, engine call by engine call as each finishes."""
+            for group in plan_groups(chunk, setup, max_batch, desc):
+                positions, setups = zip(*group)
+                # the sweep's own bar is the one bar; the engine's per-method bar stays off here
+                yield from zip(positions, train_group(list(setups), False))
+
+        store = store if store is not None else ResultStore()
+        return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
+                         progress=progress, store=store, cost=cost)
+
+
+def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:
+    """`train_all(specs)` (yields (position in specs, result) as each engine call finishes) made a
+    run_sweep run_fn_many that is safe for several processes on one store: each
+    run is claimed with a lease (fedpaper.leases) before it is trained, and stored (store.put)
+    before its lease is released; a run another live process holds is waited for (one line says
+    so) and then read from the store; a run whose holder died or let its lease expire is claimed
+    and trained here. So two `fedpaper reproduce` processes (or a notebook and the CLI) on one
+    cache train each run once (tests/test_concurrent_runs.py). The returned function stores its
+    results itself (`stores_results`), so run_sweep does not write them again. Each result is
+    stored as soon as its engine call ends, so a chunk stopped midway (a kill, a timeout, Ctrl-C)
+    keeps the runs of every engine call that finished."""
+
+    force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
+
+    def many(chunk):
+        hashes = [store.key(k) for k in chunk]
+        spec_of = dict(zip(hashes, chunk))
+        out: dict = {}  # store key -> result
+        todo = list(spec_of)
+        waited = False
+        while todo:
+            claim = claim_free(store.root, todo)
+            try:
+                mine = [h for h in todo if h in claim.keys]
+                # a run another process finished while we were not holding it is read, not retrained
+                # (--force recomputes the runs claimed at once, and reads the ones waited for)
+                for h in mine:
+                    r = None if force and not waited else store.get(spec_of[h], None)
+                    if r is not None:
+                        out[h] = r
+                fresh = [h for h in mine if h not in out]
+                if fresh:
+                    for i, r in train_all([spec_of[h] for h in fresh]):
+                        store.put(spec_of[fresh[i]], r)
+                        out[fresh[i]] = r
+            finally:
+                claim.release()
+            for h in todo:  # held by another process: its result once it is stored
+                if h not in out:
+                    r = store.get(spec_of[h], None)
+                    if r is not None:
+                        out[h] = r
+            todo = [h for h in todo if h not in out]
+            if todo and not waited:
+                owners = sorted({held["owner"].rsplit(":", 1)[0] for held in
+                                 (holder(store.root, h) for h in todo) if held})
+                print(f"{desc}: waiting for {len(todo)} run(s) being trained by another process "
+                      f"({', '.join(owners) or 'lease just released'}); their results will be read from the store",
+                      flush=True)
+                waited = True
+            if todo:
+                time.sleep(poll)
+        return [out[h] for h in hashes]
+
+    many.stores_results = True
+    return many
 
 
 @dataclass
@@ -171,12 +278,11 @@ class SmallGroupExecutor:
 
     def run_specs(self, specs: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
                   store=None) -> list:
-        from fedpaper.store import ResultStore, _progress
 
         store = store if store is not None else ResultStore()
         force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
-        groups = plan_groups(pending_specs(specs, store, force), build, min(max_batch, self.max_runs))
-        with _progress(len(groups), 0, f"{desc} [local:{self.max_runs}]", progress, unit="groups") as bar:
+        groups = task_groups(pending_specs(specs, store, force), build, min(max_batch, self.max_runs))
+        with sweep._progress(len(groups), 0, f"{desc} [local:{self.max_runs}]", progress, unit="groups") as bar:
             for g in groups:
                 run_group(g, build, str(store.root), store.code, force=force)
                 bar.update(1)
@@ -223,7 +329,6 @@ class RayExecutor:
                    progress=True) -> dict:
         """Run every group as a task; returns counts {"tasks", "computed", "skipped", "retried"}.
         Raises FedpaperError naming the first failure if a task failed after its retries."""
-        from fedpaper.store import _progress
 
         ray = self._ray()
         remote = ray.remote(max_retries=0, num_cpus=self.num_cpus, num_gpus=self.num_gpus)(run_group)
@@ -239,7 +344,7 @@ class RayExecutor:
         refs = {submit(g): (i, 0) for i, g in enumerate(groups)}
         counts = {"tasks": len(groups), "computed": 0, "skipped": 0, "retried": 0, "failed": 0}
         errors: list[str] = []
-        with _progress(len(groups), 0, f"{desc} [ray]", progress, unit="tasks") as bar:
+        with sweep._progress(len(groups), 0, f"{desc} [ray]", progress, unit="tasks") as bar:
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 ref = ready[0]
@@ -268,13 +373,12 @@ class RayExecutor:
 
     def run_specs(self, specs: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
                   store=None) -> list:
-        """`experiment.run_specs` through Ray: plan the local executor's groups of the pending
+        """`run_specs` through Ray: plan the local executor's groups of the pending
         specs, run them as tasks, read every result back from the store."""
-        from fedpaper.store import ResultStore
 
         store = store if store is not None else ResultStore()
         force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
-        groups = plan_groups(pending_specs(specs, store, force), build, max_batch, desc)
+        groups = task_groups(pending_specs(specs, store, force), build, max_batch, desc)
         self.last_counts = self.run_groups(groups, build, store, force=force, desc=desc, progress=progress)
         out = []
         for s in specs:
@@ -317,12 +421,8 @@ def get_executor(spec=None):
     if spec is None and _OVERRIDE.get() is not None:
         return _OVERRIDE.get()
     if spec is None and not os.environ.get(EXECUTOR_ENV, "").strip():
-        from fedpaper.parameters import dry_run_active
-
-        if dry_run_active():  # the paper profile's models, cut data: memory is set by the group size
-            from fedpaper.dryrun import GROUP_RUNS
-
-            return SmallGroupExecutor(GROUP_RUNS)
+        if DRY_RUN.get():  # the paper profile's models, cut data: memory is set by the group size
+            return SmallGroupExecutor(DRY_RUN_GROUP_RUNS)
     spec = (spec if spec is not None else os.environ.get(EXECUTOR_ENV, "")).strip() or "local"
     if spec == "local":
         return LocalExecutor()

@@ -1,33 +1,34 @@
-"""From run specs to cached results: one typed RunSpec, one build(), batched cached sweeps.
+"""From run specs to trained groups: one typed RunSpec, one build(), the groups of runs the engine
+trains together (`plan_groups`) and the training of one group (`train_group`).
 
 A paper package enumerates its runs as `RunSpec`s (data, partition, method, training,
-evaluation) and registers how its clients are laid out (`@layout("privlabels")`); `run_specs`
-reads finished runs from the results store and trains the rest, batching runs that share a
-method, a TrainConfig and a data pool into one engine call.
+evaluation) and registers how its clients are laid out (`@layout("privlabels")`);
+fedpaper.executors.run_specs reads finished runs from the results store and trains the rest,
+batching runs that share a method, a TrainConfig and a data pool into one engine call.
 
     results = run_specs(specs, data_root, desc="table1")   # one dict per spec, in order
     results[i]["best"]["test_acc"], results[i]["history"]  # tidy per-round records
 
 The store key of a run is its RunSpec, the copy of the data set that was read
-(`fedpaper.data.data_copy`) and the code version of its paper (`fedpaper.store.code_version`).
+(`fedpaper.data.data_copy`) and the code version of its paper (`fedpaper.versions.code_version`).
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
-import pandas as pd
 import torch
 
 from .algorithms.methods import Method
-from .engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from .errors import UnknownNameError
-from .store import ResultStore, run_sweep, spec_json
+from fedpaper.store import spec_json
+from fedpaper.data import data_copy, DATASETS, load_dataset, synthetic_images
+from fedpaper.engine.memory import runs_that_fit
 
 #: Models whose input shape (channels, image size) is read from the data set at build time.
 IMAGE_MODELS = ("lenet", "privlabels_cnn")
@@ -201,7 +202,6 @@ def pools_key_of(data: dict, data_root=None, device=None) -> tuple:
 @lru_cache(maxsize=4)
 def get_pools(key: tuple) -> Pools:
     """Standardised pools of a data set, loaded once per process (key: see pools_key_of)."""
-    from .data import load_dataset, synthetic_images
 
     name, root, device, options = key
     options = json.loads(options)
@@ -218,7 +218,6 @@ def get_pools(key: tuple) -> Pools:
 
 def data_identity(data: dict, data_root=None) -> Optional[dict]:
     """Which copy of the data a run reads (fedpaper.data.data_copy), for the store key."""
-    from .data import DATASETS, data_copy
 
     name = data["name"]
     if name in POOLS_BUILDERS:
@@ -256,7 +255,6 @@ def group_setups(setups: list[RunSetup], max_batch: int, desc: str = "runs") -> 
     TrainConfig and a pools key, at most `max_batch` per engine call and at most as many runs as
     fit the device's memory budget (engine.memory.runs_that_fit). One line says so, once per
     process and setting, when the budget makes a group smaller than it would be."""
-    from .engine.memory import runs_that_fit
 
     groups: dict = {}
     for i, st in enumerate(setups):
@@ -276,7 +274,22 @@ def group_setups(setups: list[RunSetup], max_batch: int, desc: str = "runs") -> 
     return out
 
 
-def _train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
+def plan_groups(specs: list, build: Callable, max_batch: int, desc: str = "runs") -> Iterator[list[tuple]]:
+    """The groups of runs the engine trains together, in order, each a list of (position in `specs`,
+    setup) pairs: the specs in chunks of `max_batch`, each chunk's setups built (`build(spec)`, once
+    per spec, in order) and split by `group_setups` (method, config and pools key; at most
+    `max_batch` runs and no more than fit the device's memory per group). Every spec lands in
+    exactly one group. The one planner of every executor (fedpaper.executors): the local sweep
+    plans each chunk it trains, the task executors (local:N, ray) plan their tasks."""
+    for c in range(0, len(specs), max_batch):
+        setups = [build(s) for s in specs[c:c + max_batch]]
+        for part in group_setups(setups, max_batch, desc):
+            yield [(c + i, setups[i]) for i in part]
+
+
+def train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
+    """Train one group of setups (one of `plan_groups`' groups) as one engine call: each run's result
+    dict, in order."""
     s0 = setups[0]
     res = train(s0.method, s0.config, get_pools(s0.pools_key), [s.federation for s in setups], progress=progress)
     for st, d in zip(setups, res.diverged or []):
@@ -291,7 +304,6 @@ def store_key(spec: RunSpec, data_root=None) -> dict:
     paper is imported first where its data name is its own pools builder's (registered on import):
     without it the data copy would read as None, and the key would depend on what was imported
     before (`fedpaper cache rekey` of FedMT's runs failed so)."""
-    from .data import DATASETS
 
     if spec.data["name"] not in POOLS_BUILDERS and spec.data["name"] not in DATASETS:
         _import_paper(spec.paper)
@@ -303,62 +315,16 @@ def progress_enabled() -> bool:
     return os.environ.get("FEDPAPER_PROGRESS", "1") != "0"
 
 
-def _build_stored(by_key: dict, data_root, execution, key: dict) -> RunSetup:
+def build_stored(by_key: dict, data_root, execution, key: dict) -> RunSetup:
     """The engine setup of the run stored under `key` (a store_key); picklable through
     functools.partial, so a cluster executor can ship it to its workers."""
     return by_key[spec_json(key)].build(data_root, execution)
 
 
-def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execution] = None, desc="runs",
-              max_batch=16, progress=None, store=None, executor=None) -> list[dict]:
-    """Result dict of every spec (history records, best-validation snapshot, final metrics).
-
-    Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
-    engine call and no more than fit the device's memory (`group_setups`); every finished run is stored at once, so an interrupted sweep resumes. A run's
-    result does not depend on its group (the engine is batch-invariant on CPU, bit for bit, checked
-    with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only. Locally
-    each run is claimed with a lease before it trains (`claimed`): another process on the same
-    store waits for it and reads its result instead of training it again.
-    `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
-    $FEDPAPER_EXECUTOR (see fedpaper.executors)."""
-    from .executors import get_executor
-
-    progress = progress_enabled() if progress is None else progress
-    keys = [store_key(s, data_root) for s in specs]
-    build = functools.partial(_build_stored, {spec_json(k): s for k, s in zip(keys, specs)}, data_root, execution)
-    executor = get_executor(executor)
-    if not executor.is_local:
-        return executor.run_specs(keys, build, desc=desc, max_batch=max_batch, progress=progress, store=store)
-
-    built: dict = {}  # setups built for the deadline's cost estimate, used once by train_all
-
-    def setup(k):
-        return built.pop(spec_json(k), None) or build(k)
-
-    def cost(k) -> float:
-        j = spec_json(k)
-        if j not in built:
-            built[j] = build(k)
-        return run_cost(built[j])
-
-    cost.unit = "training sample"
-
-    def train_all(chunk):
-        """(position in chunk, result) of every run, engine call by engine call as each finishes."""
-        setups = [setup(k) for k in chunk]
-        for part in group_setups(setups, max_batch, desc):
-            # the sweep's own bar is the one bar; the engine's per-method bar stays off here
-            yield from zip(part, _train_group([setups[i] for i in part], False))
-
-    store = store if store is not None else ResultStore()
-    return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
-                     progress=progress, store=store, cost=cost)
-
-
 def run_samples(config: TrainConfig, fed: Federation) -> tuple[float, float]:
     """(training samples, evaluated samples) of one run: every round's participating clients'
     labelled and unlabelled rows times the local epochs; the test and validation rows of every
-    round the engine evaluates (engine.trainer: every `eval_every`-th round and the last).
+    round the engine evaluates (driver.trainer: every `eval_every`-th round and the last).
     `fedpaper plan` counts runs with it, and a sweep's deadline paces by it (`run_cost`)."""
     n = sum(len(c) for c in fed.client_indices) + sum(len(c) for c in (fed.client_unlabeled_indices or []))
     train = float(n) * config.local_epochs * config.participation * config.rounds
@@ -369,67 +335,7 @@ def run_samples(config: TrainConfig, fed: Federation) -> tuple[float, float]:
 
 
 def run_cost(st: RunSetup) -> float:
-    """A run's work in training samples, for a deadline's pace (store.run_sweep `cost`): its
+    """A run's work in training samples, for a deadline's pace (sweep.run_sweep `cost`): its
     training samples plus a third of each evaluated sample (a forward pass, no backward)."""
     train, evaluated = run_samples(st.config, st.federation)
     return train + evaluated / 3
-
-
-def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:
-    """`train_all(specs)` (yields (position in specs, result) as each engine call finishes) made a
-    run_sweep run_fn_many that is safe for several processes on one store: each
-    run is claimed with a lease (fedpaper.leases) before it is trained, and stored (store.put)
-    before its lease is released; a run another live process holds is waited for (one line says
-    so) and then read from the store; a run whose holder died or let its lease expire is claimed
-    and trained here. So two `fedpaper reproduce` processes (or a notebook and the CLI) on one
-    cache train each run once (tests/test_concurrent_runs.py). The returned function stores its
-    results itself (`stores_results`), so run_sweep does not write them again. Each result is
-    stored as soon as its engine call ends, so a chunk stopped midway (a kill, a timeout, Ctrl-C)
-    keeps the runs of every engine call that finished."""
-    from .leases import claim_free, holder
-
-    force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
-
-    def many(chunk):
-        hashes = [store.key(k) for k in chunk]
-        spec_of = dict(zip(hashes, chunk))
-        out: dict = {}  # store key -> result
-        todo = list(spec_of)
-        waited = False
-        while todo:
-            claim = claim_free(store.root, todo)
-            try:
-                mine = [h for h in todo if h in claim.keys]
-                # a run another process finished while we were not holding it is read, not retrained
-                # (--force recomputes the runs claimed at once, and reads the ones waited for)
-                for h in mine:
-                    r = None if force and not waited else store.get(spec_of[h], None)
-                    if r is not None:
-                        out[h] = r
-                fresh = [h for h in mine if h not in out]
-                if fresh:
-                    for i, r in train_all([spec_of[h] for h in fresh]):
-                        store.put(spec_of[fresh[i]], r)
-                        out[fresh[i]] = r
-            finally:
-                claim.release()
-            for h in todo:  # held by another process: its result once it is stored
-                if h not in out:
-                    r = store.get(spec_of[h], None)
-                    if r is not None:
-                        out[h] = r
-            todo = [h for h in todo if h not in out]
-            if todo and not waited:
-                owners = sorted({held["owner"].rsplit(":", 1)[0] for held in
-                                 (holder(store.root, h) for h in todo) if held})
-                print(f"{desc}: waiting for {len(todo)} run(s) being trained by another process "
-                      f"({', '.join(owners) or 'lease just released'}); their results will be read from the store",
-                      flush=True)
-                waited = True
-            if todo:
-                time.sleep(poll)
-        return [out[h] for h in hashes]
-
-    many.stores_results = True
-    return many
-    return run_sweep(keys, run_fn_many=many, batch_size=max_batch, desc=desc, progress=progress, store=store)

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from fedpaper.store import TMP_PREFIX
+from fedpaper.ground.files import TMP_PREFIX
+from fedpaper.ground.procs import pid_alive
 
 SUFFIX = ".lease"
 DEFAULT_TTL = float(os.environ.get("FEDPAPER_LEASE_TTL", "120"))
@@ -66,8 +67,8 @@ def read_lease(path: Path) -> Optional[dict]:
 
 def _write_tmp(path: Path, lease: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    # the writer's pid in the name, as store.atomic_path's: a kill mid-write leaves a temp file that
-    # store.clean_stale_temps removes on the next start (it could not parse the lease token here)
+    # the writer's pid in the name, as ground.files.atomic_path's: a kill mid-write leaves a temp file that
+    # ground.files.clean_stale_temps removes on the next start (it could not parse the lease token here)
     tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     with open(tmp, "w") as f:
         json.dump(lease, f)
@@ -76,22 +77,12 @@ def _write_tmp(path: Path, lease: dict) -> Path:
     return tmp
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 def is_stale(lease: dict, now: Optional[float] = None) -> bool:
     """Expired, or held by a process of this host that no longer exists."""
     now = time.time() if now is None else now
     if float(lease.get("expires", 0.0)) <= now:
         return True
-    return lease.get("host") == HOST and isinstance(lease.get("pid"), int) and not _pid_alive(lease["pid"])
+    return lease.get("host") == HOST and isinstance(lease.get("pid"), int) and not pid_alive(lease["pid"])
 
 
 LOCK_STALE_S = 10.0  # a key's lock is held for microseconds; one this old was left by a dead process
@@ -223,7 +214,7 @@ def claim_keys(root, keys: Iterable[str], *, ttl: float = DEFAULT_TTL, wait: flo
 def claim_free(root, keys: Iterable[str], *, ttl: float = DEFAULT_TTL, owner: Optional[dict] = None) -> Claim:
     """Claim every key of `keys` that no live owner holds, without waiting; the returned Claim
     (its `.keys`: the keys taken) is renewed by its heartbeat until `.release()`. Used by the local
-    path (experiment.run_specs) so that two processes on one store each train a run once."""
+    path (executors.run_specs) so that two processes on one store each train a run once."""
     claim = Claim(Path(root), [], ttl, owner or new_owner())
     for k in sorted(set(keys)):
         if try_acquire(lease_path(root, k), claim.owner, ttl):

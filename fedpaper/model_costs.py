@@ -32,6 +32,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+from fedpaper.algorithms.methods import Method
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
+from fedpaper.engine.memory import saved_tensor_bytes
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.models import build_model
+from fedpaper import paths
+from fedpaper.paths import cache_dir
+from fedpaper.progress import on_rounds
 
 TIMED_STEPS = 3
 #: A measured GPU throughput per model (benchmarks/results/gpu.json): {"card": "...", "models":
@@ -109,7 +118,6 @@ def timing_model_kwargs(key: ModelKey) -> dict:
 def _build(key: ModelKey):
     import torch
 
-    from fedpaper.models import build_model
 
     torch.manual_seed(0)
     return build_model(key.model, **timing_model_kwargs(key))
@@ -165,7 +173,6 @@ def step_memory(net, input_shape: tuple, batch_size: int, optimizer_factory, pre
     weights included under bf16); "total" is their sum."""
     import torch
 
-    from fedpaper.engine.memory import saved_tensor_bytes
 
     opt = optimizer_factory(net)
     x = torch.randn(batch_size, *input_shape)
@@ -197,7 +204,6 @@ def timing_federation(key: ModelKey, clients: int, batches: int, rounds: int, de
     import numpy as np
     import torch
 
-    from fedpaper.engine import Federation, Pools, TrainConfig
 
     kw = timing_model_kwargs(key)
     per_client = batches * key.batch_size
@@ -219,14 +225,11 @@ def timing_federation(key: ModelKey, clients: int, batches: int, rounds: int, de
 
 
 def engine_timing(key: ModelKey, train_macs: float, batches: int = 2) -> dict:
-    """CPU seconds per training sample of the engine itself (fedpaper.engine.train, FedAvg, the
+    """CPU seconds per training sample of the engine itself (fedpaper.driver.train, FedAvg, the
     backend it picks) training `key`'s model: min(the run's clients, ENGINE_TIMING_CLIENTS) clients
     of `batches` batches each on random data of the input shape, two rounds, the second one timed
     (process CPU time between the engine's round callbacks, its aggregation included); and per
     evaluation sample a no-grad forward at the run's evaluation batch (at most 256)."""
-    from fedpaper.algorithms.methods import Method
-    from fedpaper.engine import train
-    from fedpaper.progress import on_rounds
 
     per_client = batches * key.batch_size
     m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS, int(ENGINE_TIMING_MACS // max(1.0, train_macs * per_client))))
@@ -301,7 +304,6 @@ def machine_key() -> str:
 
 def model_costs(key: ModelKey, cache_file: Optional[Path] = None) -> dict:
     """MACs, step memory and CPU timing of a model, cached per model key and machine."""
-    from fedpaper.store import atomic_write_text
 
     cache_file = cache_file or _cache_file()
     ck = hashlib.sha256((key.signature() + machine_key()).encode()).hexdigest()[:20]
@@ -339,17 +341,14 @@ def model_costs(key: ModelKey, cache_file: Optional[Path] = None) -> dict:
 
 
 def _cache_file() -> Path:
-    from fedpaper.paths import cache_dir
-
     return cache_dir("plan") / "model-costs.json"
 
 
 def gpu_rates() -> tuple[Optional[str], dict]:
     """(card, {signature: rates}) from benchmarks/results/gpu.json, or (None, {}) when absent."""
-    from fedpaper.paths import REPO_ROOT
 
     try:
-        data = json.loads((REPO_ROOT / GPU_RESULTS).read_text(encoding="utf-8"))
+        data = json.loads((paths.REPO_ROOT / GPU_RESULTS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None, {}
     return data.get("card"), dict(data.get("models") or {})

@@ -1,4 +1,6 @@
-"""The papers' networks, each a plain nn.Module whose last layer is `self.classifier`.
+"""The papers' networks, each a plain nn.Module whose last layer is `self.classifier`, and the
+registry that builds them by name (MODELS, build_model). The larger networks are built from the
+blocks of fedpaper.nets, which never import this module.
 
 The engine treats every model functionally (torch.func.functional_call over stacked
 parameters), so models must not keep state outside parameters and buffers.
@@ -9,6 +11,14 @@ import torch
 from torch import nn
 
 from .errors import UnknownNameError
+from .nets.ladm import FedNCANet
+from .nets.resnet import TwoHead, WithCorrespondence, bn_convnet, resnet18_fedmt, small_resnet
+from .nets.torchvision_nets import torchvision_resnet
+
+
+def logits_of(outputs):
+    """The logits among a model's outputs: the tensor itself, or outputs["logits"]."""
+    return outputs["logits"] if isinstance(outputs, dict) else outputs
 
 
 class LeNet(nn.Module):
@@ -84,23 +94,6 @@ def resnet18_cifar(num_classes=10, in_channels=3):
     return net
 
 
-def torchvision_resnet(arch: str, pretrained: bool):
-    """torchvision's `arch` ("resnet18", "resnet50") with its IMAGENET1K_V1 weights (pretrained) or
-    random initialisation. The weights come from torchvision's download cache; without internet and
-    without cached weights this raises one DataMissingError naming how to fetch them."""
-    import torchvision
-
-    from .errors import DataMissingError
-
-    try:
-        return getattr(torchvision.models, arch)(weights="IMAGENET1K_V1" if pretrained else None)
-    except Exception as exc:  # no internet and no cached weights
-        raise DataMissingError(
-            f"ImageNet {arch} weights are not available ({type(exc).__name__}); download them once with "
-            f"internet (torchvision.models.{arch}(weights='IMAGENET1K_V1')) into the torch hub cache, or "
-            "use random initialisation") from None
-
-
 def resnet50_imagenet(num_classes, pretrained=True):
     """torchvision ResNet-50 with ImageNet weights and a new head (FedPALS PACS/iWildCam, App A.6-7).
 
@@ -115,9 +108,19 @@ def resnet50_imagenet(num_classes, pretrained=True):
 def fednca_net(num_classes, **kwargs):
     """FedNCA-ML's backbone + LADM + fixed ETF classifier, or an ablation / SphereFed head
     (fedpaper.nets.ladm.FedNCANet; outputs a dict with "logits")."""
-    from .nets.ladm import FedNCANet
-
     return FedNCANet(num_classes, **kwargs)
+
+
+def two_head(num_classes=100, coarse_classes=20, backbone="small_resnet", **kw):
+    """FedMT's two-head network (fedpaper.nets.resnet.TwoHead) on the registered model `backbone`."""
+    return TwoHead(build_model(backbone, num_classes=num_classes, **kw), num_classes, coarse_classes)
+
+
+def with_correspondence(num_classes=100, coarse_classes=20, backbone="lenet", init_scale=0.01, **kw):
+    """The registered model `backbone` with FedMT's learnable correspondence matrix
+    (fedpaper.nets.resnet.WithCorrespondence)."""
+    return WithCorrespondence(build_model(backbone, num_classes=num_classes, **kw), num_classes, coarse_classes,
+                              init_scale)
 
 
 MODELS = {
@@ -127,18 +130,13 @@ MODELS = {
     "resnet18_cifar": resnet18_cifar,
     "resnet50_imagenet": resnet50_imagenet,
     "fednca_net": fednca_net,
+    # FedMT's networks (fedpaper.nets.resnet)
+    "resnet18_fedmt": resnet18_fedmt,
+    "small_resnet": small_resnet,
+    "two_head": two_head,
+    "with_correspondence": with_correspondence,
+    "bn_convnet": bn_convnet,
 }
-
-
-def _fedmt_models() -> dict:
-    """FedMT's networks (fedpaper.nets.resnet), registered by name."""
-    from .nets import resnet as R
-
-    return {"resnet18_fedmt": R.resnet18_fedmt, "small_resnet": R.small_resnet, "two_head": R.two_head,
-            "with_correspondence": R.with_correspondence, "bn_convnet": R.bn_convnet}
-
-
-MODELS.update(_fedmt_models())
 
 
 def build_model(name: str, **kwargs) -> nn.Module:

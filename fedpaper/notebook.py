@@ -29,6 +29,10 @@ from pathlib import Path
 import pandas as pd
 
 from fedpaper.errors import FedpaperError
+from fedpaper.papers.catalog import get_artifact, load_reported
+from fedpaper.parameters import using
+from fedpaper import paths
+from fedpaper.report import artifact_claims, compare_with_reported, verdict_line
 
 __all__ = ["run", "show", "show_specs", "show_seeds", "show_vs_paper", "show_claims", "one_line_errors",
            "side_by_side", "run_specs", "seed_table", "notebook_call", "artifact_function_of"]
@@ -64,7 +68,6 @@ def run(artifact_function, **parameters):
     A function not wrapped by `fedpaper.parameters.artifact_function` (e.g. a new paper module's
     first draft) gets the same checks here, and is called without `overrides` (run_artifact
     applies them to the params it is given)."""
-    from fedpaper.parameters import using
 
     one_line_errors()
     if getattr(artifact_function, "fedpaper_artifact_function", False):
@@ -79,8 +82,6 @@ def _results(result) -> list:
 
 def side_by_side(result):
     """Our numbers next to the paper's for an artifact with reported numbers (else None)."""
-    from fedpaper.papers.catalog import get_artifact, load_reported
-    from fedpaper.report import compare_with_reported
 
     if not get_artifact(result.artifact_id).reported:
         return None
@@ -230,7 +231,6 @@ def show_claims(result) -> None:
     committed ones (fedpaper.report.artifact_claims), each with its computed cause."""
     from IPython.display import Markdown, display
 
-    from fedpaper.report import artifact_claims, verdict_line
 
     for r in _results(result):
         rec = r.provenance or {}
@@ -252,10 +252,9 @@ def notebook_call(notebook) -> tuple[str, str]:
 
     import nbformat
 
-    from fedpaper.paths import REPO_ROOT
 
     path = Path(notebook)
-    nb = nbformat.read(str(path if path.is_absolute() else REPO_ROOT / path), as_version=4)
+    nb = nbformat.read(str(path if path.is_absolute() else paths.REPO_ROOT / path), as_version=4)
     for c in nb.cells:
         m = re.search(r"^from (\S+) import (\w+)$", c.source, re.M) if c.cell_type == "code" else None
         if m and m.group(1) != "fedpaper.notebook":

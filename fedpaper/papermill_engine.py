@@ -80,7 +80,7 @@ def _engine_class():
 
         @classmethod
         def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
-            from fedpaper.kernel import kernel_manager_class
+            from fedpaper.kernel import kernel_manager_class  # at use, not load time: papermill imports this module as an engine entry point
 
             kwargs.setdefault("kernel_manager_class", kernel_manager_class())
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)

@@ -6,7 +6,7 @@ the same one-line error for a bad value:
 
     table1(profile="smoke", seeds=None, data_root=None, out_dir=None, overrides={"rounds": 4})
 
-- profile: one of fedpaper.artifacts.PROFILES;
+- profile: one of PROFILES;
 - seeds: None (the profile's), an int n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0;
 - data_root, out_dir: None, a str or a path;
 - overrides: None or a dict (a YAML/JSON string of a dict is accepted, as papermill's `-p` gives
@@ -46,9 +46,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fedpaper.errors import BadParameterError
+from fedpaper.errors import BadParameterError, UnknownNameError
+from fedpaper.store import DRY_RUN
 
 # Profile-dict keys that describe the run rather than set it: never overridable.
+PROFILES = ("smoke", "quick", "long", "paper")
+#: The committed profiles, most faithful to the papers first: the report and re-rendering use the
+#: first one whose results are present.
+FAITHFUL_ORDER = ("paper", "long", "quick")
 NOT_OVERRIDABLE = frozenset({"profile", "notes", "stand_ins", "missing_datasets", "overrides"})
 APPLIED_KEY = "overrides"  # the key apply_overrides leaves in the dict it changed
 DRY_RUN_KEY = "dry_run"  # overrides[DRY_RUN_KEY] = True: a dry run (Parameters.dry_run)
@@ -92,11 +97,6 @@ def current() -> Parameters:
     return _CURRENT.get() or Parameters()
 
 
-def dry_run_active() -> bool:
-    """True inside an artifact function called for a dry run (its runs use their own results cache)."""
-    return current().dry_run
-
-
 def _short(v) -> str:
     s = repr(v) if isinstance(v, str) else str(v)
     return s if len(s) <= 40 else s[:37] + "..."
@@ -104,13 +104,11 @@ def _short(v) -> str:
 
 # ------------------------------------------------------------------------------------ checks
 def check_profile(profile) -> str:
-    from fedpaper.artifacts import check_profile as _check
-
     if not isinstance(profile, str):
-        from fedpaper.artifacts import PROFILES
-
         raise BadParameterError(f"profile={profile!r} is not a profile name; choose one of {', '.join(PROFILES)}")
-    return _check(profile)
+    if profile not in PROFILES:
+        raise UnknownNameError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    return profile
 
 
 def _is_int(v) -> bool:
@@ -197,10 +195,11 @@ def using(**parameters):
     """`with using(profile="smoke", overrides={"rounds": 3}) as p:` checks the parameters (see
     `validate`) and makes them the current ones (`current()`, `apply_overrides`) inside the block."""
     p = validate(**parameters)
-    token = _CURRENT.set(p)
+    token, dry = _CURRENT.set(p), DRY_RUN.set(p.dry_run)
     try:
         yield p
     finally:
+        DRY_RUN.reset(dry)
         _CURRENT.reset(token)
 
 
@@ -361,9 +360,9 @@ def _engine_choices(params: dict) -> dict:
     """{dotted setting: the engine's names} for the engine settings a profile dict holds as a
     string (`optimizer`, `lr_schedule`, `precision`, `backend`, at any depth), so that a bad name
     is answered before any run rather than where the engine is built."""
-    from fedpaper.engine.backends import BACKENDS
-    from fedpaper.engine.optim import OPTIMIZERS, SCHEDULES
-    from fedpaper.engine.types import PRECISIONS
+    from fedpaper.engine.backends import BACKENDS  # start-up time: torch (the CLI imports this module)
+    from fedpaper.engine.optim import OPTIMIZERS, SCHEDULES  # start-up time: torch (the CLI imports this module)
+    from fedpaper.engine.types import PRECISIONS  # start-up time: torch (the CLI imports this module)
 
     names = {"optimizer": OPTIMIZERS, "tuning_optimizer": OPTIMIZERS, "lr_schedule": SCHEDULES,
              "precision": PRECISIONS, "backend": BACKENDS}

@@ -33,6 +33,11 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
+def dry_run_scratch() -> Path:
+    """Where a dry run writes unless --out-dir says otherwise: <cache>/dry-run/figures (never figures/)."""
+    return cache_dir("dry-run") / "figures"
+
+
 def figures_dir() -> Path:
     """The committed artifact folder, <repo>/figures (FEDPAPER_FIGURES overrides)."""
     return Path(os.environ.get("FEDPAPER_FIGURES", REPO_ROOT / "figures"))

@@ -15,7 +15,7 @@ How the runs are found (no artifact logic is repeated here): each artifact's not
 called as the notebook calls it, with `fedpaper.artifacts.COMPUTE_HOOK` set, so `run_artifact`
 hands this module its compute function instead of computing, drawing and writing (nothing is
 written, absent data sets do not stop it). The compute runs with a collecting executor
-(`fedpaper.executors.using_executor`): every `experiment.run_specs` call records its runs' store
+(`fedpaper.executors.using_executor`): every `executors.run_specs` call records its runs' store
 keys and their `build` and returns placeholders, whose first use stops the compute (`_Collected`,
 a BaseException, so no `except Exception` in an artifact hides it). Runs that an artifact trains
 outside run_specs (FedNCA-ML's feature models, `FederatedTrainer` directly) are caught at the
@@ -41,9 +41,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from fedpaper.engine.memory import pools_bytes
+from fedpaper.engine.memory import parted, pools_bytes, StepMemory
 from fedpaper.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
                                   machine_key, macs, model_costs, step_memory)
+from fedpaper import experiment as E
+from fedpaper.artifacts import ArtifactResult, COMPUTE_HOOK
+from fedpaper.driver import trainer as T
+from fedpaper.executors import using_executor
+from fedpaper.experiment import get_pools, run_samples
+from fedpaper.ground.files import atomic_path
+from fedpaper import notebook
+from fedpaper.papers import artifact, not_implemented_reason
+from fedpaper.progress import warnings_once
+from fedpaper.store import ResultStore, spec_json
 
 #: The data option under which a pools builder resizes its images (FedNCA-ML's 224 px): counting a
 #: run builds its pools at PLAN_SIDE px instead (the federation depends on labels only).
@@ -55,7 +65,6 @@ GB = 1e9
 class _Collected(BaseException):
     """Raised where an artifact first uses a result it was not given (or would train): its runs
     are all recorded. A BaseException, so that an artifact's `except Exception` does not hide it."""
-
 
 class _NotTrained:
     """The placeholder result of a planned run: any use stops the artifact's compute."""
@@ -122,7 +131,6 @@ def _input_shape(pools) -> tuple:
 
 def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
     """Samples of one run from its TrainConfig, pools and Federation (see the module docstring)."""
-    from fedpaper.experiment import run_samples
 
     train, evaluated = run_samples(config, fed)
     shape = _input_shape(pools)
@@ -141,7 +149,6 @@ def run_peak(r: RunCount, costs: dict) -> Optional[float]:
     batch and saved activations), in parts of clients as the engine trains them when they exceed
     engine.memory.SLOT_BYTES (each client then keeps its new parameters for the round). A lower bound for the vmap backend, which holds every slot's
     activations at once; the memory a workstation or GPU needs for this run at the least."""
-    from fedpaper.engine.memory import StepMemory, parted
 
     if r.model is None or r.slots is None or r.model not in costs:
         return None
@@ -156,15 +163,12 @@ def run_peak(r: RunCount, costs: dict) -> Optional[float]:
 
 
 def _canon(d) -> str:
-    from fedpaper.store import spec_json
-
     return spec_json(d)
 
 
 @contextlib.contextmanager
 def _small_pools():
     """Pools builders that resize (RESIZE_OPTION) build at PLAN_SIDE px and remember the real shape."""
-    from fedpaper import experiment as E
 
     saved = dict(E.POOLS_BUILDERS)
 
@@ -192,7 +196,6 @@ def _small_pools():
 @contextlib.contextmanager
 def _no_direct_training(found: list):
     """FederatedTrainer(...) records (config, pools, federations) in `found` and stops the compute."""
-    from fedpaper.engine import trainer as T
 
     real = T.FederatedTrainer.__init__
 
@@ -209,11 +212,6 @@ def _no_direct_training(found: list):
 
 def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
     """The ArtifactPlan of every selected artifact, in catalog order (nothing trained or written)."""
-    from fedpaper.artifacts import COMPUTE_HOOK, ArtifactResult
-    from fedpaper.experiment import get_pools
-    from fedpaper.executors import using_executor
-    from fedpaper.notebook import artifact_function_of
-    from fedpaper.papers import artifact, not_implemented_reason
 
     plans = {a: ArtifactPlan(a) for a in selected}
     counted: dict[str, RunCount] = {}  # ident -> count, over all artifacts
@@ -269,14 +267,13 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
 
         return ArtifactResult(aid, pd.DataFrame(), None, {}, {}, "planned")
 
-    from fedpaper.progress import warnings_once
 
     with tempfile.TemporaryDirectory(prefix="fedpaper-plan-") as scratch, _small_pools(), warnings_once("plan"):
         token = COMPUTE_HOOK.set(hook)
         try:
             for nb, aids in notebooks.items():
                 try:
-                    artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
+                    notebook.artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
                                              seeds=None)
                 except Exception as e:  # noqa: BLE001 - e.g. bad data before run_artifact: one line
                     for a in aids:
@@ -303,7 +300,6 @@ def record_runs(selected: list[str], profile: str, data_root, store=None) -> dic
     `table1_rows`, on another machine), which records nothing itself. Returns {artifact: runs}."""
     import json
 
-    from fedpaper.store import ResultStore
 
     store = store if store is not None else ResultStore()
     out = {}
@@ -316,9 +312,6 @@ def record_runs(selected: list[str], profile: str, data_root, store=None) -> dic
 
 
 def _count_key(key: dict, build, counted: dict) -> RunCount:
-    from fedpaper.experiment import get_pools
-    from fedpaper.store import spec_json
-
     ident = spec_json(key)
     if ident in counted:
         return counted[ident]
@@ -510,7 +503,6 @@ def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:
 
     import pandas as pd
 
-    from fedpaper.store import atomic_path
 
     df = pd.DataFrame([dict(dataclasses.asdict(r), partial=r.partial) for r in rows + totals])
     with atomic_path(path) as tmp:

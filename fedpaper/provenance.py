@@ -6,9 +6,6 @@ plain JSON types.
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
-import math
 import os
 import platform
 import shlex
@@ -18,38 +15,12 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from fedpaper.data.download import copy_kind
+from fedpaper.data.registry import DATASETS
+from fedpaper.ground.jsonio import jsonable, now_iso
 from fedpaper.paths import REPO_ROOT
 
 LIBRARIES = ("python", "torch", "torchvision", "numpy", "cvxpy", "pandas", "scipy", "matplotlib", "fedpaper")
-
-
-def jsonable(obj):
-    """A JSON-serialisable copy of obj (numpy scalars/arrays, Paths, sets, dataclasses, NaN->None)."""
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return None if math.isnan(obj) else (str(obj) if math.isinf(obj) else obj)
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        return sorted((jsonable(v) for v in obj), key=repr)
-    if isinstance(obj, os.PathLike):
-        return str(obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return jsonable(dataclasses.asdict(obj))
-    if hasattr(obj, "tolist"):  # numpy / torch
-        return jsonable(obj.tolist())
-    if hasattr(obj, "item"):
-        return jsonable(obj.item())
-    if hasattr(obj, "isoformat"):
-        return obj.isoformat()
-    if callable(obj):
-        return getattr(obj, "__qualname__", repr(obj))
-    return repr(obj)
 
 
 def _git(*args: str) -> str | None:
@@ -204,10 +175,6 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-
-
 def dataset_copies(datasets, profile: str | None = None) -> list:
     """The data-set records, each that names its data root with `copy`: which copy the result used.
 
@@ -219,19 +186,14 @@ def dataset_copies(datasets, profile: str | None = None) -> list:
     out = list(datasets or [])
     if profile == "smoke":
         return out
-    try:
-        from fedpaper.data.download import copy_kind
-        from fedpaper.data.registry import DATASETS as catalog
-    except ImportError:  # pragma: no cover - a broken install: provenance still gets written
-        return out
     for i, d in enumerate(out):
-        if not (isinstance(d, dict) and d.get("name") in catalog and d.get("data_root")):
+        if not (isinstance(d, dict) and d.get("name") in DATASETS and d.get("data_root")):
             continue
         if d.get("synthetic") or d.get("available") is False:
             continue
         d = out[i] = dict(d)
         d.setdefault("copy", copy_kind(d["name"], d["data_root"]))
-        if d["copy"] != "offline copy" and catalog[d["name"]].lossy_offline:
+        if d["copy"] != "offline copy" and DATASETS[d["name"]].lossy_offline:
             d.setdefault("replaces_lossy_offline_copy", True)
     return out
 

@@ -3,7 +3,7 @@
     fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K]
 
 The results cache keys every run by the code version of fedpaper's core and of its paper
-(fedpaper.store.code_version): any edit to those files (a refactor, a memory or speed fix) gives a
+(fedpaper.versions.code_version): any edit to those files (a refactor, a memory or speed fix) gives a
 new version, and the runs of the old one are no longer reused. For a long sweep (FedPALS Table 1
 at the paper profile: hours of CPU per piece) that is a rebuild nobody should pay when the edit
 cannot change a result; pinning the old version (FEDPAPER_CODE_VERSION) would assert that without
@@ -34,7 +34,13 @@ from typing import Optional
 import numpy as np
 
 from fedpaper.errors import FedpaperError
-from fedpaper.store import ResultStore, atomic_write_text, code_version, spec_json, warn_console
+from fedpaper.ground.console import warn_console
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.store import ResultStore, spec_json
+from fedpaper.archive import _current_code, _entry, _paper_of, _selected_indexes, ArchiveError
+from fedpaper.ground.jsonio import now_iso
+from fedpaper.provenance import git_info
+
 
 REKEYS_DIR = "rekeys"  # in the store: one record per rekey (what was checked, what was stored again)
 NOT_COMPARED = ("log",)  # how a run executed, not what it computed
@@ -44,12 +50,10 @@ class RekeyError(FedpaperError):
     """Nothing to rekey, a run that cannot be retrained, or a run the current code does not
     reproduce (one line, exit 2, nothing written)."""
 
-
 def _stale_entries(store: ResultStore, only, profile) -> tuple[dict, list]:
     """{(paper, old code): [(key, entry)]} of the selected finished runs made by another code
     version than the current one (and not stored under it already), and the store indexes
     [(artifact, profile, runs)] they were selected through."""
-    from fedpaper.archive import ArchiveError, _current_code, _entry, _paper_of, _selected_indexes
 
     indexes = []
     if only or profile is not None:
@@ -143,7 +147,8 @@ def _describe(key: str, entry: dict) -> str:
 def retrain(key: str, entry: dict, data_root=None) -> dict:
     """The current code's result of a stored run, trained afresh in a scratch store with the
     backend and device its log names."""
-    from fedpaper.experiment import Execution, RunSpec, default_device, run_specs, store_key
+    from fedpaper.executors import run_specs  # start-up time: torch (the CLI imports this module)
+    from fedpaper.experiment import Execution, RunSpec, default_device, store_key  # start-up time: torch, as above
 
     spec = json.loads(entry["spec"])
     try:
@@ -170,8 +175,6 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
           say=print) -> dict:
     """Check and rekey (see the module docstring); returns {(paper, old code): {"runs", "verified",
     "to"}}. RekeyError (nothing written for that version or any after it) on the first failure."""
-    from fedpaper.archive import _current_code
-    from fedpaper.provenance import git_info, now_iso
 
     if int(verify) < 1:
         raise RekeyError(f"--verify {verify}: at least one run must be retrained to check the current code "

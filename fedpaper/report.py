@@ -16,8 +16,8 @@ from typing import Optional
 import pandas as pd
 
 from fedpaper import provenance as prov
-from fedpaper.artifacts import committed_paths, load_committed
-from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, as_verdict
+from fedpaper.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed
+from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, check_claims
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
 from fedpaper.papers._common.rows import norm
 from fedpaper.papers import (
@@ -35,7 +35,8 @@ from fedpaper.papers import (
     not_implemented_reason,
 )
 from fedpaper.paths import REPO_ROOT, cache_dir, data_root as _data_root, figures_dir
-from fedpaper.store import atomic_write_text
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.papers._common.scaling import read_trends
 
 STATUS_START = "<!-- artifact-status:start -->"
 STATUS_END = "<!-- artifact-status:end -->"
@@ -45,7 +46,7 @@ VALUE_COLUMNS = ("mean", "std", "n_seeds", "ci_low", "ci_high", "source", "sem")
 SCALE_COLUMNS = ("N_c", "backbone")
 
 __all__ = ["Claim", "write_report", "render_report", "status_rows", "compare_with_reported",
-           "check_claims", "diagnose_claims", "update_readme", "readme_path", "artifact_claims",
+           "diagnose_claims", "update_readme", "readme_path", "artifact_claims",
            "verdict_line", "missing_here_lines"]
 
 
@@ -268,28 +269,6 @@ VERDICT_MARKS = {"pass": "PASS", "within noise": "within noise", "fail": "FAIL",
                  "not checkable": "not checkable"}
 
 
-def check_claims(claims, tables: dict) -> list[dict]:
-    """Run every claim's check on our tables: [{id, text, artifacts, verdict, detail, causes,
-    on_code}], verdict in VERDICTS; causes: those the check found (see diagnose_claims for the
-    report-time ones); on_code: the check tests a formula or a data split, no trained model."""
-    out = []
-    for c in claims:
-        avail = {a: tables[a] for a in c.artifacts if a in tables and tables[a] is not None}
-        if c.check is None:
-            v = Verdict("not checkable", "check not implemented yet")
-        elif c.artifacts and not avail:
-            v = Verdict("not checkable", "no committed results for " + ", ".join(c.artifacts))
-        else:
-            try:
-                v = as_verdict(c.check(avail))
-            except Exception as e:  # a broken check must not break the report
-                v = Verdict("not checkable", f"check raised {type(e).__name__}: {e}")
-        out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": v.verdict,
-                    "detail": str(v.detail).replace("\n", " "), "causes": list(v.causes),
-                    "on_code": bool(getattr(c.check, "on_code", False)), "claim": c})
-    return out
-
-
 def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
     """Fill each result's causes (papers._common.causes.diagnose) from the status rows: the
     provenance of every committed artifact, the data sets an artifact without committed results
@@ -309,7 +288,6 @@ def ladder_section() -> list[str]:
     """REPORT.md's compute ladders (issue 29), one table per committed `<paper>/scaling` csv: each
     quantity's trend, slope and its SE per decade of compute, and the projection to the paper's
     compute where the trend is clear. Nothing while no ladder is committed."""
-    from fedpaper.papers._common.scaling import read_trends
 
     out = []
     for a in LADDERS:
@@ -344,7 +322,6 @@ def artifact_claims(artifact_id: str, table: pd.DataFrame, provenance: Optional[
     """The registered claims about one artifact checked on `table` (other artifacts a claim needs:
     their committed csv, artifacts.claim_tables) with their computed causes, as in REPORT.md:
     what a notebook shows after its run (fedpaper.notebook.show_claims)."""
-    from fedpaper.artifacts import claim_tables, committed_paths as _paths
 
     claims_, tables = claim_tables(artifact_id, table, profile)
     results = check_claims(claims_, tables)

@@ -10,9 +10,11 @@ import pytest
 
 from fedpaper import archive as A
 from fedpaper import cli
-from fedpaper import store as S
+from fedpaper import versions as V
+from fedpaper import sweep as W
 from fedpaper.errors import BadParameterError
-from fedpaper.store import ResultStore, SweepStopped, run_sweep
+from fedpaper.store import ResultStore
+from fedpaper.sweep import SweepStopped, run_sweep
 
 
 def specs(n, paper="fedpals"):
@@ -25,34 +27,34 @@ def run(spec):
 
 @pytest.fixture
 def owner():
-    token = S.SWEEP_OWNER.set(("fedpals/table1", "paper"))
+    token = W.SWEEP_OWNER.set(("fedpals/table1", "paper"))
     yield
-    S.SWEEP_OWNER.reset(token)
+    W.SWEEP_OWNER.reset(token)
 
 
 @pytest.fixture
 def clock(monkeypatch):
     """A fake clock (seconds) that each run advances by 10 s."""
     now = [1000.0]
-    monkeypatch.setattr(S, "_clock", lambda: now[0])
-    monkeypatch.setattr(S, "_last_pace", None)
+    monkeypatch.setattr(W, "_clock", lambda: now[0])
+    monkeypatch.setattr(W, "_last_pace", None)
     return now
 
 
 def filled(root, n=4, code="v1") -> ResultStore:
     st = ResultStore(root, code=code)
-    token = S.SWEEP_OWNER.set(("fedpals/table1", "paper"))
+    token = W.SWEEP_OWNER.set(("fedpals/table1", "paper"))
     try:
         run_sweep(specs(n), run, store=st, progress=False)
     finally:
-        S.SWEEP_OWNER.reset(token)
+        W.SWEEP_OWNER.reset(token)
     return st
 
 
 # ----------------------------------------------------------------------------- deadline
 def test_deadline_stops_between_runs_and_the_same_sweep_resumes(tmp_path, monkeypatch, clock, owner):
     st = ResultStore(tmp_path, code="v")
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 25))
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] + 25))
     calls = []
 
     def timed(spec):
@@ -66,7 +68,7 @@ def test_deadline_stops_between_runs_and_the_same_sweep_resumes(tmp_path, monkey
     assert calls == [0, 1] and len(st) == 2
     assert (e.value.done, e.value.total) == (2, 5) and "2 of 5 runs done, 3 left" in str(e.value)
     assert st.progress("fedpals/table1", "paper") == (2, 5)  # every spec was recorded before the first run
-    monkeypatch.delenv(S.DEADLINE_ENV)
+    monkeypatch.delenv(W.DEADLINE_ENV)
     res = run_sweep(specs(5), timed, store=st, progress=False)
     assert calls == [0, 1, 2, 3, 4] and [r["acc"] for r in res] == [i / 10 for i in range(5)]
     assert st.progress("fedpals/table1", "paper") == (5, 5)
@@ -74,7 +76,7 @@ def test_deadline_stops_between_runs_and_the_same_sweep_resumes(tmp_path, monkey
 
 def test_deadline_checks_each_batch_and_a_passed_deadline_starts_nothing(tmp_path, monkeypatch, clock):
     st = ResultStore(tmp_path, code="v")
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 35))
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] + 35))
     batches = []
 
     def many(chunk):
@@ -85,11 +87,11 @@ def test_deadline_checks_each_batch_and_a_passed_deadline_starts_nothing(tmp_pat
     with pytest.raises(SweepStopped):
         run_sweep(specs(7), run_fn_many=many, batch_size=2, store=st, progress=False)
     assert batches == [[0, 1]] and len(st) == 2  # a second batch would end at t+40 > t+35
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] - 1))
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] - 1))
     with pytest.raises(SweepStopped):
         run_sweep(specs(7), run_fn_many=many, batch_size=2, store=st, progress=False)
     assert batches == [[0, 1]]
-    monkeypatch.setenv(S.DEADLINE_ENV, "soon")
+    monkeypatch.setenv(W.DEADLINE_ENV, "soon")
     with pytest.raises(BadParameterError, match="FEDPAPER_DEADLINE"):
         run_sweep(specs(7), run_fn_many=many, batch_size=2, store=st, progress=False)
 
@@ -102,7 +104,7 @@ def test_the_next_sweep_starts_no_run_that_the_last_sweeps_pace_says_would_not_f
         return run(spec)
 
     run_sweep(specs(2), timed, store=st, progress=False)  # 10 s per run
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 5))
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] + 5))
     with pytest.raises(SweepStopped, match="0 of 2 runs done"):
         run_sweep(specs(2, paper="fedpals-other"), timed, store=st, progress=False)
 
@@ -118,11 +120,11 @@ def test_reproduce_max_hours_reports_done_and_left_and_exits_75(tmp_path, monkey
     def fake_execute(nb, out_nb, parameters, timeout):
         executed.append(nb)
         st = ResultStore()
-        token = S.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
+        token = W.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
         try:
             st.record("fedpals/table1", "smoke", specs(3))
         finally:
-            S.SWEEP_OWNER.reset(token)
+            W.SWEEP_OWNER.reset(token)
         st.put(specs(3)[0], run(specs(3)[0]))
         raise Stopped()
 
@@ -135,7 +137,7 @@ def test_reproduce_max_hours_reports_done_and_left_and_exits_75(tmp_path, monkey
     assert "stopped         fedpals/table1: 1 of 3 runs done, 2 left" in out
     assert "not started     fedpals/fig7" in out
     assert "run the same command again to resume" in out and "FAILED" not in out
-    assert S.DEADLINE_ENV not in os.environ  # set for the kernels only while they run
+    assert W.DEADLINE_ENV not in os.environ  # set for the kernels only while they run
 
 
 def test_reproduce_max_hours_must_be_positive(capsys):
@@ -164,11 +166,11 @@ def test_round_trip_restores_every_run_and_the_index(tmp_path):
 
 def test_export_selects_by_artifact_and_profile_and_skips_other_code(tmp_path):
     st = filled(tmp_path / "a", n=3)
-    token = S.SWEEP_OWNER.set(("fedpals/fig7", "quick"))
+    token = W.SWEEP_OWNER.set(("fedpals/fig7", "quick"))
     try:
         run_sweep(specs(6)[3:], run, store=st, progress=False)
     finally:
-        S.SWEEP_OWNER.reset(token)
+        W.SWEEP_OWNER.reset(token)
     assert A.export_archive(tmp_path / "t.tar.gz", st, only=["fedpals/table1"])["entries"] == 3
     assert A.export_archive(tmp_path / "q.tar.gz", st, profile="quick")["entries"] == 3
     assert A.export_archive(tmp_path / "all.tar.gz", st)["entries"] == 6
@@ -271,7 +273,7 @@ def test_other_code_version_is_said_in_one_line_with_the_commit(tmp_path):
     notes = A.import_archive(tmp_path / "r.tar.gz", dst)["notes"]
     assert len(notes) == 1 and "\n" not in notes[0]
     assert "aaaa+bbbb" in notes[0] and "cccc+dddd" in notes[0] and "will not reuse" in notes[0]
-    assert S.CODE_VERSION_ENV in notes[0] and '"fedpals": "bbbb"' in notes[0]
+    assert V.CODE_VERSION_ENV in notes[0] and '"fedpals": "bbbb"' in notes[0]
     if commit:
         assert commit[:12] in notes[0]
     assert A.imported_notes(["fedpals"], dst) == notes  # what `fedpaper reproduce` prints at start
@@ -294,12 +296,12 @@ def test_a_cost_weighs_the_pace_so_a_longer_run_is_not_started_before_the_deadli
     cost.unit = "step"
     sp = specs(3)
     sp[2] = dict(sp[2], cost=10)
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 70))
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] + 70))
     with pytest.raises(SweepStopped, match="2 of 3 runs done"):
         run_sweep(sp, timed, store=st, progress=False, cost=cost)
     st2 = ResultStore(tmp_path / "b", code="v")
-    monkeypatch.setattr(S, "_last_pace", None)
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 70))
+    monkeypatch.setattr(W, "_last_pace", None)
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] + 70))
     run_sweep(sp, timed, store=st2, progress=False)  # per run: 10 s each, so the third looked like it fits
     assert len(st2) == 3
 
@@ -315,10 +317,10 @@ def test_a_pace_carries_over_to_the_next_sweep_only_in_the_same_unit(tmp_path, m
         return 1000.0
 
     cost.unit = "sample"
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 1000))
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] + 1000))
     run_sweep(specs(3), timed, store=st, progress=False)  # 10 s per run
-    assert S._last_pace == ("run", 10.0)
-    monkeypatch.setenv(S.DEADLINE_ENV, str(clock[0] + 5))
+    assert W._last_pace == ("run", 10.0)
+    monkeypatch.setenv(W.DEADLINE_ENV, str(clock[0] + 5))
     with pytest.raises(SweepStopped):  # per run, 10 s > 5 s left
         run_sweep(specs(1, paper="fedpals-b"), timed, store=st, progress=False)
     # a sweep in samples has no pace in its unit yet and does not read the per-run pace: it starts
@@ -327,9 +329,9 @@ def test_a_pace_carries_over_to_the_next_sweep_only_in_the_same_unit(tmp_path, m
 
 
 def test_run_specs_weighs_the_deadline_pace_by_each_runs_training_samples(monkeypatch, tmp_path):
-    """experiment.run_specs gives run_sweep a cost in training samples (experiment.run_cost): a run
+    """executors.run_specs gives run_sweep a cost in training samples (experiment.run_cost): a run
     of 10 rounds costs 10x a run of 1 round of the same layout, whatever the pace per run says."""
-    from fedpaper import experiment as E
+    from fedpaper import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
 
     p = P.runs("smoke")
@@ -357,13 +359,13 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
     """run_specs stores each engine call's runs as soon as the call ends: a chunk of two engine calls
     (1-round and 2-round runs: two configs) killed during the second keeps the first's runs, and
     the same sweep again trains only the rest."""
-    from fedpaper import experiment as E
+    from fedpaper import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
 
     p = P.runs("smoke")
     p.update(P.grid("smoke"))
     sp = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=s, rounds=r) for r in (1, 2) for s in (0, 1)]
-    inner, calls = E._train_group, []
+    inner, calls = E.train_group, []
 
     def killed_second(setups, progress):
         calls.append(len(setups))
@@ -371,13 +373,13 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
             raise KeyboardInterrupt
         return inner(setups, progress)
 
-    monkeypatch.setattr(E, "_train_group", killed_second)
+    monkeypatch.setattr(E, "train_group", killed_second)
     store = ResultStore(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
     assert calls == [2, 2] and len(store) == 2
     calls.clear()
-    monkeypatch.setattr(E, "_train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
+    monkeypatch.setattr(E, "train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
     res = E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
     assert calls == [2] and len(store) == 4 and len(res) == 4
 

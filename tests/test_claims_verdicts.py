@@ -196,7 +196,7 @@ def test_report_counts_code_checks_apart_and_marks_new_verdicts():
               Claim("fedpals/claim-1", "every row", (), lambda t: K.Verdict(K.PARTIAL, "5 of 6 rows hold")),
               Claim("fedpals/claim-4", "noise", (), lambda t: K.Verdict(K.WITHIN_NOISE, "+0.3 (SE 2)")),
               Claim("fedpals/claim-3", "fails", (), lambda t: K.Verdict.of(False, "no"))]
-    res = R.check_claims(claims, {})
+    res = K.check_claims(claims, {})
     assert [r["verdict"] for r in res] == ["pass", "not testable", "partial", "within noise", "fail"]
     assert [r["on_code"] for r in res] == [True, False, False, False, False]
     counts = R.claim_counts(res)

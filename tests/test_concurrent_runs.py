@@ -1,8 +1,8 @@
 """Two local processes on one results cache train each run once (issue 31 item 4): runs are claimed
-with leases (fedpaper.leases) by experiment.run_specs; a process waiting on a run another holds
+with leases (fedpaper.leases) by executors.run_specs; a process waiting on a run another holds
 says so and reads the result from the store; a killed or expired holder's claims are taken over.
 
-Trainings are counted by wrapping experiment._train_group in each process (one line per run
+Trainings are counted by wrapping executors.train_group in each process (one line per run
 trained, appended to a counter file)."""
 import json
 import os
@@ -27,13 +27,13 @@ N_SPECS = 4
 # claims however slowly it starts on a loaded machine); prints the results as JSON.
 DRIVER = textwrap.dedent("""
     import json, sys, time
-    from fedpaper import experiment as E
+    from fedpaper import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
     from fedpaper.store import ResultStore
 
     import os
     root, counter, pause = sys.argv[1], sys.argv[2], sys.argv[3]
-    inner = E._train_group
+    inner = E.train_group
 
     def counted(setups, progress):
         out = inner(setups, progress)
@@ -47,7 +47,7 @@ DRIVER = textwrap.dedent("""
                 time.sleep(0.05)
         return out
 
-    E._train_group = counted
+    E.train_group = counted
     p = P.runs("smoke")
     p.update(P.grid("smoke"))
     specs = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=s, rounds=1) for s in range(%d)]
@@ -188,8 +188,8 @@ def test_a_live_claim_is_waited_for_and_its_result_read(tmp_path):
 def test_a_sweep_takes_free_runs_before_runs_another_process_holds(tmp_path):
     """Two workers on one store: a run held by another live process goes to the end of this
     sweep's queue, so this worker trains the free runs first instead of waiting (store.run_sweep,
-    with a run_fn_many that claims and stores its runs itself, as experiment.claimed does)."""
-    from fedpaper.store import run_sweep
+    with a run_fn_many that claims and stores its runs itself, as executors.claimed does)."""
+    from fedpaper.sweep import run_sweep
 
     store = ResultStore(tmp_path / "results")
     specs = [{"i": i} for i in range(3)]

@@ -7,7 +7,8 @@ import torch
 
 from fedpaper.algorithms import get_method
 from fedpaper.data.compact import CompactImages
-from fedpaper.engine import Federation, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, TrainConfig
 from fedpaper.engine import cpu as C
 from fedpaper.errors import BadParameterError
 from fedpaper.experiment import get_pools, pools_key_of

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedpaper import cli, papers
-from fedpaper.data import dataset_available, download, load_dataset
+from fedpaper.data import dataset_available, download, fetch, load_dataset
 from fedpaper.errors import DataMissingError
 from fedpaper.provenance import dataset_copies, summary
 
@@ -202,12 +202,12 @@ def test_large_sets_only_on_opt_in(tmp_path, fake_source):
 
     calls = fake_source("iwildcam", write_iwildcam, library="json")
     lines = []
-    assert download.ensure_datasets(["iwildcam", "pacs"], tmp_path, log=lines.append) == {
+    assert fetch.ensure_datasets(["iwildcam", "pacs"], tmp_path, log=lines.append) == {
         "iwildcam": "not fetched", "pacs": "not fetched"}
     assert calls == [] and lines == [
         "not downloading iwildcam (about 11 GB): add --download iwildcam or --download all to fetch it"]
     lines.clear()
-    status = download.ensure_datasets(["iwildcam", "pacs"], tmp_path, opt_in=["all"], log=lines.append)
+    status = fetch.ensure_datasets(["iwildcam", "pacs"], tmp_path, opt_in=["all"], log=lines.append)
     assert status == {"iwildcam": "downloaded", "pacs": "not fetched"} and calls == ["iwildcam"]
     assert dataset_available("iwildcam", tmp_path)
     assert lines[-1].startswith("cannot download pacs: no library downloads")
@@ -254,7 +254,7 @@ def test_read_only_root_is_not_written_even_as_root(tmp_path, fake_source):
     try:
         lines = []
         for root in (ro, ro / "sub"):
-            assert download.ensure_datasets(["cifar10"], root, log=lines.append) == {"cifar10": "failed"}
+            assert fetch.ensure_datasets(["cifar10"], root, log=lines.append) == {"cifar10": "failed"}
         assert calls == [] and list(ro.iterdir()) == []
         assert lines[0] == (f"could not download cifar10: the data root {ro} is read-only (pass --data-root "
                             f"<a writable folder>); put a copy in {ro / 'cifar10'} or set FEDPAPER_DATA")
@@ -279,7 +279,7 @@ def test_real_fetchers_keep_the_checksum_check(tmp_path, monkeypatch, name):
     monkeypatch.setattr(tvu, "_urlretrieve", corrupted)
     monkeypatch.setattr(download, "announced_size", lambda urls, timeout=None: None)
     lines = []
-    assert download.ensure_datasets([name], tmp_path, log=lines.append) == {name: "failed"}
+    assert fetch.ensure_datasets([name], tmp_path, log=lines.append) == {name: "failed"}
     assert fetched and fetched[0] == download.SOURCES[name].urls()[0]
     assert lines[0].startswith(f"downloading {name}: ") and "(documented size)" in lines[0]
     assert lines[1].startswith(f"could not download {name}: RuntimeError: ") and len(lines) == 2

@@ -87,7 +87,7 @@ def test_dry_run_trains_in_small_groups(monkeypatch):
     assert executors.get_executor().is_local
     with using(profile="paper", overrides={"dry_run": True}):
         ex = executors.get_executor()
-    assert isinstance(ex, executors.SmallGroupExecutor) and ex.max_runs == dryrun.GROUP_RUNS
+    assert isinstance(ex, executors.SmallGroupExecutor) and ex.max_runs == executors.DRY_RUN_GROUP_RUNS
     assert executors.get_executor("local:2").max_runs == 2
     with pytest.raises(BadParameterError, match="local:N"):
         executors.get_executor("local:0")

@@ -7,8 +7,9 @@ from fedpaper.algorithms import Method, get_method, semisup, standard_methods
 from fedpaper.algorithms.privlabels import restrict_classifier
 from fedpaper.algorithms.tuning import tuning_loss
 from fedpaper.data import synthetic_images
-from fedpaper.engine import FederatedTrainer, Federation, Pools, TrainConfig, train
-from fedpaper.engine.sequential import train_sequential
+from fedpaper.driver import FederatedTrainer, train
+from fedpaper.engine import Federation, Pools, TrainConfig
+from fedpaper.driver.sequential import train_sequential
 from fedpaper.errors import BadParameterError, UnknownNameError
 from fedpaper.partition import private_label_partition, sparsity_partition
 

@@ -15,7 +15,8 @@ import torch
 
 from fedpaper.algorithms import Method
 from fedpaper.data import synthetic_images
-from fedpaper.engine import Federation, Pools, TrainConfig, channels_last_ok, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig, channels_last_ok
 from fedpaper.models import build_model
 
 torch.set_num_threads(1)
@@ -118,7 +119,8 @@ def test_guarded_model_trains_under_the_avx2_kernels():
         import torch, numpy as np
         from fedpaper.algorithms import Method
         from fedpaper.data import synthetic_images
-        from fedpaper.engine import Federation, Pools, TrainConfig, train
+        from fedpaper.driver import train
+        from fedpaper.engine import Federation, Pools, TrainConfig
         pools = Pools.from_dataset(synthetic_images(num_classes=8, n_train=160, n_test=40, shape=(3, 8, 8), seed=0))
         rows = np.array_split(np.arange(160), 4)
         cfg = TrainConfig(model="small_resnet", model_kwargs={"num_classes": 8, "widths": (4, 8)}, optimizer="sgd",
@@ -151,7 +153,7 @@ def test_a_run_gives_the_same_result_alone_and_in_any_group(fedmt_smoke, threads
     """Batch invariance: a threshold-sensitive FedMT (E) run (smoke size; confidence threshold
     0.055 on 20 classes) trained alone, in a group of 2 (first) and in a group of 4 (last) has the
     same history, bit for bit, and the same final parameters, with 1 and with 2 threads."""
-    from fedpaper.engine import train as engine_train
+    from fedpaper.driver import train as engine_train
     from fedpaper.experiment import get_pools
 
     target, mates = fedmt_smoke

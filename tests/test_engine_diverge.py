@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fedpaper.algorithms import get_method
-from fedpaper.engine import FederatedTrainer, Federation, Pools, train
+from fedpaper.driver import FederatedTrainer, train
+from fedpaper.engine import Federation, Pools
 from fedpaper.experiment import _result
 
 from engine_harness import lenet_config, two_runs

@@ -7,7 +7,8 @@ import torch
 
 from fedpaper.algorithms import get_method
 from fedpaper.data import synthetic_images
-from fedpaper.engine import FederatedTrainer, Federation, GroupedForward, Pools, TrainConfig, evaluate, predict, train
+from fedpaper.driver import FederatedTrainer, train
+from fedpaper.engine import Federation, GroupedForward, Pools, TrainConfig, evaluate, predict
 from fedpaper.engine.grouped import stacked_layout
 from fedpaper.models import build_model
 

@@ -26,7 +26,8 @@ import torch
 
 from fedpaper.algorithms import Method, get_method
 from fedpaper.data import synthetic_images
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.provenance import cpu_vendor
 
 FIXTURE = Path(__file__).parent / "fixtures" / "engine_before.json"

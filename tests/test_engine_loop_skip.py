@@ -6,7 +6,8 @@ import torch
 
 from fedpaper.algorithms.base import Algorithm
 from fedpaper.algorithms.methods import Method, method_parts
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.engine import backends
 
 

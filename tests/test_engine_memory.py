@@ -143,11 +143,11 @@ def test_evaluation_rows_are_capped_for_large_inputs_only():
 def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatch):
     """With EVAL_BYTES lowered so that 16 rows fit, the trainer evaluates in passes of 16 rows (not
     cfg.eval_batch) and the run's numbers are those of uncapped evaluation (a LeNet on CPU)."""
-    from fedpaper.engine import trainer as T
-    from fedpaper.experiment import _train_group
+    from fedpaper.driver import trainer as T
+    from fedpaper.experiment import train_group
 
     setups = _setups(1)
-    full = _train_group(setups, False)[0]
+    full = train_group(setups, False)[0]
     rows_seen = []
     real = T.predict
 
@@ -158,7 +158,7 @@ def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatc
     per_sample = MEM.step_memory(setups[0].config, tuple(get_pools(POOL).x_train.shape[1:])).saved_per_sample
     monkeypatch.setattr(MEM, "EVAL_BYTES", 16 * per_sample)
     monkeypatch.setattr(T, "predict", spy)
-    capped = _train_group(setups, False)[0]
+    capped = train_group(setups, False)[0]
     assert rows_seen and set(rows_seen) == {16}
     assert full["history"] == capped["history"] and full["final"] == capped["final"]  # 40 test rows: 3 passes
 
@@ -171,7 +171,8 @@ def _chunk_case(monkeypatch, limit, model="small_resnet", kw=None, backend="auto
     import fedpaper.engine.memory as MEM
     from fedpaper.algorithms import Method
     from fedpaper.data import synthetic_images
-    from fedpaper.engine import Federation, Pools, TrainConfig, train
+    from fedpaper.driver import train
+    from fedpaper.engine import Federation, Pools, TrainConfig
 
     ds = synthetic_images(num_classes=8, n_train=200, n_test=40, shape=(3, 16, 16), seed=0)
     pools = Pools.from_dataset(ds)
@@ -241,7 +242,7 @@ def test_fedmt_trains_in_parts_with_its_pseudo_labels_per_slot(monkeypatch):
     import numpy as np
 
     import fedpaper.engine.memory as MEM
-    from fedpaper.engine import train
+    from fedpaper.driver import train
     from fedpaper.experiment import get_pools
     from fedpaper.papers.fedmt import runs
     from fedpaper.papers.fedmt.profiles import settings

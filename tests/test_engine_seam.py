@@ -8,7 +8,8 @@ from engine_harness import lenet_config, two_runs
 
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms.base import Part
-from fedpaper.engine import FederatedTrainer, Pools, choose_backend, train
+from fedpaper.driver import FederatedTrainer, train
+from fedpaper.engine import Pools, choose_backend
 from fedpaper.errors import BadParameterError
 
 

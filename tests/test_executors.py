@@ -1,5 +1,5 @@
 """Executors: the Ray executor gives the local executor's results; a killed worker loses only its
-task; plan_groups forms the local executor's groups. (Ray tests skip when ray is not installed.)"""
+task; task_groups (experiment.plan_groups) forms the local executor's groups. (Ray tests skip when ray is not installed.)"""
 import os
 import signal
 import subprocess
@@ -14,8 +14,8 @@ import pytest
 from fedpaper.algorithms import get_method
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.errors import BadParameterError
-from fedpaper.executors import AUDIT_ENV, LocalExecutor, RayExecutor, get_executor, plan_groups
-from fedpaper.experiment import RunSetup, _train_group, get_pools, pools_key_of, run_specs
+from fedpaper.executors import AUDIT_ENV, LocalExecutor, RayExecutor, get_executor, run_specs, task_groups
+from fedpaper.experiment import RunSetup, get_pools, pools_key_of, train_group
 from fedpaper.partition import sparsity_partition
 from fedpaper.paths import REPO_ROOT
 from fedpaper.store import ResultStore
@@ -46,10 +46,10 @@ def specs(n_seeds=3, rounds=2, **extra):
 
 
 def local_sweep(sp, max_batch):
-    """The local executor's computation of `sp`: its groups (plan_groups), each one engine call."""
+    """The local executor's computation of `sp`: its groups (task_groups), each one engine call."""
     out = {}
-    for g in plan_groups(sp, build, max_batch):
-        for s, r in zip(g, _train_group([build(s) for s in g], False)):
+    for g in task_groups(sp, build, max_batch):
+        for s, r in zip(g, train_group([build(s) for s in g], False)):
             out[str(s)] = r
     return [out[str(s)] for s in sp]
 
@@ -61,7 +61,7 @@ def comparable(result: dict) -> dict:
 
 def test_plan_groups_matches_local_batching():
     sp = specs()
-    groups = plan_groups(sp, build, max_batch=2)
+    groups = task_groups(sp, build, max_batch=2)
     assert [[(s["method"], s["seed"]) for s in g] for g in groups] == [
         [("FedAvg", 0), ("FedAvg", 1)], [("FedAvg", 2)], [("FedProx", 0)], [("FedProx", 1), ("FedProx", 2)]]
     assert sorted(map(str, sum(groups, []))) == sorted(map(str, sp))

@@ -2,9 +2,8 @@
 cannot decide (models at chance, data absent). The papers' own numbers: tests/claims_reported/."""
 import pandas as pd
 
-from fedpaper import report
 from fedpaper.papers import get_claim
-from fedpaper.papers._common import FAIL, NOT_CHECKABLE, NOT_TESTABLE, PARTIAL, PASS, WITHIN_NOISE
+from fedpaper.papers._common import FAIL, NOT_CHECKABLE, NOT_TESTABLE, PARTIAL, PASS, WITHIN_NOISE, check_claims
 
 METHODS = ["Single", "FedTrans", "FedRep", "SemiFL", "FedMT (T)", "FedMT (E)"]
 OFFSETS = (-1.0, 0.0, 1.0)
@@ -21,7 +20,7 @@ def table2(values: dict, sd=0.1, metric="test_acc_100class", flip=()):
 
 
 def verdict(claim: int, **tables):
-    (r,) = report.check_claims([get_claim(f"fedmt/claim-{claim}")], {f"fedmt/{k}": v for k, v in tables.items()})
+    (r,) = check_claims([get_claim(f"fedmt/claim-{claim}")], {f"fedmt/{k}": v for k, v in tables.items()})
     return r["verdict"], r["detail"]
 
 

@@ -10,7 +10,8 @@ import torch
 from fedpaper.algorithms.base import Algorithm, Objective
 from fedpaper.algorithms.fednca_loss import FedNCALoss, negative_rejection, positive_contrast
 from fedpaper.algorithms.frozen import FrozenParameters
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.engine.optim import OptimSpec
 from fedpaper.errors import BadParameterError
 from fedpaper.nets.etf import simplex_etf

@@ -257,6 +257,7 @@ def test_paper_profile_has_the_papers_table1_setting_and_says_its_seeds():
 
 def test_table1_sweep_records_all_its_runs_first_then_stops_at_the_deadline_and_resumes(smoke, tmp_path, monkeypatch):
     from fedpaper import store as S
+    from fedpaper import sweep as W
     from fedpaper.papers.fedpals import train as TR
 
     monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path))
@@ -264,15 +265,15 @@ def test_table1_sweep_records_all_its_runs_first_then_stops_at_the_deadline_and_
     p = dict(smoke, seeds=[0, 1], rounds={"fashion-mnist": 1, "cifar10": 1})
     settings = [{"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg", "Oracle"]},
                 {"dataset": "cifar10", "split": {"scheme": "dirichlet", "beta": 0.1}, "methods": ["FedAvg"]}]
-    token = S.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
+    token = W.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
     try:
-        monkeypatch.setenv(S.DEADLINE_ENV, "1")  # long past: no run starts
-        with pytest.raises(S.SweepStopped, match="0 of 4 runs done"):
+        monkeypatch.setenv(W.DEADLINE_ENV, "1")  # long past: no run starts
+        with pytest.raises(W.SweepStopped, match="0 of 4 runs done"):
             TR.train_settings(p, settings)
         store = S.ResultStore()
         assert store.progress("fedpals/table1", "smoke") == (0, 6)  # both settings' runs, before any training
-        monkeypatch.delenv(S.DEADLINE_ENV)
+        monkeypatch.delenv(W.DEADLINE_ENV)
         specs, results = TR.train_settings(p, settings)
         assert len(specs) == len(results) == 6 and store.progress("fedpals/table1", "smoke") == (6, 6)
     finally:
-        S.SWEEP_OWNER.reset(token)
+        W.SWEEP_OWNER.reset(token)

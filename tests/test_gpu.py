@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from fedpaper.algorithms import get_method
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.data import synthetic_images
 from fedpaper.partition import sparsity_partition
 

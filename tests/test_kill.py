@@ -10,6 +10,7 @@ import time
 import pytest
 
 from fedpaper import store as S
+from fedpaper.ground import files as GF
 from fedpaper.paths import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -73,10 +74,10 @@ def test_sigkill_of_the_command_kills_the_kernel_and_stale_temps_go(tmp_path):
     assert _entries(cache) == n  # nothing writes any more
     # a temporary file of the dead kernel (as a kill mid-write leaves) is removed on the next start
     folder = next((cache / "results").glob("*/"))
-    stale = folder / f"{S.TMP_PREFIX}x.pkl.{kernels[0]}.abcd1234.pkl"
+    stale = folder / f"{GF.TMP_PREFIX}x.pkl.{kernels[0]}.abcd1234.pkl"
     stale.write_bytes(b"")
     S.ResultStore(cache / "results")
-    assert not list((cache / "results").rglob(S.TMP_PREFIX + "*"))
+    assert not list((cache / "results").rglob(GF.TMP_PREFIX + "*"))
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):

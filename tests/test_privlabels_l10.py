@@ -4,7 +4,7 @@ no share_L10 reuse) and must end with the same parameters and accuracies; at L =
 comparison tells the settings apart, so it can see a difference."""
 import pytest
 
-from fedpaper.engine.trainer import train
+from fedpaper.driver.trainer import train
 from fedpaper.experiment import Execution, get_pools
 from fedpaper.papers.privlabels import _params
 from fedpaper.papers.privlabels import runs

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 
 from fedpaper import progress as PG
-from fedpaper import store as S
-from fedpaper.store import ResultStore, run_sweep
+from fedpaper import sweep as W
+from fedpaper.store import ResultStore
+from fedpaper.sweep import run_sweep
 
 
 @pytest.mark.parametrize("aid, desc, label", [
@@ -26,7 +27,7 @@ class _Bars:
 
     def __init__(self, monkeypatch):
         self.bars = []
-        real = S._progress
+        real = W._progress
 
         def fake(total, initial, desc, enabled):
             bar = real(total, initial, desc, True)
@@ -39,7 +40,7 @@ class _Bars:
             bar.update = rec
             self.bars.append((bar.desc, seen, total))
             return bar
-        monkeypatch.setattr(S, "_progress", fake)
+        monkeypatch.setattr(W, "_progress", fake)
         monkeypatch.setenv("FEDPAPER_PROGRESS", "text")
 
 
@@ -54,12 +55,12 @@ def _trainer(rounds):
 
 def test_rounds_advance_the_bar_inside_runs_and_the_label_is_the_artifact_id(tmp_path, monkeypatch):
     bars = _Bars(monkeypatch)
-    token = S.BAR_PREFIX.set("fedmt/fig2a")
+    token = W.BAR_PREFIX.set("fedmt/fig2a")
     try:
         run_sweep([{"i": i} for i in range(4)], run_fn_many=_trainer(5), batch_size=2,
                   store=ResultStore(tmp_path), desc="fedmt table2")
     finally:
-        S.BAR_PREFIX.reset(token)
+        W.BAR_PREFIX.reset(token)
     (label, seen, total), = bars.bars
     assert label == "fedmt/fig2a" and total == 4
     # 5 rounds of 2 runs: the bar moves 0.4 runs a round, 10 moves, and ends at 4 runs
@@ -86,11 +87,11 @@ def test_the_engines_rounds_move_a_real_sweeps_bar(cache_tmp, monkeypatch):
     p["seeds"] = [0, 1]
     p["rounds"] = {"fashion-mnist": 4, "cifar10": 4}
     setting = {"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg"]}
-    token = S.BAR_PREFIX.set("fedpals/table1")
+    token = W.BAR_PREFIX.set("fedpals/table1")
     try:
         TR.train_settings(p, [setting], desc="fedpals table1")
     finally:
-        S.BAR_PREFIX.reset(token)
+        W.BAR_PREFIX.reset(token)
     (label, seen, total), = bars.bars
     assert label == "fedpals/table1 fashion-mnist C=3" and total == 2
     # 2 runs of 4 rounds: 0.25 of a run a round per run trained (one or both per engine call)

@@ -6,9 +6,10 @@ import pickle
 import pytest
 
 from fedpaper import cli
-from fedpaper import experiment as E
+from fedpaper import executors as X, experiment as E
 from fedpaper import rekey as R
-from fedpaper import store as S
+from fedpaper.ground import files as GF
+from fedpaper import sweep as W
 from fedpaper.papers.fedpals import profiles as FP
 from fedpaper.papers.fedpals import runs as FR
 from fedpaper.store import ResultStore
@@ -24,17 +25,17 @@ def _specs():
 def _old_store(root, specs):
     """The specs' runs stored as if made by an older code version "old0000000000000+old"."""
     old = ResultStore(root, code="old0000000000000+old")
-    token = S.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
+    token = W.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
     try:
-        results = E.run_specs(specs, execution=FR.execution(), store=old, progress=False)
+        results = X.run_specs(specs, execution=FR.execution(), store=old, progress=False)
     finally:
-        S.SWEEP_OWNER.reset(token)
+        W.SWEEP_OWNER.reset(token)
     return old, results
 
 
 def _entry(path):
     data = path.read_bytes()
-    payload = S.verified_payload(data)
+    payload = GF.verified_payload(data)
     return pickle.loads(payload if payload is not None else data)
 
 

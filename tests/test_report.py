@@ -7,7 +7,7 @@ import pytest
 
 from fedpaper import report as R
 from fedpaper.papers import Claim, catalog
-from fedpaper.papers._common import NOISE_RULE, Verdict
+from fedpaper.papers._common import NOISE_RULE, Verdict, check_claims
 
 
 def _commit(figures, aid, table, **prov):
@@ -187,7 +187,7 @@ def test_every_non_pass_verdict_gets_a_computed_cause(figures_tmp, readme_tmp, e
               Claim("fedpals/claim-z", "passes", ["fedpals/table2"], lambda t: Verdict.of(True, "d")),
               Claim("fedpals/claim-w", "absent", ["fedpals/table3"], lambda t: Verdict.of(True, "d")),
               Claim("fedpals/claim-v", "the paper's table says otherwise", ["fedpals/table2"], lambda t: Verdict.of(False, "d"))]
-    res = R.diagnose_claims(R.check_claims(claims, R.committed_tables()), R.status_rows())
+    res = R.diagnose_claims(check_claims(claims, R.committed_tables()), R.status_rows())
     assert [c.kind for c in res[0]["causes"]] == [SETTING_DIFFERS]
     assert "fedpals/table2: 50 rounds instead of 100" in res[0]["causes"][0].evidence  # quoted from provenance
     assert R._causes(res[1]) == " **Cause:** within seed noise: gap within the seeds' spread."
@@ -208,7 +208,7 @@ def test_causes_of_the_committed_verdicts(monkeypatch):
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
     rows = R.status_rows()
     tables = R.committed_tables(rows)
-    res = R.diagnose_claims(R.check_claims(R.registered_claims(), tables), rows)
+    res = R.diagnose_claims(check_claims(R.registered_claims(), tables), rows)
     for r in res:
         if r["id"].split("/")[0] not in ("fedpals", "privlabels") or r["verdict"] == "pass":
             continue
@@ -300,7 +300,7 @@ def test_claim24_reads_the_committed_csv_not_the_label_table(tmp_path, monkeypat
         Path(root).mkdir(exist_ok=True)
         monkeypatch.setenv("FEDPAPER_DATA", str(root))
         tables = R.committed_tables(R.status_rows())
-        out.append([(r["verdict"], r["detail"]) for r in R.check_claims(claims, tables)])
+        out.append([(r["verdict"], r["detail"]) for r in check_claims(claims, tables)])
     assert out[0] == out[1] and out[0][0][0] == "partial" and "No Finding" in out[0][0][1]
 
 
@@ -318,7 +318,7 @@ def test_noise_cause_numbers_are_differences_of_committed_per_seed_values(monkey
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
     rows = R.status_rows()
     tables = R.committed_tables(rows)
-    res = R.diagnose_claims(R.check_claims(R.registered_claims(), tables), rows)
+    res = R.diagnose_claims(check_claims(R.registered_claims(), tables), rows)
     DERIVED = ("gain@", "relative drop", "final-round")
     checked, misses = 0, []
     for r in res:

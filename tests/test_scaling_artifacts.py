@@ -16,7 +16,7 @@ from fedpaper.papers import catalog
 from fedpaper.papers import ladder as LD
 from fedpaper.papers._common import scaling as S
 from fedpaper.parameters import current
-from fedpaper.store import PACKAGE_DIR, read_only_modules
+from fedpaper.versions import PACKAGE_DIR, read_only_modules
 
 PAPERS = ("fedpals", "privlabels", "fedmt", "fednca")
 

@@ -12,8 +12,11 @@ import pandas as pd
 import pytest
 
 from fedpaper import store as S
+from fedpaper.ground import files as GF
+from fedpaper import versions as V
 from fedpaper.errors import UnknownNameError
-from fedpaper.store import ResultStore, run_sweep
+from fedpaper.store import ResultStore
+from fedpaper.sweep import run_sweep
 
 
 def specs(n):
@@ -35,14 +38,14 @@ def test_code_version_tracks_sources(tmp_path):
     (tmp_path / "algorithms" / "x.py").write_text("a = 1\n")
     (tmp_path / "engine_batched.py").write_text("b = 1\n")
     (tmp_path / "report.py").write_text("c = 1\n")
-    v1 = S._code_version(("algorithms", "engine*"), str(tmp_path))
+    v1 = V._code_version(("algorithms", "engine*"), str(tmp_path))
     (tmp_path / "report.py").write_text("c = 2\n")  # not a result module
-    S._code_version.cache_clear()
-    assert S._code_version(("algorithms", "engine*"), str(tmp_path)) == v1
+    V._code_version.cache_clear()
+    assert V._code_version(("algorithms", "engine*"), str(tmp_path)) == v1
     (tmp_path / "engine_batched.py").write_text("b = 2\n")
-    S._code_version.cache_clear()
-    assert S._code_version(("algorithms", "engine*"), str(tmp_path)) != v1
-    assert len(S.code_version()) == 16
+    V._code_version.cache_clear()
+    assert V._code_version(("algorithms", "engine*"), str(tmp_path)) != v1
+    assert len(V.code_version()) == 16
 
 
 def test_leftover_temp_and_corrupt_entries_count_as_missing(tmp_path):
@@ -51,7 +54,7 @@ def test_leftover_temp_and_corrupt_entries_count_as_missing(tmp_path):
     final = st.path(spec)
     final.parent.mkdir(parents=True, exist_ok=True)
     # a crash mid-write leaves only a temp file next to the entry: ignored
-    (final.parent / (S.TMP_PREFIX + final.name + ".abc.pkl")).write_bytes(b"\x80\x05partial")
+    (final.parent / (GF.TMP_PREFIX + final.name + ".abc.pkl")).write_bytes(b"\x80\x05partial")
     assert st.get(spec) is None and len(st) == 0
     # a truncated final file (e.g. copied by hand) is treated as missing, and overwritten
     st.put(spec, {"x": list(range(1000))})
@@ -70,7 +73,7 @@ def test_crash_during_put_leaves_no_entry(tmp_path, monkeypatch):
     def crash(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(S.os, "replace", crash)
+    monkeypatch.setattr(GF.os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
         st.put({"seed": 1}, {"x": 1})
     monkeypatch.undo()
@@ -133,10 +136,13 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
     from fedpaper import store as S
-    from fedpaper.store import ResultStore, run_sweep
+    from fedpaper.ground import files as GF
+    from fedpaper import versions as V
+    from fedpaper.store import ResultStore
+    from fedpaper.sweep import run_sweep
 
     k = int(sys.argv[2])
-    fsync = S._fsync_file
+    fsync = GF._fsync_file
     writes = []
 
     def fsync_or_die(p):  # the (k+1)-th entry is killed after its temp file was written
@@ -145,7 +151,7 @@ CHILD = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)
         fsync(p)
 
-    S._fsync_file = fsync_or_die
+    GF._fsync_file = fsync_or_die
     st = ResultStore(sys.argv[1], code="v")
     run_sweep([{"method": "fedavg", "seed": i, "lr": 0.1} for i in range(8)], lambda s: {"acc": s["seed"]},
               store=st, progress=False)
@@ -158,11 +164,11 @@ def test_sigkilled_sweep_restarts(tmp_path):
     proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), str(k)], capture_output=True,
                           timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
-    leftovers = [p for p in tmp_path.rglob(S.TMP_PREFIX + "*")]
+    leftovers = [p for p in tmp_path.rglob(GF.TMP_PREFIX + "*")]
     assert leftovers  # the kill happened mid-write
     st = ResultStore(tmp_path, code="v")
     assert len(st) == k
-    assert not [p for p in tmp_path.rglob(S.TMP_PREFIX + "*")]  # removed on the next start
+    assert not [p for p in tmp_path.rglob(GF.TMP_PREFIX + "*")]  # removed on the next start
     calls = []
 
     def run(spec):
@@ -175,20 +181,20 @@ def test_sigkilled_sweep_restarts(tmp_path):
 
 
 def test_code_version_can_be_pinned_for_a_run(monkeypatch, tmp_path):
-    from fedpaper import store as S
+    from fedpaper import versions as V
 
-    real, real_fedpals = S.code_version(), S.code_version("fedpals")
-    monkeypatch.setenv(S.CODE_VERSION_ENV, "pinned0123456789")  # a plain string pins every part
-    assert S.code_version() == "pinned0123456789"
+    real, real_fedpals = V.code_version(), V.code_version("fedpals")
+    monkeypatch.setenv(V.CODE_VERSION_ENV, "pinned0123456789")  # a plain string pins every part
+    assert V.code_version() == "pinned0123456789"
     assert S.ResultStore(tmp_path).code_of({"paper": "fedpals"}) == "pinned0123456789+pinned0123456789"
-    monkeypatch.setenv(S.CODE_VERSION_ENV, S.pin_code_versions())  # what `fedpaper reproduce` sets
-    assert S.code_version("fedpals") == real_fedpals
-    pins = json.loads(os.environ[S.CODE_VERSION_ENV])
+    monkeypatch.setenv(V.CODE_VERSION_ENV, V.pin_code_versions())  # what `fedpaper reproduce` sets
+    assert V.code_version("fedpals") == real_fedpals
+    pins = json.loads(os.environ[V.CODE_VERSION_ENV])
     assert {"core", "fedpals", "privlabels", "fedmt", "fednca"} <= set(pins)
-    monkeypatch.setenv(S.CODE_VERSION_ENV, json.dumps(dict(pins, fedpals="edited")))
-    assert S.code_version("fedpals") == real + "+edited" and S.code_version("privlabels") != real + "+edited"
-    monkeypatch.delenv(S.CODE_VERSION_ENV)
-    assert S.code_version() == real
+    monkeypatch.setenv(V.CODE_VERSION_ENV, json.dumps(dict(pins, fedpals="edited")))
+    assert V.code_version("fedpals") == real + "+edited" and V.code_version("privlabels") != real + "+edited"
+    monkeypatch.delenv(V.CODE_VERSION_ENV)
+    assert V.code_version() == real
 
 
 def _fake_package(root):
@@ -201,9 +207,9 @@ def _fake_package(root):
 
 
 def _versions(root):
-    S._code_version.cache_clear()
-    S._paper_version.cache_clear()
-    return S.code_version("a", root), S.code_version("b", root)
+    V._code_version.cache_clear()
+    V._paper_version.cache_clear()
+    return V.code_version("a", root), V.code_version("b", root)
 
 
 def test_an_edit_to_one_papers_code_keeps_the_other_papers_key(tmp_path):
@@ -221,30 +227,30 @@ def test_an_edit_to_one_papers_code_keeps_the_other_papers_key(tmp_path):
     (tmp_path / "engine.py").write_text("e = 2\n")  # core: every paper's key moves
     a3, b3 = _versions(tmp_path)
     assert a3 != a2 and b3 != b0
-    assert S.known_papers(tmp_path) == ["a", "b"]
+    assert V.known_papers(tmp_path) == ["a", "b"]
 
 
 def test_store_keys_each_spec_by_its_papers_code(tmp_path):
     st = ResultStore(tmp_path)
     fed, priv = {"paper": "fedpals", "seed": 0}, {"paper": "privlabels", "seed": 0}
-    assert st.code_of(fed) == S.code_version("fedpals") != st.code_of(priv)
-    assert st.code_of(fed).startswith(S.code_version() + "+")
+    assert st.code_of(fed) == V.code_version("fedpals") != st.code_of(priv)
+    assert st.code_of(fed).startswith(V.code_version() + "+")
     with pytest.raises(UnknownNameError, match="no paper package"):
         st.key({"paper": "nosuchpaper"})
 
 
 def test_paper_files_cover_the_run_builders_and_skip_declared_readers():
-    files = {p.relative_to(S.PACKAGE_DIR).as_posix() for p in S.paper_files("privlabels")}
+    files = {p.relative_to(V.PACKAGE_DIR).as_posix() for p in V.paper_files("privlabels")}
     assert {"papers/privlabels/runs.py", "papers/privlabels/profiles.py", "papers/privlabels/__init__.py"} <= files
     assert not files & {"papers/privlabels/claims.py", "papers/privlabels/draw.py", "papers/privlabels/config_tables.py"}
-    fed = {p.relative_to(S.PACKAGE_DIR).as_posix() for p in S.paper_files("fedpals")}
+    fed = {p.relative_to(V.PACKAGE_DIR).as_posix() for p in V.paper_files("fedpals")}
     assert {"papers/fedpals/runs.py", "papers/fedpals/train.py", "papers/fedpals/real.py"} <= fed
 
 
 def test_atomic_files_are_world_readable(tmp_path):
-    from fedpaper import store as S
+    from fedpaper.ground import files as GF
 
-    p = S.atomic_write_text(tmp_path / "a.csv", "x\n")
+    p = GF.atomic_write_text(tmp_path / "a.csv", "x\n")
     assert p.stat().st_mode & 0o777 == 0o644
 
 
@@ -287,7 +293,7 @@ def test_entry_without_checksum_is_read_and_upgraded(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert st.get(spec) == {"acc": 0.5}
-    assert st.path(spec).read_bytes().startswith(S.CHECKSUM_MAGIC)
+    assert st.path(spec).read_bytes().startswith(GF.CHECKSUM_MAGIC)
     assert st.get(spec) == {"acc": 0.5}
 
 
@@ -296,15 +302,15 @@ def test_stale_temp_files_are_removed_on_open(tmp_path):
                           text=True).stdout.strip()
     d = tmp_path / "ab"
     d.mkdir()
-    stale = d / f"{S.TMP_PREFIX}entry.pkl.{dead}.abcd1234.pkl"
-    live = d / f"{S.TMP_PREFIX}entry.pkl.{os.getpid()}.abcd1234.pkl"
-    old = d / f"{S.TMP_PREFIX}entry.pkl.zz_old12.pkl"  # no pid (older format), an hour old
-    young = d / f"{S.TMP_PREFIX}entry.pkl.zz_new12.pkl"
+    stale = d / f"{GF.TMP_PREFIX}entry.pkl.{dead}.abcd1234.pkl"
+    live = d / f"{GF.TMP_PREFIX}entry.pkl.{os.getpid()}.abcd1234.pkl"
+    old = d / f"{GF.TMP_PREFIX}entry.pkl.zz_old12.pkl"  # no pid (older format), an hour old
+    young = d / f"{GF.TMP_PREFIX}entry.pkl.zz_new12.pkl"
     for p in (stale, live, old, young):
         p.write_bytes(b"")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     ResultStore(tmp_path, code="v")
     assert sorted(p.name for p in d.iterdir()) == sorted([live.name, young.name])
-    with S.atomic_path(tmp_path / "x.csv") as tmp:  # the writer's pid is in the temp name
-        assert f".{os.getpid()}." in tmp.name and S._TMP_PID.search(tmp.name)
+    with GF.atomic_path(tmp_path / "x.csv") as tmp:  # the writer's pid is in the temp name
+        assert f".{os.getpid()}." in tmp.name and GF._TMP_PID.search(tmp.name)
         tmp.write_text("x\n")

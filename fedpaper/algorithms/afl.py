@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import weights as W
-from .base import Part
-from .fedavg import per_run_weights
+from .base import Part, per_run_weights
 
 
 class AFLMixture(Part):

@@ -18,8 +18,9 @@ functions"; Flower's "one class per aggregation rule") over stacked slots (run x
 
 Hooks see a `Context` (the runs' layout, label counts and a few engine functions), never the
 trainer, and return new values instead of mutating the trainer. Parts compose in order; each
-algorithm module (fedavg, fedprox, scaffold, fedrs, afl, fedpals, privlabels, tuning,
-server_training, semisup) defines one or two parts and cites the equation it implements.
+algorithm module (fedprox, scaffold, fedrs, afl, fedpals, privlabels, tuning, server_training,
+semisup) defines one or two parts and cites the equation it implements. FedAvg's weight rule
+(`FedAvgWeights`) is here: it is every algorithm's default.
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ..models import logits_of
+from . import weights as W
 
 
 @dataclass
@@ -41,7 +45,11 @@ class Context:
     train_slots(params, rows, present, rngs, algorithm, epochs, buffers) -> (params, anchor,
     steps, loss), the clients' local training applied to any stacked models (server training);
     init_params: the runs' initial global params [R, ...] (shapes and layouts for declared state);
-    round_lr(): the clients' learning rate in the current round (the lr schedule's value)."""
+    round_lr(): the clients' learning rate in the current round (the lr schedule's value);
+    run_grads(gfn, params, args, masks, gens) -> {name: [R, ...]}: each run's gradient of a part's
+    own loss, computed as the runs' backend computes the clients' steps (engine.gradients);
+    grouped_forward() -> a GroupedForward of the template when the runs' gradients go in one
+    grouped pass, else None. A part never asks which backend trains it."""
 
     cfg: Any
     pools: Any
@@ -54,7 +62,6 @@ class Context:
     sizes: np.ndarray
     present: torch.Tensor
     classifier: tuple
-    backend: str
     template: Any
     buffers: dict
     has_batchnorm: bool
@@ -62,6 +69,8 @@ class Context:
     predict: Callable
     train_slots: Callable
     round_lr: Callable = None
+    run_grads: Callable = None
+    grouped_forward: Callable = None
 
 
 @dataclass
@@ -164,11 +173,6 @@ def row_loss(logits, y):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
 
 
-def logits_of(outputs):
-    """The logits among a model's outputs: the tensor itself, or outputs["logits"]."""
-    return outputs["logits"] if isinstance(outputs, dict) else outputs
-
-
 @dataclass
 class Objective:
     """The client objective for one slot (logits [B, K], its params) or stacked slots (logits
@@ -212,6 +216,28 @@ class Objective:
         return loss, (ce * mask).sum(-1).detach()
 
 
+def per_run_weights(ctx, slots, part, rule) -> np.ndarray:
+    """Weights [G] of the slots, run by run: rule(r, clients) for run r's participants part[r]
+    (its slots are in that order)."""
+    w = np.zeros(len(slots))
+    for r in range(ctx.R):
+        sel = np.nonzero(slots[:, 0] == r)[0]
+        w[sel] = rule(r, part[r])
+    return w
+
+
+class FedAvgWeights(Part):
+    """FedAvg's aggregation (McMahan et al. 2017, Alg. 1): theta_{t+1} = sum_i n_i / N theta_i, with N
+    the participating clients' total, i.e. alpha_i = n_i / N over the participants (fedpals eq. 4).
+    The client side of FedAvg is the plain objective (Objective) with the clients' optimiser. The
+    default weight rule of every Algorithm."""
+
+    key = "fedavg"
+
+    def weights(self, ctx, state, slots, part, losses):
+        return per_run_weights(ctx, slots, part, lambda r, clients: W.fedavg_weights(ctx.sizes[r, clients]))
+
+
 @dataclass
 class Algorithm:
     """A method as the trainer sees it: an ordered composition of parts (see the module docstring).
@@ -226,7 +252,6 @@ class Algorithm:
     def __post_init__(self):
         self.parts = tuple(self.parts)
         if not any(type(p).weights is not Part.weights for p in self.parts):
-            from .fedavg import FedAvgWeights
             self.parts = (FedAvgWeights(),) + self.parts
         rules = [p for p in self.parts if type(p).weights is not Part.weights]
         if len(rules) != 1:

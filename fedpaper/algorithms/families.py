@@ -6,13 +6,15 @@ whose parts do not reduce to Method's other fields: FedMT and its baselines (Fed
 from __future__ import annotations
 
 from ..errors import BadParameterError, UnknownNameError
+from fedpaper.algorithms.base import Algorithm
+from fedpaper.algorithms.fedmt import FixMixClient, LearnableCorrespondence
+from fedpaper.algorithms.fedrep import fedrep_parts
+from fedpaper.algorithms.fedtrans import fedtrans_parts
+from fedpaper.algorithms.semifl import semifl_parts, StaticBatchNorm
+from fedpaper.algorithms.server_training import ServerTraining
 
 
 def _fedmt(name, o):
-    from .fedmt import FixMixClient, LearnableCorrespondence
-    from .semifl import StaticBatchNorm
-    from .server_training import ServerTraining
-
     est = o.pop("estimator", "estimate")
     parts = [FixMixClient(o.pop("threshold", 0.95), o.pop("lambda1", 1.0), o.pop("lambda2", 1 / 16),
                           o.pop("mix_alpha", 0.75), est, randaugment=tuple(o.pop("randaugment", (2, 10))))]
@@ -23,21 +25,15 @@ def _fedmt(name, o):
 
 
 def _semifl(name, o):
-    from .semifl import semifl_parts
-
     return semifl_parts(o.pop("threshold", 0.95), o.pop("mix_alpha", 0.75), o.pop("server_epochs", 5),
                         o.pop("static_bn", True), tuple(o.pop("randaugment", (2, 10))))
 
 
 def _fedrep(name, o):
-    from .fedrep import fedrep_parts
-
     return fedrep_parts(o.pop("server_epochs", 1))
 
 
 def _fedtrans(name, o):
-    from .fedtrans import fedtrans_parts
-
     return fedtrans_parts(o.pop("finetune_epochs", 100), o.pop("finetune_lr", 0.01), o.pop("finetune_batch", 250))
 
 
@@ -46,7 +42,6 @@ FAMILIES = {"fedmt": _fedmt, "semifl": _semifl, "fedrep": _fedrep, "fedtrans": _
 
 def family_algorithm(name: str, family: str, options) -> "Algorithm":  # noqa: F821
     """The Algorithm of family `family` with `options` ((key, value) pairs or a dict)."""
-    from .base import Algorithm
 
     if family not in FAMILIES:
         raise UnknownNameError(f"unknown algorithm family {family!r}; known: {tuple(FAMILIES)}")

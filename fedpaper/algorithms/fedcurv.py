@@ -21,7 +21,8 @@ import torch
 from torch.func import functional_call
 
 from ..errors import BadParameterError
-from .base import Part, logits_of, row_loss
+from ..models import logits_of
+from .base import Part, row_loss
 
 _PREFIX = "fedcurv:"
 

@@ -33,7 +33,8 @@ import torch.nn.functional as F
 
 from ..engine.batching import gather
 from ..errors import BadParameterError
-from .base import Part, logits_of
+from ..models import logits_of
+from .base import Part
 
 ESTIMATORS = ("true", "estimate", "estimate_average", "learnable", "learnable_average")
 

@@ -6,8 +6,7 @@ The QP is solved by weights.fedpals_weights."""
 from __future__ import annotations
 
 from . import weights as W
-from .base import Part
-from .fedavg import per_run_weights
+from .base import Part, per_run_weights
 
 
 class FedPALSWeights(Part):

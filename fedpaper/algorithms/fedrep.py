@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import Part
+from fedpaper.algorithms.server_training import ServerTraining
 
 HEAD = ("coarse_head.weight", "coarse_head.bias")
 
@@ -97,6 +98,4 @@ def _features(ctx, glob, bufs, r, rows) -> torch.Tensor:
 
 
 def fedrep_parts(server_epochs=1) -> list:
-    from .server_training import ServerTraining
-
     return [PersonalHeads(), ServerTraining(server_epochs)]

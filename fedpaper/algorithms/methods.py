@@ -10,6 +10,17 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from ..errors import BadParameterError, UnknownNameError
 from .penalties import PENALTIES, active
+from fedpaper.algorithms.afl import AFLMixture
+from fedpaper.algorithms.base import Algorithm, FedAvgWeights
+from fedpaper.algorithms.families import as_options, FAMILIES, family_algorithm
+from fedpaper.algorithms.fedpals import FedPALSWeights
+from fedpaper.algorithms.fedprox import Penalty
+from fedpaper.algorithms.fedrs import RestrictedSoftmax
+from fedpaper.algorithms.privlabels import PrivateLabels
+from fedpaper.algorithms.scaffold import ControlVariates
+from fedpaper.algorithms.semisup import Mixup, PseudoLabels
+from fedpaper.algorithms.server_training import ServerTraining
+from fedpaper.algorithms.tuning import CentralTuning
 
 CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
 SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
@@ -71,7 +82,6 @@ class Method:
 
     def __post_init__(self):
         if self.family is not None or self.options:
-            from .families import FAMILIES, as_options
 
             object.__setattr__(self, "options", as_options(self.options))
             if self.family not in FAMILIES:
@@ -122,10 +132,8 @@ class Method:
         private label sets; the client objective's part; its penalties (`active`); the aggregation
         weight rule (FedAvg's with private label sets, which average classifier rows per label);
         mixup, pseudo-labels; server training, then central tuning."""
-        from .base import Algorithm
 
         if self.family is not None:
-            from .families import family_algorithm
 
             return family_algorithm(self.name, self.family, self.options)
         return Algorithm(self.name, tuple(method_parts(self)))
@@ -162,16 +170,6 @@ def get_method(name: str, **overrides) -> Method:
 def method_parts(m: Method) -> list:
     """The parts of `m`, in order (see Method.algorithm). The one place Method's fields are read
     as names of parts; part modules are imported here, on use."""
-    from .afl import AFLMixture
-    from .fedavg import FedAvgWeights
-    from .fedpals import FedPALSWeights
-    from .fedprox import Penalty
-    from .fedrs import RestrictedSoftmax
-    from .privlabels import PrivateLabels
-    from .scaffold import ControlVariates
-    from .semisup import Mixup, PseudoLabels
-    from .server_training import ServerTraining
-    from .tuning import CentralTuning
 
     client = {"local": [], "fedprox": [],  # FedProx's term is the "prox" penalty of active(m)
               "scaffold": [ControlVariates], "fedrs": [lambda: RestrictedSoftmax(m.fedrs_alpha)]}

@@ -16,6 +16,8 @@ from torch import nn
 from torch.func import functional_call
 
 from .base import Part
+from fedpaper.algorithms.fedmt import FixMixClient
+from fedpaper.algorithms.server_training import ServerTraining
 
 
 def static_bn_buffers(template: nn.Module, params: dict, buffers: dict, x: torch.Tensor, batch: int = 500) -> dict:
@@ -69,8 +71,6 @@ class StaticBatchNorm(Part):
 
 def semifl_parts(threshold=0.95, mix_alpha=0.75, server_epochs=5, static_bn=True, randaugment=(2, 10)) -> list:
     """SemiFL as parts: the fix/mix client without R_p, server training, static BN."""
-    from .fedmt import FixMixClient
-    from .server_training import ServerTraining
 
     parts = [FixMixClient(threshold, lambda1=1.0, lambda2=1.0, mix_alpha=mix_alpha, estimator="true",
                           projected_weight=0.0, randaugment=randaugment), ServerTraining(server_epochs)]

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, grad
 
 from ..engine.batching import epoch_batches
 from ..engine.evaluate import autocast
-from ..engine.grouped import GroupedForward
 from ..engine.optim import opt_init, opt_step
-from ..engine.randomness import generator_at, global_rng_from
+from ..engine.randomness import generator_at
 from ..errors import BadParameterError
 from .base import Part
 
@@ -95,7 +94,7 @@ def central_tuning(ctx, glob, new, slots, part, rngs, spec: CentralTuning) -> di
 
     gfn = grad(loss_fn)
     gens = [generator_at(r, ctx.device) for r in rngs]  # each run's dropout stream (engine/randomness.py)
-    grouped = _grouped_forward(ctx)  # None unless all runs' tuning steps go in one grouped pass
+    grouped = ctx.grouped_forward()  # None unless all runs' tuning steps go in one grouped pass
     for _ in range(spec.epochs):
         pos, bmask = epoch_batches(local, cfg.batch_size, rngs)
         for s in range(pos.shape[1]):
@@ -105,36 +104,12 @@ def central_tuning(ctx, glob, new, slots, part, rngs, spec: CentralTuning) -> di
             cp = torch.stack([probs[r][:, p_s[r]] for r in range(R)])  # [R, M', B, K]
             if grouped is not None:
                 grads = _grouped_grads(grouped, params, x, cp, w, present, mk, spec.kind, cfg.precision, ctx.device)
-            elif bool(mk.all()):
-                mk_r = [slice(None)] * R
-                if ctx.backend == "vmap":
-                    grads = vmap(lambda p, x, c, ww, pr: gfn(p, x, c, ww, pr, slice(None)),
-                                 randomness="different")(params, x, cp, w, present)
-                else:
-                    grads = _loop_grads(gfn, params, x, cp, w, present, mk_r, gens)
-            else:  # the epoch's last, partial batch: per-run boolean masks, looped
-                grads = _loop_grads(gfn, params, x, cp, w, present, [mk[r] for r in range(R)], gens)
+            else:  # as the backend computes the clients' steps; masks: the epoch's last, partial batch
+                masks = None if bool(mk.all()) else [mk[r] for r in range(R)]
+                grads = ctx.run_grads(gfn, params, (x, cp, w, present), masks, gens)
             params, opt = opt_step(params, grads, opt, spec.optimizer, lr,
                                    torch.ones(R, dtype=torch.bool, device=ctx.device))
     return params
-
-
-def _loop_grads(gfn, params, x, cp, w, present, masks, gens) -> dict:
-    outs = []
-    for r in range(x.shape[0]):
-        with global_rng_from(gens[r]):
-            outs.append(gfn({k: v[r] for k, v in params.items()}, x[r], cp[r], w[r], present[r], masks[r]))
-    return {k: torch.stack([o[k] for o in outs]) for k in params}
-
-
-def _grouped_forward(ctx):
-    """The template's GroupedForward when the run trains with the grouped backend and batching over
-    models is on (engine.evaluate.BATCHED_OVER_MODELS, off by default), else None."""
-    from ..engine import evaluate
-
-    if ctx.backend != "grouped" or not evaluate.BATCHED_OVER_MODELS:
-        return None
-    return GroupedForward.build(ctx.template, tuple(ctx.pools.x_train.shape[1:]))
 
 
 def _grouped_grads(grouped, params, x, cp, w, present, mask, kind, precision, device) -> dict:

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .compact import CompactImages
+
 
 @dataclass
 class ImageDataset:
@@ -42,8 +44,6 @@ class ImageDataset:
     def compact(self, x: torch.Tensor, size: int | None = None):
         """uint8 images as a compact pool (fedpaper.data.compact.CompactImages) standardised per
         channel with the training statistics (and resized to `size` per batch, if given)."""
-        from .compact import CompactImages
-
         return CompactImages(x, *self.channel_stats_cached(), size=size)
 
     def standardize(self, x: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import DataCorruptError, FedpaperError
 from ..paths import cache_dir
-from ..store import atomic_path, clean_stale_temps, warn_console
+from ..ground.console import warn_console
+from ..ground.files import atomic_path, clean_stale_temps
 
 #: Bump when the parsed layout changes, so old cache files are ignored.
 CACHE_VERSION = 1

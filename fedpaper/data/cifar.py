@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..partition import cifar100_correspondence_matrix
+from . import download as D
 from .base import ImageDataset
 from .cache import cached_parse, corrupt_error
 from .common import fixed_permutation, missing_error, resolve_root, to_tensor_dataset
@@ -187,9 +188,7 @@ def _parse(path: Path, name: str):
 
 def _download(root: Path, name: str) -> None:
     """torchvision's original batches into <root>/<name>/, placed atomically (fedpaper.data.download)."""
-    from .download import download
-
-    download(name, root)
+    D.download(name, root)
 
 
 def load(name: str, root=None, download: bool = False) -> ImageDataset:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import datetime as _dt
 import gzip
 import io
 import json
@@ -35,6 +34,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..errors import FedpaperError, UnknownNameError
+from ..ground.files import atomic_write_text
+from ..ground.jsonio import now_iso
+from ..ground.procs import pid_alive
 
 MARKER = ".fedpaper-download.json"
 STAGING_PREFIX = ".fedpaper-download-"
@@ -218,7 +220,7 @@ def check_names(names: Iterable[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- size + network check
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     """A short one-line reason for a failed download."""
     if isinstance(exc, urllib.error.HTTPError):
         return f"HTTP {exc.code} {exc.reason}"
@@ -249,7 +251,7 @@ def announced_size(urls: list[str], timeout: float = PROBE_TIMEOUT_S) -> int | N
         except urllib.error.HTTPError:  # the server answers but not to HEAD: size unknown, go on
             return None
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise DownloadError(_reason(exc)) from exc
+            raise DownloadError(reason(exc)) from exc
         if length is None:
             return None
         total += int(length)
@@ -293,18 +295,8 @@ def _remove_stale_staging(root: Path, name: str) -> None:
     """Staging folders of the same data set left by a killed process (its pid no longer runs)."""
     for old in root.glob(f"{STAGING_PREFIX}{name}-*"):
         pid = old.name.removeprefix(f"{STAGING_PREFIX}{name}-").split("-")[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def place(staged: Path, target: Path, entries: list[str]) -> None:
@@ -325,13 +317,7 @@ def place(staged: Path, target: Path, entries: list[str]) -> None:
 
 
 def _write_marker(target: Path, record: dict) -> None:
-    from ..store import atomic_write_text
-
     atomic_write_text(target / MARKER, json.dumps(record, indent=1, sort_keys=True) + "\n")
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def _library_version(module: str) -> str | None:
@@ -364,7 +350,7 @@ def download(name: str, root, *, log: Callable[[str], None] = print) -> Path:
     try:
         urls = src.urls()
     except Exception as exc:  # e.g. a library version without the attribute read here
-        raise DownloadError(f"cannot find the source URL ({_reason(exc)})") from exc
+        raise DownloadError(f"cannot find the source URL ({reason(exc)})") from exc
     size = announced_size(urls)
     shown = f"{size / MB:,.1f} MB" if size else f"about {human_size(src.size_mb)} (documented size)"
     log(f"downloading {name}: {src.title}, {shown} from {urls[0]}{' and more' if len(urls) > 1 else ''} "
@@ -378,78 +364,21 @@ def download(name: str, root, *, log: Callable[[str], None] = print) -> Path:
     except DownloadError:
         raise
     except Exception as exc:  # the library's own error, as one line (KeyboardInterrupt passes)
-        raise DownloadError(_reason(exc)) from exc
+        raise DownloadError(reason(exc)) from exc
     finally:  # interrupted or failed: nothing of the staging folder stays
         shutil.rmtree(staging, ignore_errors=True)
     _write_marker(root / name, {
         "name": name, "title": src.title, "urls": urls, "bytes": size, "entries": entries,
         "library": src.library, "library_version": _library_version(src.library),
         "checksum": "md5 verified by the library" if src.library != "wilds" else "none published",
-        "downloaded_at": _now(),
+        "downloaded_at": now_iso(),
     })
     return root / name
-
-
-# --------------------------------------------------------------------------- what to fetch
-def _available(need: str, root: Path) -> bool:
-    from .registry import dataset_available
-
-    return dataset_available(need, root)
 
 
 def human_size(mb: float) -> str:
     """'170 MB', '11 GB'."""
     return f"{mb / 1000:,.1f} GB".replace(".0 GB", " GB") if mb >= 1000 else f"{mb:,.0f} MB"
-
-
-def failure_line(name: str, root: Path, reason: str) -> str:
-    return (f"could not download {name}: {reason}; put a copy in {Path(root) / name} "
-            "or set FEDPAPER_DATA")
-
-
-def ensure_datasets(needs: Iterable[str], root, opt_in: Iterable[str] = (),
-                    log: Callable[[str], None] = print) -> dict[str, str]:
-    """Download each missing data set of `needs` (catalog names, "<name>:labels" allowed).
-
-    Small public sets are fetched by default; large ones (``Source.large``) only when named in
-    `opt_in` or when `opt_in` holds "all". A name in `opt_in` is fetched even if no need lists it.
-    Every problem is one printed line and never stops the caller. Returns {name: status}.
-    """
-    root = Path(root)
-    opt_in = check_names(opt_in)
-    wanted: dict[str, str] = {}
-    for need in [*needs, *(n for n in opt_in if n != "all")]:
-        if need != "none":
-            wanted.setdefault(need.partition(":")[0], need)
-    status: dict[str, str] = {}
-    for name, need in wanted.items():
-        if _available(need, root):
-            status[name] = "present"
-            continue
-        named = name in opt_in or "all" in opt_in
-        if name in NOT_FETCHABLE:
-            if named:
-                log(f"cannot download {name}: {NOT_FETCHABLE[name]}")
-            status[name] = "not fetched"
-            continue
-        if name not in SOURCES:
-            status[name] = "not fetched"
-            continue
-        src = SOURCES[name]
-        if src.large and not named:
-            note = f" ({src.note})" if src.note else ""
-            log(f"not downloading {name} (about {human_size(src.size_mb)}){note}: "
-                f"add --download {name} or --download all to fetch it")
-            status[name] = "not fetched"
-            continue
-        try:
-            download(name, root, log=log)
-        except (DownloadError, OSError) as exc:
-            log(failure_line(name, root, str(exc) if isinstance(exc, DownloadError) else _reason(exc)))
-            status[name] = "failed"
-        else:
-            status[name] = "downloaded"
-    return status
 
 
 # --------------------------------------------------------------------------- provenance

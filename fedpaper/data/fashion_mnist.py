@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import download as D
 from .base import ImageDataset
 from .cache import cached_parse, corrupt_error
 from .common import missing_error, resolve_root, to_tensor_dataset
@@ -83,9 +84,7 @@ def load(root=None, download: bool = False) -> ImageDataset:
     root = resolve_root(root, download)
     files = find_files(root)
     if files is None and download:
-        from .download import download as fetch  # torchvision's files, placed atomically
-
-        fetch(NAME, root)
+        D.download(NAME, root)  # torchvision's files, placed atomically
         files = find_files(root)
     if files is None:
         raise missing_error(NAME, candidate_dirs(root), HOW)

@@ -67,7 +67,7 @@ def _folder_identity(find_dir):
 
 @lru_cache(maxsize=1)
 def _loaders() -> dict[str, Loader]:
-    from . import cifar, dermamnist, fashion_mnist, iwildcam, pacs, synthetic
+    from . import cifar, dermamnist, fashion_mnist, iwildcam, pacs, synthetic  # start-up time: they import torch
 
     def cifar_loader(name):
         return Loader(lambda root=None, download=False: cifar.load(name, root, download),

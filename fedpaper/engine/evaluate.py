@@ -18,7 +18,7 @@ import torch
 from torch.func import functional_call
 
 from .. import metrics as M
-from ..algorithms.base import logits_of
+from ..models import logits_of
 from ..errors import BadParameterError
 
 EXTRA_METRICS = {

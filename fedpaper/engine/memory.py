@@ -18,7 +18,7 @@ batch size, precision and device by `step_memory`):
 `runs_that_fit` turns that into the number of runs one engine call may train: the group's data
 pools, evaluation batch and activations plus (per-run bytes) x runs must fit MEMORY_FRACTION of
 the memory available on the device (`available_bytes`: CPU /proc/meminfo MemAvailable; CUDA
-torch.cuda.mem_get_info), never more than the caller's cap (experiment.run_specs: max_batch=16).
+torch.cuda.mem_get_info), never more than the caller's cap (executors.run_specs: max_batch=16).
 An estimate, not a bound: algorithm state (e.g. SCAFFOLD's control variates), server steps and
 allocator slack are not counted, which the fraction leaves room for. The grouping never changes a
 run's numbers (the engine is batch-invariant on CPU: tests/test_engine_cpu.py), only how many

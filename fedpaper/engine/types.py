@@ -11,6 +11,7 @@ import torch
 from ..data.compact import CompactImages
 from ..errors import BadParameterError
 from .optim import OptimSpec
+from fedpaper.engine.evaluate import check_metrics
 
 
 # ----------------------------------------------------------------------------- data layout
@@ -126,8 +127,6 @@ class TrainConfig:
     metrics: tuple = ()
 
     def __post_init__(self):
-        from .evaluate import check_metrics
-
         object.__setattr__(self, "metrics", check_metrics((self.metrics,) if isinstance(self.metrics, str)
                                                           else tuple(self.metrics)))
         self.optim()  # validates the optimiser fields

@@ -30,6 +30,7 @@ from torch import nn
 
 from ..errors import BadParameterError
 from .etf import ETFClassifier, SphereClassifier
+from .torchvision_nets import torchvision_resnet
 
 HEADS = ("ladm", "etf", "fc", "sphere")
 BACKBONES = ("convnet", "resnet18", "resnet18_cifar")
@@ -88,8 +89,6 @@ class ResNetTrunk(nn.Module):
 
     def __init__(self, in_channels=3, cifar_stem=False, pretrained=False):
         super().__init__()
-        from ..models import torchvision_resnet
-
         net = torchvision_resnet("resnet18", pretrained)
         if cifar_stem:
             net.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)

@@ -2,6 +2,8 @@
 profiles (chosen by benchmarks/fedmt_backbone_study.py at equal CPU seconds), and a
 two-head wrapper (a K-class server head and a J-class client head on one body) for FedRep and
 FedTrans (FedMT Sec. 4.1, App. C.1). Every model exposes `classifier` (the K-class head).
+TwoHead and WithCorrespondence wrap a network that fedpaper.models builds by name (two_head,
+with_correspondence there).
 """
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import torch
 from torch import nn
 
 from ..errors import BadParameterError
+from .ladm import ConvNet
+from .torchvision_nets import torchvision_resnet
 
 INITS = ("random", "imagenet")
 
@@ -19,8 +23,6 @@ def resnet18_fedmt(num_classes=100, in_channels=3, init="random"):
     torchvision's IMAGENET1K_V1 weights (DataMissingError when they cannot be had offline)."""
     if init not in INITS:
         raise BadParameterError(f"init={init!r}; choose one of {INITS}")
-    from ..models import torchvision_resnet
-
     net = torchvision_resnet("resnet18", init == "imagenet")
     if in_channels != 3:
         net.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
@@ -65,8 +67,6 @@ class BNConvNet(nn.Module):
     (benchmarks/results/fedmt_backbone_study_b300.md)."""
 
     def __init__(self, num_classes=100, in_channels=3, width=16, dim=64):
-        from .ladm import ConvNet
-
         super().__init__()
         self.body = nn.Sequential(ConvNet(in_channels, width, dim, norm="batch"), nn.AdaptiveAvgPool2d(1),
                                   nn.Flatten())
@@ -83,13 +83,11 @@ def bn_convnet(num_classes=100, in_channels=3, width=16, dim=64):
 class TwoHead(nn.Module):
     """A backbone's body with two linear heads: `classifier` (K classes, the server's) and
     `coarse_head` (J classes, a client's); forward gives {"logits": K-class, "coarse": J-class,
-    "features": body output}."""
+    "features": body output}. `net` is the K-class backbone network (fedpaper.models.two_head builds
+    it by name); its own classifier is replaced by the identity."""
 
-    def __init__(self, backbone: str = "small_resnet", num_classes=100, coarse_classes=20, **kw):
+    def __init__(self, net: nn.Module, num_classes=100, coarse_classes=20):
         super().__init__()
-        from ..models import build_model
-
-        net = build_model(backbone, num_classes=num_classes, **kw)
         dim = net.classifier.in_features
         if hasattr(net, "fc"):
             net.fc = nn.Identity()
@@ -107,20 +105,15 @@ def small_resnet(num_classes=100, in_channels=3, widths=(16, 32, 64), blocks=1):
     return SmallResNet(num_classes, in_channels, tuple(widths), blocks)
 
 
-def two_head(num_classes=100, coarse_classes=20, backbone="small_resnet", **kw):
-    return TwoHead(backbone, num_classes, coarse_classes, **kw)
-
-
 class WithCorrespondence(nn.Module):
     """A K-class network plus a learnable J x K correspondence matrix (FedMT App. D.4 "Learnable"):
     free logits m (initialised N(0, 0.01^2), targets vague-16), M = softmax over j of m; forward gives
-    {"logits": K-class scores, "M": M}."""
+    {"logits": K-class scores, "M": M}. `net` is the K-class network (fedpaper.models.with_correspondence
+    builds it by name)."""
 
-    def __init__(self, backbone: str = "lenet", num_classes=100, coarse_classes=20, init_scale=0.01, **kw):
+    def __init__(self, net: nn.Module, num_classes=100, coarse_classes=20, init_scale=0.01):
         super().__init__()
-        from ..models import build_model
-
-        self.net = build_model(backbone, num_classes=num_classes, **kw)
+        self.net = net
         self.m_logits = nn.Parameter(torch.randn(coarse_classes, num_classes) * init_scale)
 
     @property
@@ -129,7 +122,3 @@ class WithCorrespondence(nn.Module):
 
     def forward(self, x):
         return {"logits": self.net(x), "M": torch.softmax(self.m_logits, 0)}
-
-
-def with_correspondence(num_classes=100, coarse_classes=20, backbone="lenet", **kw):
-    return WithCorrespondence(backbone, num_classes, coarse_classes, **kw)

@@ -45,6 +45,7 @@ from .catalog import (  # noqa: F401  (re-exported)
     missing_message,
     reported_path,
 )
+from fedpaper.data.registry import unknown_message
 
 
 @dataclass
@@ -168,6 +169,5 @@ def get_claim(claim_id: str) -> Claim:
     try:
         return _CLAIMS[claim_id]
     except KeyError:
-        from fedpaper.data.registry import unknown_message
 
         raise UnknownNameError(unknown_message("claim", claim_id, _CLAIMS)) from None

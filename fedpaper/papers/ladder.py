@@ -42,7 +42,8 @@ from fedpaper.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
 from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
 from fedpaper.paths import cache_dir
-from fedpaper.store import BAR_SUFFIX
+from fedpaper.sweep import BAR_SUFFIX
+from fedpaper.papers._common.chance import learning
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,6 @@ def learned(cells: dict, names, chance: Optional[float], where: str = "", others
     or every one of `others` is at chance: a margin between models that never learned tests
     nothing, so the row (`testable`) or the rung gives no value and is left out of the fit
     (compute_table's notes say which and why)."""
-    from fedpaper.papers._common.chance import learning
 
     sub = {n: cells[n] for n in (*names, *others) if n in cells}
     kept, untestable, _ = learning(sub, chance, names, others, where)

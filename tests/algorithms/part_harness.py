@@ -1,9 +1,12 @@
 """A small Context for testing algorithm parts without a trainer (imported by the tests as
 `part_harness`; a unique module name, so it never collides with another folder's conftest)."""
+import functools
+
 import numpy as np
 import torch
 
 from fedpaper.algorithms.base import Aggregation, Context
+from fedpaper.engine.gradients import per_run_grads
 
 
 def make_ctx(counts, params=None, **kw):
@@ -14,8 +17,9 @@ def make_ctx(counts, params=None, **kw):
     base = dict(cfg=None, pools=None, feds=[None] * R, R=R, M=M, K=K, device=torch.device("cpu"), counts=counts,
                 sizes=counts.sum(-1), present=torch.as_tensor(counts > 0), classifier=("classifier.weight",
                                                                                        "classifier.bias"),
-                backend="loop", template=None, buffers={}, has_batchnorm=False, init_params=params,
-                predict=None, train_slots=None)
+                template=None, buffers={}, has_batchnorm=False, init_params=params,
+                predict=None, train_slots=None, run_grads=functools.partial(per_run_grads, "loop"),
+                grouped_forward=lambda: None)
     base.update(kw)
     return Context(**base)
 

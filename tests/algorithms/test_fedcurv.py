@@ -1,6 +1,7 @@
 """FedCurv (Shoham et al. 2019, eq. 7): client i's penalty is lam sum_{j != i} F_j (theta - theta_j)^2
 over what the other clients last sent; F_j the diagonal empirical Fisher at theta_j. SphereFed's
 fixed classifier stays fixed."""
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,7 +12,9 @@ from torch import nn
 from fedpaper.algorithms.base import Aggregation, Algorithm, Context
 from fedpaper.algorithms.fedcurv import FedCurvPenalty
 from fedpaper.algorithms.spherefed import SphereFedClassifier
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
+from fedpaper.engine.gradients import per_run_grads
 from fedpaper.errors import BadParameterError
 
 
@@ -21,8 +24,9 @@ def make_ctx(counts, params, **kw):
     R, M, K = counts.shape
     base = dict(cfg=None, pools=None, feds=[None] * R, R=R, M=M, K=K, device=torch.device("cpu"), counts=counts,
                 sizes=counts.sum(-1), present=torch.as_tensor(counts > 0),
-                classifier=("classifier.weight", "classifier.bias"), backend="loop", template=None, buffers={},
-                has_batchnorm=False, init_params=params, predict=None, train_slots=None)
+                classifier=("classifier.weight", "classifier.bias"), template=None, buffers={},
+                has_batchnorm=False, init_params=params, predict=None, train_slots=None, run_grads=functools.partial(per_run_grads, "loop"),
+                grouped_forward=lambda: None)
     base.update(kw)
     return Context(**base)
 

@@ -10,7 +10,8 @@ from fedpaper.algorithms.fedmt import (estimate_correspondence, projected_loss, 
 from fedpaper.algorithms.fedrep import PersonalHeads, HEAD
 from fedpaper.algorithms.methods import Method
 from fedpaper.algorithms.semifl import static_bn_buffers
-from fedpaper.engine import Federation, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, TrainConfig
 from fedpaper.errors import BadParameterError, UnknownNameError
 from fedpaper.papers.fedmt.data import build_pools, split
 

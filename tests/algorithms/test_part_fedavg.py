@@ -3,8 +3,7 @@ import numpy as np
 import torch
 from part_harness import aggregation, full_slots, make_ctx
 
-from fedpaper.algorithms.base import Algorithm
-from fedpaper.algorithms.fedavg import FedAvgWeights
+from fedpaper.algorithms.base import Algorithm, FedAvgWeights
 
 
 def test_weights_are_sample_shares_per_run():

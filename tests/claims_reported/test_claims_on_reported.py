@@ -22,7 +22,7 @@ import math
 import pandas as pd
 import pytest
 
-from fedpaper import report
+from fedpaper.papers._common import check_claims
 from fedpaper.papers import claims, get_claim
 from reported_tables import FIGURES, paper_tables, set_mean, shuffled
 
@@ -202,7 +202,7 @@ def _claim_ids(papers):
 
 
 def _verdict(claim_id: str, tables: dict):
-    (r,) = report.check_claims([get_claim(claim_id)], tables)
+    (r,) = check_claims([get_claim(claim_id)], tables)
     return r["verdict"], r["detail"]
 
 

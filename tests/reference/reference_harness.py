@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from fedpaper import models as fp_models
-from fedpaper.engine import Federation, Pools, TrainConfig, train
+from fedpaper.driver import train
+from fedpaper.engine import Federation, Pools, TrainConfig
 
 BACKENDS = ("vmap", "loop", "grouped")
 
@@ -120,7 +121,7 @@ def final_params(method, problem: Problem, cfg: TrainConfig) -> dict:
 
 def run_with_buffers(method, problem: Problem, cfg: TrainConfig) -> tuple[dict, dict]:
     """(params, buffers) of the global model after training one run (buffers: BatchNorm statistics)."""
-    from fedpaper.engine import FederatedTrainer
+    from fedpaper.driver import FederatedTrainer
 
     tr = FederatedTrainer(method, cfg, problem.pools, [problem.fed], progress=False)
     res = tr.run()

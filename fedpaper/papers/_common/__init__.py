@@ -102,7 +102,7 @@ from .noise import (  # noqa: F401
     not_below,
     stated,
 )
-from .registry import ClaimSet, Tables, absent, as_verdict, guarded  # noqa: F401
+from .registry import ClaimSet, Tables, absent, as_verdict, check_claims, guarded  # noqa: F401
 from .rows import Cell, Missing, cell, cell_of, cells, norm, one, parse_per_seed, select, values  # noqa: F401
 from .verdicts import (  # noqa: F401
     ABSENT,

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 
+from fedpaper.papers.catalog import load_reported, reported_path
+
 from .registry import as_verdict
 from .scaling import NARROWING, TOO_FEW, read_trends
 from .verdicts import (
@@ -96,8 +98,6 @@ def reported_tables(artifact_ids) -> dict:
     """{artifact id: the paper's reported numbers as a DataFrame} for the artifacts that have them
     (the hook for "the paper's own numbers contradict the claim"; tests may pass richer
     conversions, e.g. with per-seed values synthesised from mean and std)."""
-    from fedpaper.papers import load_reported, reported_path
-
     out = {}
     for a in artifact_ids:
         p = reported_path(a)

@@ -20,6 +20,9 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from fedpaper.papers import add_claims
+from fedpaper.papers.catalog import Claim
+
 from .rows import Missing
 from .verdicts import ABSENT, NOT_CHECKABLE, Cause, Verdict, all_of
 
@@ -100,8 +103,6 @@ class ClaimSet:
         return check
 
     def claims(self) -> list:
-        from fedpaper.papers import Claim
-
         out = []
         for n, arts, text, fn, on_code in sorted(self.rows, key=lambda r: r[0]):
             ids = tuple(a if "/" in a else f"{self.paper}/{a}" for a in arts)
@@ -113,8 +114,28 @@ class ClaimSet:
         return iter(self.claims())
 
     def register(self) -> list:
-        from fedpaper.papers import add_claims
-
         cs = self.claims()
         add_claims(cs)
         return cs
+
+
+def check_claims(claims, tables: dict) -> list[dict]:
+    """Run every claim's check on our tables: [{id, text, artifacts, verdict, detail, causes,
+    on_code}], verdict in VERDICTS; causes: those the check found (see diagnose_claims for the
+    report-time ones); on_code: the check tests a formula or a data split, no trained model."""
+    out = []
+    for c in claims:
+        avail = {a: tables[a] for a in c.artifacts if a in tables and tables[a] is not None}
+        if c.check is None:
+            v = Verdict("not checkable", "check not implemented yet")
+        elif c.artifacts and not avail:
+            v = Verdict("not checkable", "no committed results for " + ", ".join(c.artifacts))
+        else:
+            try:
+                v = as_verdict(c.check(avail))
+            except Exception as e:  # a broken check must not break the report
+                v = Verdict("not checkable", f"check raised {type(e).__name__}: {e}")
+        out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": v.verdict,
+                    "detail": str(v.detail).replace("\n", " "), "causes": list(v.causes),
+                    "on_code": bool(getattr(c.check, "on_code", False)), "claim": c})
+    return out

@@ -38,6 +38,7 @@ from . import draw as D
 from . import profiles as P
 from . import runs as R
 from .claims import CLAIMS, FIG2D_REASON, TABLE3_REASON
+from fedpaper.experiment import get_pools, pools_key_of
 
 #: Modules of this package that only read results (edits to them keep the cached runs).
 RESULTS_READ_ONLY = ("claims", "draw", "ladder")
@@ -54,8 +55,6 @@ def _params(profile: str, seeds=None) -> dict:
 
 
 def _info(p, data_root) -> dict:
-    from fedpaper.experiment import get_pools, pools_key_of
-
     pools = get_pools(pools_key_of(R.data_spec(p), data_root))
     desc = dict(getattr(pools, "description", {}))
     desc["name"] = "cifar100"

@@ -22,13 +22,13 @@ from fedpaper.engine import Federation, Pools
 from fedpaper.errors import BadParameterError
 from fedpaper.experiment import layout, pools_builder
 from fedpaper.partition import cifar100_correspondence_matrix, fedmt_partition
+from fedpaper.data import load_dataset, synthetic_images
 
 ROLES = ("federated", "single")
 
 
 def stand_in_dataset(num_classes=20, coarse_classes=5, n_train=1200, n_test=200, shape=(3, 16, 16), seed=0):
     """A synthetic stand-in with fine and coarse labels: (ImageDataset, fine_to_coarse)."""
-    from fedpaper.data import synthetic_images
 
     if num_classes % coarse_classes:
         raise BadParameterError(f"stand-in num_classes={num_classes} must be a multiple of coarse_classes={coarse_classes}")
@@ -56,7 +56,6 @@ def build_pools(options: dict, data_root, device) -> Pools:
     if stand_in:
         ds, f2c = stand_in_dataset(**stand_in)
         return pools_with_coarse(ds, f2c, device)
-    from fedpaper.data import load_dataset
 
     ds = load_dataset("cifar100", root=data_root)
     return pools_with_coarse(ds, ds.extra["fine_to_coarse"].numpy(), device)

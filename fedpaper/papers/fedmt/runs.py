@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.algorithms.methods import Method
-from fedpaper.experiment import RunSpec, run_specs
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec
 from fedpaper.papers._common.summaries import seed_summary
 
 from . import data as _data  # noqa: F401  (registers the pools builder and the layout)
@@ -81,8 +82,6 @@ def spec(p: dict, name: str, seed: int, *, n=None, C=None, N_c=None, gamma=None,
 
 
 def sweep(specs: list, p: dict, data_root, desc: str) -> list:
-    from fedpaper.experiment import Execution
-
     out = [None] * len(specs)
     by_clients: dict = {}
     for i, s in enumerate(specs):  # runs trained together need the same number of clients

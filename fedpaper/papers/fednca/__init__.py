@@ -20,8 +20,10 @@ from __future__ import annotations
 from fedpaper.artifacts import run_artifact
 from fedpaper.parameters import apply_overrides, artifact_function
 from fedpaper.papers import add_claims, implement, not_implemented
+from fedpaper.papers.catalog import load_reported
 
 from . import data as data  # registers the pools builders and layouts
+from . import figures
 from . import methods as methods  # registers the method builder
 from . import runs as runs
 from .profiles import backbone_name, settings, subtitle
@@ -50,9 +52,7 @@ def _info(p, dataset, data_root, **extra) -> dict:
 
 
 def _table(table_id: str, rows_fn, row_keys, data_root, out_dir, p):
-    from fedpaper.papers.catalog import load_reported
-
-    from . import draw
+    from . import draw  # matplotlib.pyplot (0.7 s): imported when a table is drawn, not with the package
 
     ds = p["settings"][table_id]["dataset"]
     aid = f"{PAPER}/{table_id}"
@@ -118,61 +118,45 @@ def table8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 @artifact_function
 def fig8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    from .figures import composite_figure
-
-    return composite_figure(_params(profile, seeds), data_root, out_dir)
+    return figures.composite_figure(_params(profile, seeds), data_root, out_dir)
 
 
 @artifact_function
 def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    from .figures import counts_figures
-
-    return counts_figures("cifar10", _params(profile, seeds), data_root, out_dir)
+    return figures.counts_figures("cifar10", _params(profile, seeds), data_root, out_dir)
 
 
 @artifact_function
 def fig10(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    from .figures import counts_figures
-
-    return counts_figures("dermamnist", _params(profile, seeds), data_root, out_dir)
+    return figures.counts_figures("dermamnist", _params(profile, seeds), data_root, out_dir)
 
 
 @artifact_function
 def fig11(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    from .figures import counts_figures
-
-    return counts_figures("voc2007", _params(profile, seeds), data_root, out_dir)
+    return figures.counts_figures("voc2007", _params(profile, seeds), data_root, out_dir)
 
 
 @artifact_function
 def fig12(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    from .figures import counts_figures
-
-    return counts_figures("chestxray14", _params(profile, seeds), data_root, out_dir)
+    return figures.counts_figures("chestxray14", _params(profile, seeds), data_root, out_dir)
 
 
 @artifact_function
 def fig3_fig4(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Figs 3a-c (t-SNE) and 4a-c (cosine maps): DermaMNIST, Table 5 variants 1, 3, 6."""
-    from .figures import feature_figures
-
-    return feature_figures("table5", "fig3", "fig4", _params(profile, seeds), data_root, out_dir)
+    return figures.feature_figures("table5", "fig3", "fig4", _params(profile, seeds), data_root, out_dir)
 
 
 @artifact_function
 def fig6_fig7(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Figs 6a-c (t-SNE) and 7a-c (cosine maps): CIFAR-10, Table 7 variants 1, 3, 6."""
-    from .figures import feature_figures
-
-    return feature_figures("table7", "fig6", "fig7", _params(profile, seeds), data_root, out_dir)
+    return figures.feature_figures("table7", "fig6", "fig7", _params(profile, seeds), data_root, out_dir)
 
 
 @artifact_function
 def fig5(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Fig. 5: LADM attention maps of FedNCA-ML on DermaMNIST composites."""
-    from .figures import attention_figure
-
-    return attention_figure(_params(profile, seeds), data_root, out_dir)
+    return figures.attention_figure(_params(profile, seeds), data_root, out_dir)
 
 
 for _t in ("table1", "table2", "table5", "table6", "table7", "table8", "fig5", "fig8"):

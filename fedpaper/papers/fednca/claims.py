@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fedpaper.data.label_tables import CXR_OFFICIAL_TEST, CXR_TOTAL
 from fedpaper.papers._common import (
     AT_CHANCE,
     FAIL,
@@ -36,6 +37,8 @@ from fedpaper.papers._common import (
     stated,
     values,
 )
+
+from .figures import SPLIT_CLASS, SPLIT_CLIENT
 
 C = ClaimSet("fednca")
 CENTRAL, FEDNCA = "Centralized (Upperbound)", "FedNCA-ML"
@@ -364,10 +367,6 @@ def c24(t):
     per split): the per-split shares need the official lists (absent); we check that the claimed
     57% / 38% agree with the table's overall No Finding share at the official split sizes (86,524 /
     25,596), and report our patient-wise split's shares."""
-    from fedpaper.data.label_tables import CXR_OFFICIAL_TEST, CXR_TOTAL
-
-    from .figures import SPLIT_CLASS, SPLIT_CLIENT
-
     def count(split, what):
         key = {"client": SPLIT_CLIENT, "class": SPLIT_CLASS.format(split=split, what=what)}
         return float(one(t["fig12a"], **key)["images"])

@@ -31,6 +31,10 @@ from fedpaper.engine import Federation, Pools
 from fedpaper.experiment import layout, pools_builder
 from fedpaper.partition import class_presence_partition
 from fedpaper.data.multilabel import composite_counts, composite_split
+from fedpaper.data import load_dataset, synthetic_images
+from fedpaper.data.dermamnist import CLASSES, load_splits
+from fedpaper.data.label_tables import VOC_CLASSES
+from fedpaper.data.multilabel_images import load_chestxray14, load_voc
 
 SPLITS = ("train", "val", "test")
 
@@ -38,12 +42,10 @@ SPLITS = ("train", "val", "test")
 def _split_sources(source: str, options: dict, data_root):
     """{split: (x uint8 [N, C, s, s], y int64 [N])}, class names and the data description."""
     if source == "dermamnist":
-        from fedpaper.data.dermamnist import CLASSES, load_splits
 
         splits, desc = load_splits(data_root)
         return splits, list(CLASSES), desc
     if source == "cifar10":
-        from fedpaper.data import load_dataset
 
         ds = load_dataset("cifar10", root=data_root)
         x, y = ds.x_train.numpy(), ds.y_train.numpy()
@@ -58,7 +60,6 @@ def _split_sources(source: str, options: dict, data_root):
         return {"train": (x[tr], y[tr]), "val": (x[va], y[va]), "test": (ds.x_test.numpy(), ds.y_test.numpy())}, \
             list(ds.classes), desc
     if source == "synthetic":
-        from fedpaper.data import synthetic_images
 
         k, side = int(options.get("num_classes", 4)), int(options.get("side", 8))
         n = {s: int(options.get(f"n_{s}", 12)) * k for s in SPLITS}
@@ -179,8 +180,6 @@ def _hold_out(n: int, fraction: float, seed: int = 0):
 def _voc(options, data_root, device):
     """Table 3 (not regenerated here: images absent): VOC 2012 train for the clients with 10% held
     out for validation, VOC 2012 val as the test set (targets vague-4, -17)."""
-    from fedpaper.data.label_tables import VOC_CLASSES
-    from fedpaper.data.multilabel_images import load_voc
 
     size, limit = int(options.get("size", 224)), options.get("limit")
     x, y, _ = load_voc(data_root, "2012", "train", size, limit)
@@ -194,7 +193,6 @@ def _voc(options, data_root, device):
 def _cxr(options, data_root, device):
     """Table 4 (not regenerated here: images absent): the patient-wise split, 10% of the training
     images held out for validation (targets vague-18 fallback)."""
-    from fedpaper.data.multilabel_images import load_chestxray14
 
     d = load_chestxray14(data_root, int(options.get("size", 224)), limit=options.get("limit"))
     (x, y), (xt, yt) = d["train"], d["test"]

@@ -19,12 +19,15 @@ import io
 import numpy as np
 import torch
 
-from fedpaper.engine.trainer import FederatedTrainer
+from fedpaper.driver.trainer import FederatedTrainer
 from fedpaper.paths import cache_dir
-from fedpaper.store import (ChecksumError, atomic_write_bytes, code_version, verified_payload, warn_console,
-                            with_checksum)
+from fedpaper.ground.console import warn_console
+from fedpaper.ground.files import ChecksumError, atomic_write_bytes, verified_payload, with_checksum
+from fedpaper.versions import code_version
 
 from . import runs
+from fedpaper.data.multilabel import CORNERS
+from fedpaper.models import build_model
 
 ROWS = {"a": ("none", "FC classifier, no LADM"), "b": ("ETF-Clf+LADM", "LADM + ETF classifier"),
         "c": ("ETF-Clf+LADM+L_Neg+L_Pos", "full FedNCA-ML (+ L_Neg, L_Pos)")}
@@ -62,7 +65,6 @@ class _BestValidation(FederatedTrainer):
 def trained(spec, data_root=None):
     """(model template with the best-validation global parameters and buffers loaded, pools,
     federation) of a spec; the state (and its round, net.best_round) is cached by spec and code."""
-    from fedpaper.models import build_model
 
     setup = spec.build(data_root)
     pools = runs.get_pools(setup.pools_key)
@@ -185,7 +187,6 @@ def composite_attention(net, pools, test_split, classes, n_images: int = 6, seed
     """For up to n_images two-class test composites: per positive class, the attention map and
     its mass in the quadrant of the part holding that class vs the other part's quadrant.
     test_split: the multilabel.CompositeSplit of the test rows (same order as pools.x_test)."""
-    from fedpaper.data.multilabel import CORNERS
 
     comp = np.flatnonzero(test_split.parts[:, 1] >= 0)
     rows = np.sort(np.random.default_rng(seed).permutation(comp)[:n_images])

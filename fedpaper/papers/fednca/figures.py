@@ -9,9 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from fedpaper.artifacts import run_artifact
-from fedpaper.partition import class_presence_partition
+from fedpaper.data import label_tables as lt
+from fedpaper.partition import Partition, class_presence_partition
 
+from . import features as F
 from . import runs
+from .data import build_composites, train_labels
 from .profiles import subtitle
 
 PAPER = "fednca"
@@ -35,13 +38,9 @@ def _synthetic_labels(k: int, n: int = 400, negatives: float = 0.0, seed: int = 
 
 def label_matrix(dataset: str, p: dict, data_root) -> tuple[np.ndarray, list, dict]:
     """(multi-hot training labels, class names, description) a figure partitions."""
-    from fedpaper.data import label_tables as lt
-
     smoke = p["profile"] == "smoke"
     if dataset in ("cifar10", "dermamnist"):
         pl = runs.pools(p, dataset, data_root)
-        from .data import train_labels
-
         return train_labels(pl), list(pl.classes), dict(pl.description, name=dataset)
     if dataset == "voc2007":
         if smoke:
@@ -71,8 +70,6 @@ def _counts_table(part, names, beta, gamma, dataset):
 def split_rows(dataset: str, beta, gamma, data_root) -> list:
     """Rows (client SPLIT_CLIENT) with the ChestX-ray14 label table's image and "No Finding" counts
     per split (train, test) of the patient-wise split the figure partitions."""
-    from fedpaper.data import label_tables as lt
-
     d = lt.chestxray14_labels(data_root)
     rows = []
     for split in ("train", "test"):
@@ -85,7 +82,7 @@ def split_rows(dataset: str, beta, gamma, data_root) -> list:
 
 def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
     """figXa / figXb: per-client class counts at the paper's two beta values."""
-    from . import draw
+    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     fig_id, betas, gamma = SETTINGS[dataset]
     needs = {"voc2007": ["voc2007:labels"], "chestxray14": ["chestxray14:labels"]}.get(dataset, [dataset])
@@ -114,8 +111,6 @@ def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
         def draw_fn(tab, pp, beta=beta):
             import pandas as pd
 
-            from fedpaper.partition import Partition
-
             t = tab[(tab["class"] != "(no label: No Finding)") & (tab["client"].astype(str) != SPLIT_CLIENT)]
             t = t.astype({"client": int})
             piv = t.pivot_table(index="client", columns="class", values="images", sort=False, aggfunc="sum")
@@ -139,14 +134,12 @@ def _sub(p, dataset):
 
 def composite_figure(p: dict, data_root, out_dir):
     """fig8: example DermaMNIST composites with their label sets (App. C)."""
-    from . import draw
+    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     held = {}  # the example pixels, kept out of params (params go into the provenance json)
 
     def compute(pp):
         import pandas as pd
-
-        from .data import build_composites
 
         opts = dict(runs.data_spec(pp, "dermamnist")["options"])
         src = opts.pop("source", "dermamnist")
@@ -185,7 +178,7 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
     """<tsne_fig>a-c (t-SNE) and <cos_fig>a-c (cosine maps) of the Table 5 / 7 variants 1, 3, 6."""
     import pandas as pd
 
-    from . import draw, features as F
+    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     ds = p["settings"][table]["dataset"]
     held = {}
@@ -244,8 +237,7 @@ def attention_figure(p: dict, data_root, out_dir):
     test composites, per ground-truth class, with the share of attention in that class's quadrant."""
     import pandas as pd
 
-    from . import draw, features as F
-    from .data import build_composites
+    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     held = {}
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fedpaper.experiment import Execution, RunSpec, get_pools, pools_key_of, run_specs
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec, get_pools, pools_key_of
 
 from .methods import CENTRAL, COMPONENTS, FEDNCA, HEAD, QUERIES, method_dict, model_kwargs
 

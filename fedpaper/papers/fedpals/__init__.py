@@ -60,13 +60,15 @@ import pandas as pd
 from fedpaper.artifacts import run_artifact
 from fedpaper.parameters import apply_overrides, artifact_function
 from fedpaper.papers import implement, load_reported
-from fedpaper.papers.fedpals import geometry as G
+from fedpaper.papers.fedpals import geometry as G, real as RL
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import runs as R
 from fedpaper.papers.fedpals import train as TR
+from fedpaper.data import load_dataset
+from fedpaper.partition import Partition
 
 #: Modules of this package that only read results; every other file here is part of the cache key
-#: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
+#: of this paper's runs (fedpaper.versions.paper_files), so an edit to them keeps the cached runs.
 RESULTS_READ_ONLY = ("claims", "ladder")
 
 PAPER = "fedpals"
@@ -122,8 +124,6 @@ def _partitions(p, dataset, split, seeds, data_root):
 
 
 def _class_names(p, dataset, data_root):
-    from fedpaper.data import load_dataset
-
     if p.get("stand_ins"):
         return [f"class {k}" for k in range(10)]
     return load_dataset(dataset, root=data_root).classes
@@ -173,7 +173,6 @@ def _bars_artifact(aid, dataset, split, profile, data_root, out_dir, seeds):
     def draw(tab, p):
         import matplotlib.pyplot as plt
 
-        from fedpaper.partition import Partition
 
         counts = tab.pivot(index="client", columns="class", values="count").to_numpy()
         part = Partition([np.zeros(int(c)) for c in counts.sum(1)], counts)
@@ -253,7 +252,6 @@ def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 @artifact_function
 def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     """Table 1 (Sec 5.1): target accuracy, FMNIST C=3/2, CIFAR-10 C=3/2/beta=0.1 (+ PACS C=6)."""
-    from fedpaper.papers.fedpals import real as RL
 
     def compute(p):
         tab, inf = TR.table1_compute(p, data_root)
@@ -325,8 +323,6 @@ def fig8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
 # ============================================================================= PACS, iWildCam
 def _real(group, profile, seeds):
-    from fedpaper.papers.fedpals import real as RL
-
     return RL.profile_params(group, profile, seeds), RL
 
 

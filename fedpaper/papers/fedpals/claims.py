@@ -36,6 +36,7 @@ from fedpaper.papers._common import (
     select,
     values,
 )
+from fedpaper.algorithms import weights as W
 
 BASELINES = ["FedAvg", "FedProx", "SCAFFOLD", "AFL", "FedRS"]
 NON_ORACLE = ["FedPALS"] + BASELINES
@@ -400,8 +401,6 @@ def c29(t):
 @claim(30, [], "Numerical (Prop 2, 3): alpha^lambda -> n_i/N as lambda -> inf, and n_i/N minimises sum alpha_i^2/n_i on the simplex.",
        on_code=True)
 def c30(t):
-    from fedpaper.algorithms import weights as W
-
     rng = np.random.default_rng(0)
     worst_lim, worst_min = 0.0, np.inf
     for _ in range(20):
@@ -422,7 +421,6 @@ def c30(t):
 def c31(t):
     from scipy.optimize import minimize
 
-    from fedpaper.algorithms import weights as W
 
     rng = np.random.default_rng(1)
     worst_fit, worst_ess = 0.0, 0.0

@@ -10,10 +10,14 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from fedpaper.algorithms import weights as W
-from fedpaper.experiment import Execution, RunSpec, layout, pools_builder, run_specs
+from fedpaper.algorithms import get_method, weights as W
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec, layout, pools_builder
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.store import spec_json
+from fedpaper.data import gaussian_task
+from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
+from fedpaper.engine import Federation, Pools
 
 # ----------------------------------------------------------------------------- Fig 1 (vague-24)
 #: Panel A: the synthetic task's clients (M=2 < K=3) and a target outside their hull.
@@ -131,8 +135,6 @@ def standardise_task(t):
 
 def fig9_pools(deltas, seeds, n_test, n_val, standardise=False):
     """One train/test pool holding every (delta, seed) task, and the Federation of each."""
-    from fedpaper.data import gaussian_task
-    from fedpaper.engine import Federation, Pools
 
     xs, ys, xt, yt, feds, tasks = [], [], [], [], {}, {}
     off_tr = off_te = 0
@@ -192,8 +194,6 @@ def fig9_lambdas(S, n, T, range_fractions) -> list[float]:
 def fig9_specs(p: dict) -> list[RunSpec]:
     """FedAvg on every (delta, seed), then FedPALS over each lambda of its grid (`fig9_lambdas`,
     per delta); runs sharing a method and lambda train as one batch, whatever their delta."""
-    from fedpaper.algorithms import get_method
-    from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
 
     deltas, seeds = p["deltas"], p["seeds"]
     opts = {"deltas": list(deltas), "seeds": list(seeds), "n_test": p["n_test"], "n_val": p["n_val"]}
@@ -246,7 +246,6 @@ def _candidates(g: pd.DataFrame):
 
 def fig9_table(runs: pd.DataFrame) -> pd.DataFrame:
     """FedPALS: per (delta, seed) the lambda with the best validation accuracy (vague-18)."""
-    from fedpaper.data.synthetic import S1, S2, target_marginal
 
     runs = runs.sort_values(["delta", "seed", "method", "val_acc"], ascending=[True, True, True, False])
     sel = runs.groupby(["delta", "seed", "method"], as_index=False).first()

@@ -59,7 +59,7 @@ from .claims import CLAIMS
 from .profiles import settings, subtitle
 
 #: Modules of this package that only read results; every other file here is part of the cache key
-#: of this paper's runs (fedpaper.store.paper_files), so an edit to them keeps the cached runs.
+#: of this paper's runs (fedpaper.versions.paper_files), so an edit to them keeps the cached runs.
 RESULTS_READ_ONLY = ("claims", "draw", "config_tables", "probe", "ladder")
 
 PAPER = "privlabels"

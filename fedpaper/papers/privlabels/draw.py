@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.papers._common.chance import CHANCE_MARGIN
+from fedpaper.papers._common import at_chance, cell_of
+from fedpaper.papers._common.summaries import interval_name
 
 COLORS = {"FedAvg": "C0", "FedProx": "C1", "FedRS": "C2", "Tuning-MSE": "C3", "Tuning-Pairwise": "C4",
           "Tuning-Pairwise (all pairs)": "C5"}
@@ -36,7 +38,6 @@ def _wrap(text: str, fig) -> str:
 def interval_text(table: pd.DataFrame) -> str:
     """What the table's ci_low/ci_high are, named as the report and the csv `interval` column name
     them (papers._common.summaries.interval_name): with 3 seeds the seeds' min-max range, not a 95% CI."""
-    from fedpaper.papers._common.summaries import interval_name
 
     ns = sorted({int(v) for v in table.get("n_seeds", pd.Series(dtype=float)).dropna()})
     if not ns:
@@ -56,7 +57,6 @@ def _at_chance(table: pd.DataFrame) -> list[str]:
     (papers._common.chance.CHANCE_RULE: most seeds at most chance + CHANCE_MARGIN points, or a score
     shared by 3+ methods on a seed below that seed's best); accuracies are fractions, the rule reads
     percent."""
-    from fedpaper.papers._common import at_chance, cell_of
 
     def low_in(g):
         return set(at_chance({r["method"]: cell_of(r).scaled(100) for _, r in g.iterrows()}, CHANCE))

@@ -20,11 +20,13 @@ import tempfile
 import time
 from collections import Counter
 
-from fedpaper.experiment import run_specs
+from fedpaper.executors import run_specs
 from fedpaper.store import ResultStore
 
 from . import _params
 from . import runs
+from fedpaper.papers.privlabels import _epoch_pairs
+from fedpaper.papers.privlabels.profiles import paper_ratio_server
 
 CLASSES = {"plain": "FedAvg", "mse": "Tuning-MSE", "pairwise": "Tuning-Pairwise"}
 
@@ -38,7 +40,6 @@ def cost_class(display: str) -> str:
 def sweep_counts(p: dict, dataset: str) -> tuple[Counter, Counter, Counter]:
     """(main runs per class, epoch-ablation local-epoch-rounds per class, epoch runs per class) the
     profile trains for one data set (the epoch ablation is CIFAR-10 only)."""
-    from . import _epoch_pairs
 
     main = Counter()
     trained = dict.fromkeys(runs.canonical(s, p) for s in runs.main_specs(p, dataset, p["labels"]))
@@ -108,7 +109,6 @@ def main(argv=None):
     if isinstance(p["epochs"]["seeds"], int):
         p["epochs"]["seeds"] = list(range(p["epochs"]["seeds"]))
     if any(kv.startswith("samples_per_client=") for kv in a.set) and not any(kv.startswith("server_size=") for kv in a.set):
-        from .profiles import paper_ratio_server
         p["server_size"] = paper_ratio_server(p["samples_per_client"], p["num_clients"])
     print(f"probe settings: spc {p['samples_per_client']}, server {p['server_size']}, CNN {p['widths']}/{p['hidden']}, "
           f"batch {p['batch_size']}, val/test {p['val_eval']}/{p['test_eval']}, L {p['labels']}, seeds {p['seeds']}, "

@@ -56,6 +56,8 @@ steps per client) in the same time, against 130 steps here.
 from __future__ import annotations
 
 import copy
+from fedpaper.engine.cpu import resolve_precision
+from fedpaper.experiment import default_device
 
 PAPER_L = [2, 3, 4, 5, 6, 7, 8, 9, 10]  # vague-15
 
@@ -220,8 +222,6 @@ def settings(profile: str) -> dict:
     p = copy.deepcopy(SETTINGS[profile])
     notes = list(NOTES[profile])
     if p.get("precision") == "bf16":
-        from fedpaper.engine.cpu import resolve_precision
-        from fedpaper.experiment import default_device
 
         used, why = resolve_precision("bf16", default_device(), who=f"privlabels {profile} profile")
         p["precision"] = used

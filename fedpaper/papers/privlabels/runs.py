@@ -20,7 +20,8 @@ import pandas as pd
 
 from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
-from fedpaper.experiment import Execution, RunSpec, get_pools, layout, pools_key_of, run_specs
+from fedpaper.executors import run_specs
+from fedpaper.experiment import Execution, RunSpec, get_pools, layout, pools_key_of
 from fedpaper.papers._common.summaries import interval_name
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.partition import private_label_partition, privlabels_split

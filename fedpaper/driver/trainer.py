@@ -21,25 +21,27 @@ the GPU default, draws dropout from the global RNG and is not covered).
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..algorithms.base import Aggregation, Context
-from ..errors import BadParameterError
-from ..models import build_model, classifier_param_names, has_batchnorm
-from ..progress import round_done
-from .backends import SlotGradients, choose_backend, widest_conv
-from .batching import epoch_batches, gather
-from .cpu import _tune_cpu_allocator, allocator_bytes, large_step, release_freed_memory
-from . import evaluate
-from .evaluate import autocast, predict, split_metrics
-from .grouped import GroupedForward, channels_last_ok, stacked_layout
-from .memory import eval_batch_that_fits, slots_of, slots_that_fit, step_memory
-from .randomness import RunGenerators
-from .types import Pools, TrainConfig, TrainResult
+from fedpaper.algorithms.base import Aggregation, Context
+from fedpaper.engine import evaluate
+from fedpaper.engine.backends import SlotGradients, choose_backend, widest_conv
+from fedpaper.engine.batching import epoch_batches, gather
+from fedpaper.engine.cpu import _tune_cpu_allocator, allocator_bytes, large_step, release_freed_memory
+from fedpaper.engine.evaluate import autocast, predict, split_metrics
+from fedpaper.engine.gradients import grouped_forward, per_run_grads
+from fedpaper.engine.grouped import GroupedForward, channels_last_ok, stacked_layout
+from fedpaper.engine.memory import eval_batch_that_fits, slots_of, slots_that_fit, step_memory
+from fedpaper.engine.randomness import RunGenerators
+from fedpaper.engine.types import Pools, TrainConfig, TrainResult
+from fedpaper.errors import BadParameterError
+from fedpaper.models import build_model, classifier_param_names, has_batchnorm
+from fedpaper.progress import round_done
 
 
 def as_algorithm(method):
@@ -116,10 +118,12 @@ class FederatedTrainer:
         self.run_gens = RunGenerators(self.device)
         self.optim = self.algo.optimizer or config.optim()
         self.round_lr = self.optim.lr_at(1, config.rounds)
+        shape = tuple(pools.x_train.shape[1:])
         self.ctx = Context(config, pools, feds, self.R, self.M, self.K, self.device, self.counts, self.sizes,
-                           self.present, (self.cls_w, self.cls_b), self.backend, self.template, self.buffers,
+                           self.present, (self.cls_w, self.cls_b), self.template, self.buffers,
                            has_batchnorm(self.template), self.global_params, self.predict, self.train_slots,
-                           lambda: self.round_lr)
+                           round_lr=lambda: self.round_lr, run_grads=functools.partial(per_run_grads, self.backend),
+                           grouped_forward=lambda: grouped_forward(self.backend, self.template, shape))
         self.algo.check(self.ctx)
         self.objective = self.algo.objective((self.cls_w, self.cls_b))
         self.state = self.algo.init_state(self.ctx)

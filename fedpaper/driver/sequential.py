@@ -12,13 +12,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..algorithms import weights as W
-from ..algorithms.methods import Method
-from ..errors import BadParameterError
-from ..models import build_model
-from .batching import epoch_batches
-from .evaluate import autocast
-from .types import Federation, Pools, TrainConfig
+from fedpaper.algorithms import weights as W
+from fedpaper.algorithms.methods import Method
+from fedpaper.engine.batching import epoch_batches
+from fedpaper.engine.evaluate import autocast
+from fedpaper.engine.types import Federation, Pools, TrainConfig
+from fedpaper.errors import BadParameterError
+from fedpaper.models import build_model
 
 SUPPORTED = {("local", "fedavg"), ("fedprox", "fedavg"), ("scaffold", "fedavg")}
 _PLAIN_KEYS = set(Method("plain").spec())  # a method with other extensions set is not supported
