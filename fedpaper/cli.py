@@ -49,7 +49,7 @@ from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
 from fedpaper.parameters import PROFILES, check_profile
 from fedpaper import paths, sweep
 from fedpaper.paths import cache_dir, data_root, dry_run_scratch
-from fedpaper.rekey import rekey, RekeyError
+from fedpaper.rekey import RekeyError, rekey
 from fedpaper.store import ResultStore
 from fedpaper.sweep import DEADLINE_ENV, deadline
 from fedpaper.versions import CODE_VERSION_ENV, pin_code_versions

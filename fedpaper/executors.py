@@ -36,8 +36,8 @@ from typing import Callable, Optional
 from fedpaper.errors import BadParameterError, FedpaperError
 from fedpaper.experiment import (Execution, RunSpec, build_stored, plan_groups, progress_enabled, run_cost, store_key,
                                  train_group)
-from fedpaper.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
 from fedpaper.ground.files import atomic_write_text
+from fedpaper.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
 from fedpaper.store import DRY_RUN, ResultStore, spec_json
 from fedpaper import sweep
 from fedpaper.sweep import run_sweep

@@ -94,12 +94,12 @@ def side_by_side(result):
 
 def files_line(result) -> str:
     """`files: <folder>/<paper>/<name>.{png,pdf,csv,json}`."""
-    paths = [Path(p) for p in result.paths.values()]
-    if not paths:
+    files = [Path(p) for p in result.paths.values()]
+    if not files:
         return "files: none written"
-    folder = paths[0].parent
-    stem = paths[0].stem
-    return f"files: {folder}/{stem}.{{{','.join(p.suffix.lstrip('.') for p in paths)}}}"
+    folder = files[0].parent
+    stem = files[0].stem
+    return f"files: {folder}/{stem}.{{{','.join(p.suffix.lstrip('.') for p in files)}}}"
 
 
 def show(result) -> None:
