@@ -54,7 +54,7 @@ def fedmt_round_seconds(threshold: float, rounds: int = 2) -> tuple[float, float
     p = F._params("quick")
     p["rounds"] = rounds
     s = R.spec(p, "FedMT (E)", 0)
-    s = s.with_(replace_method=R.Method("FedMT (E)", family="fedmt", options={
+    s = s.with_(replace_method=R.family_algorithm("FedMT (E)", "fedmt", {
         "estimator": "estimate", "threshold": threshold, "server_epochs": 1}).spec())
     setup = s.build(os.environ.get("FEDPAPER_DATA"))
     from fedpaper.experiment import get_pools

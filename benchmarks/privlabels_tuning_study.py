@@ -103,7 +103,7 @@ def spec_of(p: dict, name: str, opt: str, L: int, seed: int):
     s = R.run_spec(p, DATASET, name, SETTING, L, seed)
     if opt == "adam":
         return s
-    sgd = s.with_(replace_method=R.method_for(name, R.method_setting(SETTING, L), p, sgd_tuning=True).spec())
+    sgd = s.with_(replace_method=R.method_for(name, R.method_setting(SETTING, L), p, sgd_tuning=True).algorithm().spec())
     if p["epochs"]["rounds"] == p["rounds"]:  # the ablation's E = 1 run: the same key
         assert sgd.to_json() == R.run_spec(p, DATASET, name, SETTING, L, seed, epochs=1).to_json()
     if name == BASE:  # FedAvg has no tuning: the optimiser does not enter its spec

@@ -22,10 +22,12 @@ from typing import Callable, Iterator, Optional
 
 import torch
 
-from .algorithms.methods import Method
+from fedpaper.algorithms.base import Algorithm
+from fedpaper.algorithms.legacy import is_legacy
+from fedpaper.algorithms.parts import algorithm_of
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
-from .errors import UnknownNameError
+from .errors import BadParameterError, UnknownNameError
 from fedpaper.store import spec_json
 from fedpaper.data import data_copy, DATASETS, load_dataset, synthetic_images
 from fedpaper.engine.memory import runs_that_fit
@@ -42,7 +44,7 @@ class RunSpec:
     data:       {"name": data set of fedpaper.data or a registered pools builder, "options": its
                 keyword arguments, "stands_for": the real data set a smoke stand-in replaces}.
     partition:  {"layout": a registered layout (see `layout`), "seed": int, ...its parameters}.
-    method:     the fields of an engine Method (`Method.spec()`).
+    method:     the method's Algorithm.spec() (its parts; e.g. `Method(...).algorithm().spec()`).
     training:   TrainConfig fields (model, model_kwargs, optimizer, lr, batch_size, local_epochs,
                 rounds, ...); an image model's in_channels/image_size/num_classes are filled in
                 from the data when absent.
@@ -122,7 +124,7 @@ class Execution:
 class RunSetup:
     """What the engine needs for one run: method, config, pool key (see `get_pools`) and layout."""
 
-    method: Method
+    method: Algorithm
     config: TrainConfig
     pools_key: tuple
     federation: Federation
@@ -150,27 +152,14 @@ def train_config(training: dict, pools: Pools, execution: Execution) -> TrainCon
 
 LAYOUTS: dict[str, Callable] = {}
 POOLS_BUILDERS: dict[str, Callable] = {}
-METHOD_BUILDERS: dict[str, Callable] = {}
 
 
-def method_builder(name: str):
-    """Register `fn(method: dict) -> a hashable object with .algorithm()` for RunSpec.method dicts
-    holding {"builder": name, ...}: methods made of parts that Method's fields do not name (e.g.
-    FedNCA-ML's loss, FedCurv). Other method dicts are engine Methods."""
-    def register(fn):
-        METHOD_BUILDERS[name] = fn
-        return fn
-    return register
-
-
-def method_of(method: dict):
-    """The engine method of a RunSpec.method dict: a registered builder's, else Method(**method)."""
-    if "builder" not in method:
-        return Method(**method)
-    if method["builder"] not in METHOD_BUILDERS:
-        raise UnknownNameError(f"unknown method builder {method['builder']!r}; registered: "
-                               f"{', '.join(sorted(METHOD_BUILDERS))} (import the paper package first)")
-    return METHOD_BUILDERS[method["builder"]](method)
+def method_of(method: dict) -> Algorithm:
+    """The Algorithm of a RunSpec.method (an Algorithm.spec(): algorithms.parts.algorithm_of)."""
+    if is_legacy(method):
+        raise BadParameterError(f"RunSpec.method {method.get('name')!r} is written in an old form (fields of a Method); "
+                                "write Method(...).algorithm().spec(); cached runs move with `fedpaper cache rekey`")
+    return algorithm_of(method)
 
 
 def layout(name: str):

@@ -19,7 +19,9 @@ version again under the current code version (the old entries stay), its entry s
 
 and records the check in the store (rekeys/*.json). A difference: one line naming the run and the
 first value that differs, nothing written: the change affects results, and its runs must be
-recomputed. Runs that are not fedpaper.experiment.RunSpec runs, or whose data copy differs from
+recomputed. A run whose method is written in an old form (before a method had one form:
+algorithms.legacy) is stored again with its method as parts, the same check applying. Runs that
+are not fedpaper.experiment.RunSpec runs, or whose data copy differs from
 the one found now, cannot be retrained here and are refused the same way.
 """
 from __future__ import annotations
@@ -55,6 +57,8 @@ def _stale_entries(store: ResultStore, only, profile) -> tuple[dict, list]:
     version than the current one (and not stored under it already), and the store indexes
     [(artifact, profile, runs)] they were selected through."""
 
+    from fedpaper.algorithms import legacy  # start-up time: torch (the CLI imports this module)
+
     indexes = []
     if only or profile is not None:
         indexes = [(a, p, store.recorded(a, p)) for a, p in _selected_indexes(store, only, profile)]
@@ -76,8 +80,10 @@ def _stale_entries(store: ResultStore, only, profile) -> tuple[dict, list]:
             warn_console(f"{e}; left alone")
             continue
         paper = _paper_of(entry)
-        if entry["code"] == _current_code(paper, store):
+        migrated = spec_json(legacy.run_spec(json.loads(entry["spec"])))  # a method in an old form: its parts
+        if entry["code"] == _current_code(paper, store) and migrated == entry["spec"]:
             continue
+        entry = {**entry, "spec": migrated}
         if store.entry_path(store.key(json.loads(entry["spec"]))).is_file():
             continue  # already stored under the current code
         groups.setdefault((paper, entry["code"]), []).append((key, entry))

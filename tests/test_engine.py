@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedpaper.algorithms import Method, get_method, semisup, standard_methods
+from fedpaper.algorithms import algorithm_of, Method, get_method, semisup, standard_methods
 from fedpaper.algorithms.privlabels import restrict_classifier
 from fedpaper.algorithms.tuning import tuning_loss
 from fedpaper.data import synthetic_images
@@ -225,17 +225,19 @@ def test_multilabel_bce_trains_and_reports_auc():
 
 
 # ----------------------------------------------------------------------------- extension points
-OLD_SPEC_KEYS = {"name", "client", "server", "private", "tuning", "mu", "fedrs_alpha", "lam", "afl_step",
-                 "tuning_epochs", "tuning_optimizer", "tuning_lr"}
-
-
-def test_spec_of_existing_methods_is_unchanged():
-    """Cache keys: new fields at their defaults are left out of Method.spec()."""
+def test_a_method_is_its_parts_and_its_spec_builds_it_again():
+    """A Method is a way of writing an Algorithm: the run's key is the algorithm's spec (parts with
+    their constructor arguments, in order), and algorithms.parts.algorithm_of builds it back."""
     for m in standard_methods().values():
-        assert set(m.spec()) == OLD_SPEC_KEYS
-        assert m.spec() == {k: getattr(m, k) for k in OLD_SPEC_KEYS}
-    m = Method("x", penalties=["l2"], weight_decay=1e-3)
-    assert m.penalties == ("l2",) and m.spec()["penalties"] == ("l2",) and m.spec()["weight_decay"] == 1e-3
+        a = m.algorithm()
+        assert algorithm_of(a.spec()) == a and algorithm_of(a.spec()).spec() == a.spec()
+        assert [type(p) for p in algorithm_of(a.spec()).parts] == [type(p) for p in a.parts]
+    m = Method("x", client="fedprox", mu=0.3, penalties=["l2"], weight_decay=1e-3)
+    assert m.penalties == ("l2",)
+    assert m.algorithm().spec()["parts"] == [["Penalty", {"name": "prox", "coef": 0.3, "skip_classifier": False}],
+                                             ["Penalty", {"name": "l2", "coef": 1e-3, "skip_classifier": False}],
+                                             ["FedAvgWeights", {}]]
+    assert m.algorithm() != Method("x", client="fedprox", mu=0.31, penalties=["l2"], weight_decay=1e-3).algorithm()
 
 
 @pytest.mark.parametrize("kw, match", [(dict(penalties=("fedcurv",)), "unknown penalty"),

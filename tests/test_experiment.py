@@ -42,7 +42,8 @@ def test_run_spec_is_hashable_json_and_builds_the_engine_setup():
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
     assert json.loads(a.to_json())["partition"]["L"] == 3
     setup = a.build()
-    assert setup.method.private and setup.method.tuning == "mse"
+    kinds = [type(q).__name__ for q in setup.method.parts]
+    assert kinds[0] == "PrivateLabels" and kinds[-1] == "CentralTuning" and setup.method.parts[-1].kind == "mse"
     assert setup.config.model == "privlabels_cnn" and setup.config.model_kwargs["widths"] == tuple(p["widths"])
     assert setup.config.model_kwargs["in_channels"] == int(E.get_pools(setup.pools_key).x_train.shape[1])
     fed, _ = PR.federation(a)
@@ -53,9 +54,9 @@ def test_fedpals_spec_carries_the_method_fields_and_oracle_layout():
     p = FP.runs("smoke")
     p.update(FP.grid("smoke"))
     s = FR.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, method="FedPALS", lam=2.5)
-    assert s.method["server"] == "fedpals" and s.method["lam"] == 2.5 and s.tags == {"method": "FedPALS", "lam": 2.5}
+    assert s.method["parts"] == [["FedPALSWeights", {"lam": 2.5}]] and s.tags == {"method": "FedPALS", "lam": 2.5}
     setup = s.build(execution=FR.execution())
-    assert setup.method.lam == 2.5 and setup.config.model == "lenet"
+    assert setup.method.parts[0].lam == 2.5 and setup.config.model == "lenet"
     oracle = FR.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, method="Oracle").build()
     assert oracle.method.name == "FedAvg (oracle)" and len(oracle.federation.client_indices) == 9
 

@@ -48,6 +48,7 @@ def test_method_builder_composes_the_parts():
     assert "Penalty" in names["FedProx"] and "ControlVariates" in names["SCAFFOLD"]
     assert "FedCurvPenalty" in names["FedCurv"] and "SphereFedClassifier" in names["SphereFed"]
     assert hash(method_of(spec.method)) == hash(method_of(dict(spec.method)))
+    assert method_of(spec.method).spec() == spec.method  # the spec is the cache key and builds the same parts
 
 
 def test_selection_reads_the_best_validation_round():

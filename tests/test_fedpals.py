@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from fedpaper.algorithms import weights as W
+from fedpaper.algorithms.parts import argument
 from fedpaper.papers.fedpals import claims as CL
 from fedpaper.papers import get_claim
 from fedpaper.papers.fedpals import geometry as G
@@ -54,7 +55,7 @@ def test_oracle_clients_follow_target(smoke):
     spec = _spec(smoke, method="Oracle")
     fed = R.federation(spec)
     y_tr, _ = R.labels(spec.data)
-    assert spec.method["server"] == "fedavg" and spec.partition["oracle"] and R.method_label(spec) == "Oracle"
+    assert [k for k, _ in spec.method["parts"]] == ["FedAvgWeights"] and spec.partition["oracle"] and R.method_label(spec) == "Oracle"
     for c in fed.client_indices:
         m = np.bincount(y_tr[c], minlength=10) / len(c)
         np.testing.assert_allclose(m, fed.target_marginal, atol=0.1)
@@ -84,7 +85,7 @@ def test_method_specs_expand_fedpals_grid(smoke):
     specs = R.method_specs(p, "cifar10", {"scheme": "sparsity", "C": 3}, ["FedPALS", "FedAvg"], [0, 1])
     pals = [s for s in specs if s.tags["method"] == "FedPALS"]
     assert {s.tags["lam"] for s in pals} >= {0.0} and len(pals) >= 2
-    assert {s.method["lam"] for s in pals} == {s.tags["lam"] for s in pals}
+    assert {argument(s.method, "lam") for s in pals} == {s.tags["lam"] for s in pals}
     assert [s.seed for s in specs if s.tags["method"] == "FedAvg"] == [0, 1]
 
 

@@ -2,10 +2,14 @@
 
 One module per algorithm: fedprox (and penalties), scaffold, fedrs, afl, fedpals (with the QP of
 weights), privlabels, tuning, server_training, semisup (mixup, pseudo-labels); FedAvg's weight rule,
-every algorithm's default, is base.FedAvgWeights. `Method` is
-the user-facing description of the papers' methods (its spec() is the cache key); Method.algorithm()
-maps its fields to parts (methods.method_parts)."""
+every algorithm's default, is base.FedAvgWeights.
+
+A method has one form, the Algorithm: its spec() (parts and their arguments) is a run's method and
+results-cache key, and parts.algorithm_of builds it back. `Method` (the fedpals and privlabels
+papers' methods by their fields) and families.family_algorithm (FedMT's and FedNCA-ML's methods by a
+family name and options) are ways of writing one; legacy.method_spec migrates older cache keys."""
 from .base import Algorithm, Part
 from .methods import Method, get_method, standard_methods
+from .parts import algorithm_of
 
-__all__ = ["Algorithm", "Part", "Method", "get_method", "standard_methods"]
+__all__ = ["Algorithm", "Part", "Method", "algorithm_of", "get_method", "standard_methods"]

@@ -24,7 +24,10 @@ semisup) defines one or two parts and cites the equation it implements. FedAvg's
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import inspect
+import json
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -96,8 +99,29 @@ class Part:
     unlabeled_weight = None  # weight of the objective's unlabeled-batch term, when the part adds one
     label_loss = None      # (logits, y) -> per-row loss replacing row_loss for the labelled rows, when set
 
+    def __init_subclass__(cls, **kw):
+        """Record every part's constructor arguments (its `spec`), so that algorithms.parts can build
+        it again from the cache key: the keyword arguments of the outermost __init__, defaults filled."""
+        super().__init_subclass__(**kw)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        sig = inspect.signature(init)
+        if any(q.kind in (q.VAR_POSITIONAL, q.VAR_KEYWORD) for q in sig.parameters.values()):
+            raise TypeError(f"{cls.__name__}.__init__ takes *args/**kwargs; a part's spec needs named arguments")
+
+        @functools.wraps(init)
+        def recorded(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            bound = sig.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            self._args = {k: v for k, v in list(bound.arguments.items())[1:]}  # the outermost __init__ ends last
+
+        cls.__init__ = recorded
+
     def spec(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        """The part's constructor arguments (algorithms.parts.part_of builds it again from them)."""
+        return dict(getattr(self, "_args", {}))
 
     def check(self, ctx: Context) -> None:
         """Raise BadParameterError when the runs cannot train with this part."""
@@ -238,12 +262,16 @@ class FedAvgWeights(Part):
         return per_run_weights(ctx, slots, part, lambda r, clients: W.fedavg_weights(ctx.sizes[r, clients]))
 
 
-@dataclass
+@dataclass(eq=False)
 class Algorithm:
     """A method as the trainer sees it: an ordered composition of parts (see the module docstring).
 
     Exactly one part gives aggregation weights (`weights`); `FedAvgWeights` when none is named.
-    optimizer: an engine.optim.OptimSpec for the clients, or None for the TrainConfig's."""
+    optimizer: an engine.optim.OptimSpec for the clients, or None for the TrainConfig's.
+
+    This is the one form of a method: its `spec()` (name, parts with their constructor arguments,
+    optimiser) is a RunSpec's method and so the results-cache key, and algorithms.parts.algorithm_of
+    builds the same algorithm from it. Two algorithms are equal when their specs are."""
 
     name: str
     parts: tuple = ()
@@ -267,9 +295,27 @@ class Algorithm:
             own = tuple(p for p in own if type(p).weights is Part.weights)
         return Algorithm(name or self.name, own + tuple(parts), self.optimizer)
 
+    def named(self, name: str) -> "Algorithm":
+        return Algorithm(name, self.parts, self.optimizer)
+
     def spec(self) -> dict:
-        return {"name": self.name, "parts": [(type(p).__name__, p.spec()) for p in self.parts],
-                "optimizer": None if self.optimizer is None else repr(self.optimizer)}
+        """{"name", "parts": [[part type, its constructor arguments], ...], "optimizer": OptimSpec
+        fields or None}, as JSON values (tuples become lists)."""
+        d = {"name": self.name, "parts": [[type(p).__name__, p.spec()] for p in self.parts],
+             "optimizer": None if self.optimizer is None else asdict(self.optimizer)}
+        return json.loads(json.dumps(d, default=_plain))
+
+    def _key(self) -> str:
+        return json.dumps(self.spec(), sort_keys=True)
+
+    def __eq__(self, other):
+        return isinstance(other, Algorithm) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return f"Algorithm({self._key()})"
 
     def algorithm(self) -> "Algorithm":
         return self
@@ -373,6 +419,13 @@ class Algorithm:
         for p in self.parts:
             glob, bufs = p.server_step(ctx, state, glob, bufs, agg, rngs)
         return glob, bufs
+
+
+def _plain(v):
+    """numpy scalars and arrays as JSON values (e.g. a lambda read from a numpy grid)."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError(f"a part's argument {v!r} ({type(v).__name__}) is not a JSON value")
 
 
 def weighted_sum(w: torch.Tensor, new: dict, slots: np.ndarray, like: dict) -> dict:

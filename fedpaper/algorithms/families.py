@@ -1,12 +1,19 @@
-"""Algorithms built as a whole from a name and options (Method.family / Method.options), for methods
-whose parts do not reduce to Method's other fields: FedMT and its baselines (FedMT Sec. 4.1).
+"""Algorithms written as a family name and options, for methods whose parts Method's fields do not
+name: FedMT and its baselines (FedMT Sec. 4.1) and FedNCA-ML's methods (FedNCA-ML Sec. 4, Tables 1-8).
+A family is a way of writing an Algorithm, like Method: a run stores the algorithm's spec (its parts).
 
-    Method("FedMT (E)", family="fedmt", options={"estimator": "estimate", "lambda2": 1 / 16})
+    family_algorithm("FedMT (E)", "fedmt", {"estimator": "estimate", "lambda2": 1 / 16})
 """
 from __future__ import annotations
 
 from ..errors import BadParameterError, UnknownNameError
 from fedpaper.algorithms.base import Algorithm
+from fedpaper.algorithms.fedcurv import FedCurvPenalty
+from fedpaper.algorithms.fednca_loss import FedNCALoss
+from fedpaper.algorithms.frozen import FrozenParameters
+from fedpaper.algorithms.methods import Method, method_parts
+from fedpaper.algorithms.spherefed import SphereFedClassifier
+from fedpaper.engine.optim import OptimSpec
 from fedpaper.algorithms.fedmt import FixMixClient, LearnableCorrespondence
 from fedpaper.algorithms.fedrep import fedrep_parts
 from fedpaper.algorithms.fedtrans import fedtrans_parts
@@ -37,23 +44,41 @@ def _fedtrans(name, o):
     return fedtrans_parts(o.pop("finetune_epochs", 100), o.pop("finetune_lr", 0.01), o.pop("finetune_batch", 250))
 
 
-FAMILIES = {"fedmt": _fedmt, "semifl": _semifl, "fedrep": _fedrep, "fedtrans": _fedtrans}
+def _fednca(name, o):
+    """FedNCA-ML's methods (papers/fednca/methods.py): every one ends with its loss (eq. 10, 14) and
+    trains with AdamW (`optim`: lr, weight_decay, betas, schedule); kind picks the baseline's parts:
+    FedAvg, FedProx (mu), SCAFFOLD, FedCurv (Shoham et al. 2019), SphereFed, or FedNCA-ML (`frozen`:
+    the fixed ETF parameters)."""
+    kind, optim = o.pop("kind"), o.pop("optim")
+    loss = FedNCALoss(o.pop("lam_neg", 0.0), o.pop("lam_pos", 0.0), o.pop("tau", 0.3), o.pop("bce", "mean"))
+    mu, fedcurv_lam, frozen = o.pop("mu", 0.01), o.pop("fedcurv_lam", 0.01), o.pop("frozen", ())
+    fisher_batches = o.pop("fisher_batches", None)
+    if kind in ("fedavg", "fedprox", "scaffold"):
+        parts = list(method_parts(Method(name, client={"fedavg": "local"}.get(kind, kind), mu=mu)))
+    elif kind == "fedcurv":
+        parts = [FedCurvPenalty(fedcurv_lam, fisher_batches)]
+    elif kind == "spherefed":
+        parts = [SphereFedClassifier()]
+    elif kind == "fednca":
+        parts = [FrozenParameters(tuple(frozen))] if frozen else []
+    else:
+        raise UnknownNameError(f"unknown FedNCA-ML method kind {kind!r}")
+    return parts + [loss], OptimSpec("adamw", optim["lr"], weight_decay=optim["weight_decay"],
+                                     schedule=optim["schedule"], betas=tuple(optim["betas"]))
 
 
-def family_algorithm(name: str, family: str, options) -> "Algorithm":  # noqa: F821
-    """The Algorithm of family `family` with `options` ((key, value) pairs or a dict)."""
+FAMILIES = {"fedmt": _fedmt, "semifl": _semifl, "fedrep": _fedrep, "fedtrans": _fedtrans, "fednca": _fednca}
+
+
+def family_algorithm(name: str, family: str, options) -> Algorithm:
+    """The Algorithm of family `family` with `options` (a dict, or (key, value) pairs)."""
 
     if family not in FAMILIES:
         raise UnknownNameError(f"unknown algorithm family {family!r}; known: {tuple(FAMILIES)}")
     o = dict(options)
-    parts = FAMILIES[family](name, o)
+    made = FAMILIES[family](name, o)
+    parts, optimizer = made if isinstance(made, tuple) else (made, None)
     if o:
         raise BadParameterError(f"unknown option(s) {sorted(o)} for family {family!r}")
-    return Algorithm(name, tuple(parts))
+    return Algorithm(name, tuple(parts), optimizer)
 
-
-def as_options(options) -> tuple:
-    """Options as a sorted tuple of (key, value) pairs (hashable; lists become tuples)."""
-    items = options.items() if isinstance(options, dict) else options
-    fix = lambda v: tuple(fix(x) for x in v) if isinstance(v, (list, tuple)) else v  # noqa: E731
-    return tuple(sorted((str(k), fix(v)) for k, v in items))

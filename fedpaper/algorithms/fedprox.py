@@ -8,16 +8,12 @@ from .penalties import PENALTIES, PenaltyState
 
 
 class Penalty(Part):
-    """A named penalty of algorithms.penalties.PENALTIES as a part; `coef` holds the Method whose
-    coefficients it reads (mu, weight_decay, private)."""
+    """A named penalty of algorithms.penalties.PENALTIES as a part, with its coefficient (FedProx's
+    mu, the L2 term's weight decay); skip_classifier: no term on the classifier's rows (FedProx
+    with private label sets, privlabels Sec 4.1)."""
 
-    def __init__(self, name: str, coef):
-        self.name, self._coef, self.key = name, coef, f"penalty:{name}"
+    def __init__(self, name: str, coef: float, skip_classifier: bool = False):
+        self.name, self.coef, self.skip_classifier, self.key = name, coef, skip_classifier, f"penalty:{name}"
 
     def penalty(self, params, anchor, lead, classifier):
-        return PENALTIES[self.name](params, anchor, self._coef, PenaltyState(lead, classifier))
-
-
-def fedprox(method) -> Penalty:
-    """FedProx's proximal term with method.mu (and no classifier term when method.private)."""
-    return Penalty("prox", method)
+        return PENALTIES[self.name](params, anchor, self.coef, PenaltyState(lead, classifier, self.skip_classifier))

@@ -1,18 +1,19 @@
-"""A federated method = a client objective + a server aggregation (+ an optional server step).
+"""The fedpals and privlabels papers' methods in words: a client objective + a server aggregation
+(+ optional server steps), composed into an Algorithm (algorithms.base) by `Method.algorithm()`.
 
 Methods compose: FedProx + FedPALS is `Method("fedprox+fedpals", client="fedprox", server="fedpals")`,
 FedProx with private label sets is `Method(..., client="fedprox", private=True)`, and central tuning
-sits on top of either through `tuning=`.
+sits on top of either through `tuning=`. A Method is a way of writing an Algorithm, not a second
+kind of method: a run stores `Method(...).algorithm().spec()` (the parts), and that is its cache key.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from ..errors import BadParameterError, UnknownNameError
-from .penalties import PENALTIES, active
+from .penalties import active, coefficient, PENALTIES
 from fedpaper.algorithms.afl import AFLMixture
 from fedpaper.algorithms.base import Algorithm, FedAvgWeights
-from fedpaper.algorithms.families import as_options, FAMILIES, family_algorithm
 from fedpaper.algorithms.fedpals import FedPALSWeights
 from fedpaper.algorithms.fedprox import Penalty
 from fedpaper.algorithms.fedrs import RestrictedSoftmax
@@ -25,13 +26,11 @@ from fedpaper.algorithms.tuning import CentralTuning
 CLIENT_OBJECTIVES = ("local", "fedprox", "scaffold", "fedrs")
 SERVER_AGGREGATORS = ("fedavg", "fedpals", "afl")
 TUNING_LOSSES = (None, "mse", "pairwise", "pairwise_all")
-EXTENSION_FIELDS = ("penalties", "weight_decay", "mixup_alpha", "pseudo_label_threshold", "pseudo_label_weight",
-                    "server_train_epochs", "family", "options")
 
 
 @dataclass(frozen=True)
 class Method:
-    """Everything that defines a method; all fields go into the run's cache key.
+    """A method of the fedpals and privlabels papers by its fields; `algorithm()` gives its parts.
 
     client:  "local" (plain local SGD/Adam, FedAvg's client, McMahan et al. 2017),
              "fedprox" (mu/2 ||w - w_t||^2, Li et al. 2020 eq. 2),
@@ -54,9 +53,6 @@ class Method:
     server_train_epochs: after aggregation, the server trains the global model for this many
              epochs on its labelled rows Federation.server_indices (FedMT Alg. 1 procedure A);
              0 = off. See server.server_train.
-
-    Fields in EXTENSION_FIELDS were added after results were first cached: spec() leaves them out
-    while they hold their defaults, so the cache keys of existing methods do not change.
     """
 
     name: str
@@ -77,15 +73,8 @@ class Method:
     pseudo_label_threshold: float | None = None
     pseudo_label_weight: float = 1.0
     server_train_epochs: int = 0
-    family: str | None = None  # an algorithm built whole from options (algorithms.families: FedMT & baselines)
-    options: tuple = ()  # the family's options as (key, value) pairs (a dict is accepted)
 
     def __post_init__(self):
-        if self.family is not None or self.options:
-
-            object.__setattr__(self, "options", as_options(self.options))
-            if self.family not in FAMILIES:
-                raise UnknownNameError(f"unknown algorithm family {self.family!r}; known: {tuple(FAMILIES)}")
         object.__setattr__(self, "penalties", (self.penalties,) if isinstance(self.penalties, str)
                            else tuple(self.penalties))
         unknown = [p for p in self.penalties if p not in PENALTIES]
@@ -116,14 +105,6 @@ class Method:
         if self.lam < 0 or self.mu < 0:
             raise BadParameterError(f"lam={self.lam} and mu={self.mu} must be >= 0")
 
-    def spec(self) -> dict:
-        """All fields, less EXTENSION_FIELDS that hold their defaults (the results-cache key)."""
-        d = asdict(self)
-        for f in fields(self):
-            if f.name in EXTENSION_FIELDS and d[f.name] == f.default:
-                del d[f.name]
-        return d
-
     def with_(self, **changes) -> "Method":
         return replace(self, **changes)
 
@@ -132,10 +113,6 @@ class Method:
         private label sets; the client objective's part; its penalties (`active`); the aggregation
         weight rule (FedAvg's with private label sets, which average classifier rows per label);
         mixup, pseudo-labels; server training, then central tuning."""
-
-        if self.family is not None:
-
-            return family_algorithm(self.name, self.family, self.options)
         return Algorithm(self.name, tuple(method_parts(self)))
 
 
@@ -169,14 +146,14 @@ def get_method(name: str, **overrides) -> Method:
 # ----------------------------------------------------------------------------- Method fields -> parts
 def method_parts(m: Method) -> list:
     """The parts of `m`, in order (see Method.algorithm). The one place Method's fields are read
-    as names of parts; part modules are imported here, on use."""
+    as names of parts."""
 
     client = {"local": [], "fedprox": [],  # FedProx's term is the "prox" penalty of active(m)
               "scaffold": [ControlVariates], "fedrs": [lambda: RestrictedSoftmax(m.fedrs_alpha)]}
     server = {"fedavg": FedAvgWeights, "fedpals": lambda: FedPALSWeights(m.lam), "afl": lambda: AFLMixture(m.afl_step)}
     parts = [PrivateLabels()] if m.private else []
     parts += [make() for make in client[m.client]]
-    parts += [Penalty(name, m) for name in active(m)]
+    parts += [Penalty(name, coefficient(m, name), skip_classifier=m.private and name == "prox") for name in active(m)]
     parts.append(FedAvgWeights() if m.private else server[m.server]())
     if m.mixup_alpha > 0:
         parts.append(Mixup(m.mixup_alpha))

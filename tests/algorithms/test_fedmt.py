@@ -8,6 +8,7 @@ import torch
 from fedpaper.algorithms.fedmt import (estimate_correspondence, projected_loss, FixMixClient, coarse_accuracy,
                                        weak_augment, strong_augment)
 from fedpaper.algorithms.fedrep import PersonalHeads, HEAD
+from fedpaper.algorithms.families import family_algorithm
 from fedpaper.algorithms.methods import Method
 from fedpaper.algorithms.semifl import static_bn_buffers
 from fedpaper.driver import train
@@ -40,7 +41,7 @@ def _cfg(model="small_resnet", rounds=2, backbone="small_resnet", **kw):
                        lr_schedule="cosine", batch_size=8, local_epochs=1, rounds=rounds, **kw)
 
 
-FEDMT_E = Method("FedMT (E)", family="fedmt", options={"estimator": "estimate", "threshold": 0.13, "server_epochs": 1})
+FEDMT_E = family_algorithm("FedMT (E)", "fedmt", {"estimator": "estimate", "threshold": 0.13, "server_epochs": 1})
 
 
 # ------------------------------------------------------------------ eq. (4)
@@ -81,9 +82,9 @@ def test_fixmix_options_are_checked():
     with pytest.raises(BadParameterError, match="estimator="):
         FixMixClient(estimator="guess")
     with pytest.raises(UnknownNameError, match="family"):
-        Method("x", family="nope")
+        family_algorithm("x", "nope", {})
     with pytest.raises(BadParameterError, match="unknown option"):
-        Method("x", family="fedmt", options={"lambda3": 1}).algorithm()
+        family_algorithm("x", "fedmt", {"lambda3": 1})
 
 
 def test_augmentations_keep_shape_and_are_seeded():
@@ -110,11 +111,11 @@ def _poisoned(pools, fed):
 @pytest.mark.parametrize("method,model,backbone", [
     (FEDMT_E, "small_resnet", None),
     (FEDMT_E, "bn_convnet", None),  # the quick and long profiles' backbone
-    (Method("FedMT (T)", family="fedmt", options={"estimator": "true", "threshold": 0.13, "server_epochs": 1}),
+    (family_algorithm("FedMT (T)", "fedmt", {"estimator": "true", "threshold": 0.13, "server_epochs": 1}),
      "small_resnet", None),
-    (Method("FedRep", family="fedrep"), "two_head", "small_resnet"),
-    (Method("FedRep", family="fedrep"), "two_head", "bn_convnet"),
-    (Method("Learnable", family="fedmt", options={"estimator": "learnable", "threshold": 0.13, "server_epochs": 1}),
+    (family_algorithm("FedRep", "fedrep", {}), "two_head", "small_resnet"),
+    (family_algorithm("FedRep", "fedrep", {}), "two_head", "bn_convnet"),
+    (family_algorithm("Learnable", "fedmt", {"estimator": "learnable", "threshold": 0.13, "server_epochs": 1}),
      "with_correspondence", "small_resnet"),
 ])
 def test_clients_never_read_fine_labels(pools, method, model, backbone):
@@ -170,7 +171,7 @@ def test_fedmt_e_records_per_client_estimate_errors(pools):
 # ------------------------------------------------------------------ FedRep heads never leave their client
 def test_fedrep_heads_stay_on_their_client(pools):
     fed = _fed(pools)
-    algo = Method("FedRep", family="fedrep").algorithm()
+    algo = family_algorithm("FedRep", "fedrep", {})
     part = next(p for p in algo.parts if isinstance(p, PersonalHeads))
     seen = {}
 
@@ -203,7 +204,7 @@ def test_fedrep_heads_stay_on_their_client(pools):
 
 
 def test_fedtrans_finetunes_a_new_head_at_the_end(pools):
-    res = train(Method("FedTrans", family="fedtrans", options={"finetune_epochs": 1}), _cfg("two_head"), pools,
+    res = train(family_algorithm("FedTrans", "fedtrans", {"finetune_epochs": 1}), _cfg("two_head"), pools,
                 [_fed(pools)], progress=False)
     assert np.isfinite(res.history["test_acc_coarse"].iloc[-1])
 
@@ -213,8 +214,7 @@ def test_fedtrans_options_reach_its_part():
     the server fine-tuning uses (not the defaults 100, 0.01, 250)."""
     from fedpaper.algorithms.fedtrans import CoarsePretrainThenFinetune
 
-    algo = Method("FedTrans", family="fedtrans",
-                  options={"finetune_epochs": 3, "finetune_lr": 0.05, "finetune_batch": 32}).algorithm()
+    algo = family_algorithm("FedTrans", "fedtrans", {"finetune_epochs": 3, "finetune_lr": 0.05, "finetune_batch": 32})
     part = next(p for p in algo.parts if isinstance(p, CoarsePretrainThenFinetune))
     assert (part.finetune_epochs, part.finetune_lr, part.finetune_batch) == (3, 0.05, 32)
 
@@ -324,7 +324,7 @@ def test_learnable_m_stays_per_client_or_is_averaged(pools, average):
             return out
 
     est = "learnable_average" if average else "learnable"
-    algo = Method("L", family="fedmt", options={"estimator": est, "threshold": 0.13, "server_epochs": 1}).algorithm()
+    algo = family_algorithm("L", "fedmt", {"estimator": est, "threshold": 0.13, "server_epochs": 1})
     from fedpaper.algorithms.base import Algorithm
 
     algo = Algorithm("L", tuple(Spy(average) if isinstance(p, LearnableCorrespondence) else p for p in algo.parts))

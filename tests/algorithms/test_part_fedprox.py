@@ -3,7 +3,7 @@ with private label sets (privlabels Sec 4.1)."""
 import torch
 
 from fedpaper.algorithms import Method
-from fedpaper.algorithms.fedprox import fedprox
+from fedpaper.algorithms.fedprox import Penalty
 
 CLS = ("classifier.weight", "classifier.bias")
 
@@ -13,7 +13,8 @@ def _grad(method, lead):
     shape = (3, 4, 2) if lead else (4, 2)
     p = {"features.w": torch.randn(shape, requires_grad=True), CLS[0]: torch.randn(shape, requires_grad=True)}
     a = {k: torch.randn(shape) for k in p}
-    term = fedprox(method).penalty(p, a, lead, CLS)
+    (prox,) = [q for q in method.algorithm().parts if isinstance(q, Penalty) and q.name == "prox"]
+    term = prox.penalty(p, a, lead, CLS)
     assert term.shape == ((3,) if lead else ())
     g = torch.autograd.grad(term.sum(), list(p.values()), allow_unused=True, materialize_grads=True)
     return p, a, dict(zip(p, g))

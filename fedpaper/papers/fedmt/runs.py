@@ -1,7 +1,7 @@
 """FedMT run specs, sweeps and per-seed tables (Sec. 4.1-4.2, App. C-D; targets/fedmt.md).
 
 Every run is a RunSpec on the "fedmt-cifar100" pools (fine + coarse labels) and the "fedmt" layout;
-methods are Method families (fedpaper.algorithms.families): Single (FedAvg over the server's rows
+methods are algorithm families (fedpaper.algorithms.families): Single (FedAvg over the server's rows
 alone), FedTrans, FedRep, SemiFL, FedMT (T), FedMT (E), FedMT (E) + Average. Numbers are read from
 the global model after the last round (targets vague-6), in percent.
 """
@@ -10,7 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fedpaper.algorithms.base import Algorithm
+from fedpaper.algorithms.families import family_algorithm
 from fedpaper.algorithms.methods import Method
+from fedpaper.algorithms.parts import argument
 from fedpaper.executors import run_specs
 from fedpaper.experiment import Execution, RunSpec
 from fedpaper.papers._common.summaries import seed_summary
@@ -27,20 +30,19 @@ TABLE9_METHODS = ["FedMT (E)", "FedMT (E) + Average", "Learnable", "Learnable + 
 TWO_HEAD = ("FedTrans", "FedRep")
 
 
-def method(p: dict, name: str, threshold=None, lambda2=None) -> Method:
+def method(p: dict, name: str, threshold=None, lambda2=None) -> Algorithm:
     thr = p["threshold"] if threshold is None else threshold
     if name == "Single":
-        return Method("Single")
+        return Method("Single").algorithm()
     if name == "FedTrans":
-        return Method(name, family="fedtrans", options={"finetune_epochs": p["finetune_epochs"],
-                                                         "finetune_lr": p["finetune_lr"],
-                                                         "finetune_batch": p["finetune_batch"]})
+        return family_algorithm(name, "fedtrans", {"finetune_epochs": p["finetune_epochs"],
+                                                   "finetune_lr": p["finetune_lr"], "finetune_batch": p["finetune_batch"]})
     if name == "FedRep":
-        return Method(name, family="fedrep", options={"server_epochs": p["baseline_epochs"]})
+        return family_algorithm(name, "fedrep", {"server_epochs": p["baseline_epochs"]})
     if name == "SemiFL":
-        return Method(name, family="semifl", options={"threshold": thr, "mix_alpha": p["mix_alpha"],
-                                                       "server_epochs": p["server_epochs"]})
-    return Method(name, family="fedmt", options={
+        return family_algorithm(name, "semifl", {"threshold": thr, "mix_alpha": p["mix_alpha"],
+                                                 "server_epochs": p["server_epochs"]})
+    return family_algorithm(name, "fedmt", {
         "estimator": ESTIMATORS[name], "threshold": thr, "lambda1": p["lambda1"],
         "lambda2": p["lambda2"] if lambda2 is None else lambda2, "mix_alpha": p["mix_alpha"],
         "server_epochs": p["server_epochs"]})
@@ -118,8 +120,11 @@ SFIX_METRICS = ("clients_with_sfix_pct", "sfix_rows_mean")
 
 
 def options(s: RunSpec) -> dict:
-    """The method options of a run spec (family methods), as a dict."""
-    return {k: v for k, v in (s.method.get("options") or [])}
+    """The settings a FedMT run is written with (threshold, lambda2) or a SemiFL run (threshold), read
+    from its client part's arguments; other methods have none."""
+    name = s.tags["display"]
+    keys = ("threshold", "lambda2") if name in ESTIMATORS else ("threshold",) if name == "SemiFL" else ()
+    return {k: argument(s.method, k) for k in keys}
 
 
 def per_seed(specs: list, results: list, setting: dict) -> pd.DataFrame:

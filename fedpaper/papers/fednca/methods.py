@@ -22,18 +22,7 @@ learnable (init random or ETF) or fixed.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-
-from fedpaper.algorithms.base import Algorithm
-from fedpaper.algorithms.fedcurv import FedCurvPenalty
-from fedpaper.algorithms.fednca_loss import FedNCALoss
-from fedpaper.algorithms.frozen import FrozenParameters
-from fedpaper.algorithms.methods import Method, method_parts
-from fedpaper.algorithms.spherefed import SphereFedClassifier
-from fedpaper.engine.optim import OptimSpec
-from fedpaper.errors import UnknownNameError
-from fedpaper.experiment import method_builder
+from fedpaper.algorithms.families import family_algorithm
 from fedpaper.nets.ladm import fixed_parameter_names
 
 CENTRAL = "Centralized (Upperbound)"
@@ -55,49 +44,13 @@ COMPONENTS = [((0, 0, 0, 0), "none"), ((1, 0, 0, 0), "ETF-Clf"), ((1, 1, 0, 0), 
 QUERIES = [("learnable", "random"), ("learnable", "ETF"), ("fixed", "ETF")]
 
 
-@dataclass(frozen=True)
-class NCAMethod:
-    """A hashable method description (its JSON) whose algorithm() composes the parts."""
-
-    name: str
-    spec_json: str
-
-    def algorithm(self) -> Algorithm:
-        return build_algorithm(json.loads(self.spec_json))
-
-
-def build_algorithm(m: dict) -> Algorithm:
-    """The Algorithm of a method dict (see method_dict)."""
-    o = m["optim"]
-    optim = OptimSpec("adamw", o["lr"], weight_decay=o["weight_decay"], schedule=o["schedule"], betas=tuple(o["betas"]))
-    loss = FedNCALoss(m.get("lam_neg", 0.0), m.get("lam_pos", 0.0), m.get("tau", 0.3), m.get("bce", "mean"))
-    kind = m["kind"]
-    if kind in ("fedavg", "fedprox", "scaffold"):
-        base = Method(m["name"], client={"fedavg": "local"}.get(kind, kind), mu=m.get("mu", 0.01))
-        parts = list(method_parts(base))
-    elif kind == "fedcurv":
-        parts = [FedCurvPenalty(m.get("fedcurv_lam", 0.01), m.get("fisher_batches"))]
-    elif kind == "spherefed":
-        parts = [SphereFedClassifier()]
-    elif kind == "fednca":
-        parts = [FrozenParameters(m["frozen"])] if m.get("frozen") else []
-    else:
-        raise UnknownNameError(f"unknown FedNCA-ML method kind {kind!r}")
-    return Algorithm(m["name"], tuple(parts) + (loss,), optim)
-
-
-@method_builder("fednca")
-def _build(method: dict) -> NCAMethod:
-    return NCAMethod(method["name"], json.dumps(method, sort_keys=True))
-
-
 def method_dict(name: str, p: dict, lam_neg: float, lam_pos: float, kind: str | None = None,
                 head: str | None = None, queries: str = "fixed") -> dict:
-    """The RunSpec.method dict of a method (the cache key): name, kind, loss weights, baseline
-    coefficients, optimiser, frozen parameters."""
+    """The RunSpec.method of a method (the cache key): the spec of its algorithm (algorithms.families,
+    family "fednca": kind, loss weights, baseline coefficients, optimiser, frozen parameters)."""
     head = head or HEAD[name]
     kind = kind or KINDS[name]
-    d = {"builder": "fednca", "name": name, "kind": kind, "bce": p["bce"], "tau": p["tau"],
+    d = {"kind": kind, "bce": p["bce"], "tau": p["tau"],
          "lam_neg": float(lam_neg), "lam_pos": float(lam_pos),
          "optim": {"lr": p["lr"], "weight_decay": p["weight_decay"], "betas": list(p["betas"]),
                    "schedule": p["lr_schedule"]},
@@ -105,8 +58,8 @@ def method_dict(name: str, p: dict, lam_neg: float, lam_pos: float, kind: str | 
     if kind == "fedprox":
         d["mu"] = p["mu"]
     if kind == "fedcurv":
-        d["fedcurv_lam"] = p["fedcurv_lam"]
-    return d
+        d["fedcurv_lam"], d["fisher_batches"] = p["fedcurv_lam"], p["fisher_batches"]
+    return family_algorithm(name, "fednca", d).spec()
 
 
 def model_kwargs(p: dict, head: str, queries: str = "fixed", query_init: str = "etf") -> dict:

@@ -60,8 +60,6 @@ def run_spec(p: dict, dataset: str, name: str, beta: float, gamma: float, seed: 
     if lam_pos is None:
         lam_pos = p["lam_pos"] if name == FEDNCA else 0.0
     m = method_dict(name, p, lam_neg, lam_pos, kind=kind, head=head, queries=queries)
-    if m["kind"] == "fedcurv":
-        m["fisher_batches"] = p["fisher_batches"]
     part = ({"layout": "fednca-central", "seed": int(seed)} if name == CENTRAL else
             {"layout": "fednca", "seed": int(seed), "clients": p["clients"], "beta": float(beta), "gamma": float(gamma),
              "partition_seed": p["partition_seed"]})

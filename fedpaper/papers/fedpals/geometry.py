@@ -213,7 +213,7 @@ def fig9_specs(p: dict) -> list[RunSpec]:
     for name, lam, keys in jobs:
         m = get_method(name) if lam is None else get_method(name, lam=float(lam))
         specs += [RunSpec(paper="fedpals", data=data, partition={"layout": "fedpals-fig9", "seed": s, "delta": d},
-                          method=m.spec(), training=training, tags={"method": name, "lam": lam})
+                          method=m.algorithm().spec(), training=training, tags={"method": name, "lam": lam})
                   for d, s in keys]
     return specs
 

@@ -100,7 +100,7 @@ def _method(method: str, hyper: dict, lam=None) -> dict:
     if lam is not None:
         over["lam"] = float(lam)
     name = "FedAvg" if method == "Oracle" else method
-    return get_method(name, **over).with_(name=method).spec()
+    return get_method(name, **over).with_(name=method).algorithm().spec()
 
 
 def marginal(y: np.ndarray, k: int) -> np.ndarray:

@@ -157,7 +157,7 @@ def base_spec(p: dict, dataset: str, split: dict, *, num_clients=None, seed=0, m
         partition={"layout": "fedpals-label-shift", "seed": int(seed), "split": dict(split),
                    "num_clients": int(num_clients or p["num_clients"]), "data_fraction": data_fraction(p, dataset),
                    "oracle": oracle},
-        method=method_of(name, p["hyper"], lam, oracle).spec(), training=training,
+        method=method_of(name, p["hyper"], lam, oracle).algorithm().spec(), training=training,
         evaluation={"test_n": p.get("test_n")}, tags={"method": name, "lam": lam})
 
 

@@ -77,7 +77,7 @@ def run_spec(p: dict, dataset: str, name: str, setting: str, L: int, seed: int, 
         partition={"layout": "privlabels", "seed": int(seed), "L": int(L), "num_clients": p["num_clients"],
                    "samples_per_client": p["samples_per_client"], "val_fraction": p["val_fraction"],
                    "server_size": p["server_size"][dataset]},
-        method=method_for(name, method_setting(setting, L), p, sgd_tuning=sgd).spec(),
+        method=method_for(name, method_setting(setting, L), p, sgd_tuning=sgd).algorithm().spec(),
         training={"model": "privlabels_cnn",
                   "model_kwargs": {"num_classes": NUM_CLASSES, "widths": list(p["widths"]), "hidden": p["hidden"],
                                    "dropout": p["dropout"]},
@@ -163,7 +163,7 @@ def canonical(spec: RunSpec, p: dict) -> RunSpec:
     if not p.get("share_L10") or spec.partition["L"] != NUM_CLASSES:
         return spec
     if spec.tags["display"] == "FedRS":
-        return spec.with_(replace_method=method_for("FedAvg", "public", p).spec(),
+        return spec.with_(replace_method=method_for("FedAvg", "public", p).algorithm().spec(),
                           tags={"display": "FedAvg", "setting": "public"})
     return spec.with_(tags={"setting": "public"})
 
