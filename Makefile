@@ -69,7 +69,7 @@ $(STAMP): pyproject.toml
 # The nbstripout git filter (.gitattributes names it): executed notebooks (JupyterLab autosave,
 # papermill in place) stage without outputs, so `git status` stays clean. Skipped outside git. The index
 # is refreshed once (about a minute in a fresh clone: the filter runs on every notebook): otherwise each
-# provenance record's `git status` (10 s timeout, fedpaper.provenance) redoes that work and is cut off.
+# provenance record's `git status` (10 s timeout, fedpaper.runs.provenance) redoes that work and is cut off.
 $(NBSTRIP): $(STAMP) .gitattributes
 	if git rev-parse --git-dir >/dev/null 2>&1; then \
 	  $(VENV)/bin/nbstripout --install --attributes .gitattributes && \

@@ -69,7 +69,7 @@ def main(argv=None):
 
     from fedpaper.engine.grouped import stacked_layout
     from fedpaper.engine.optim import opt_init, opt_step
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     m = machine(frameworks=False)
     started, load0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), loadavg()

@@ -25,8 +25,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fedpaper.data import load_dataset  # noqa: E402
-from fedpaper.partition import (  # noqa: E402
+from fedpaper.blocks.data import load_dataset  # noqa: E402
+from fedpaper.blocks.partition import (  # noqa: E402
     private_label_partition,
     privlabels_split,
     resample_to_marginal,
@@ -93,7 +93,7 @@ def run(repeats: int) -> tuple[list, dict]:
 _FRESH = """
 import time
 t0 = time.perf_counter()
-from fedpaper.data import load_dataset
+from fedpaper.blocks.data import load_dataset
 t1 = time.perf_counter()
 load_dataset({name!r})
 t2 = time.perf_counter()
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     print(f"\ntotal (sum of medians): {total:.2f} s ({verdict} the {BUDGET_S:.0f} s budget)")
     first = "; ".join(f"{n}: {t:.2f} s ({src})" for n, (t, src, _) in notes.items())
     fresh = {n: fresh_process(n) for n in DATASETS}
-    fresh_text = "; ".join(f"{n}: load {ld:.2f} s (after {imp:.2f} s to import fedpaper.data and torch)"
+    fresh_text = "; ".join(f"{n}: load {ld:.2f} s (after {imp:.2f} s to import fedpaper.blocks.data and torch)"
                            for n, (imp, ld) in fresh.items())
     print(f"fresh process: {fresh_text}")
     md = "\n".join([

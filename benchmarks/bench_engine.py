@@ -117,7 +117,7 @@ def _setup(args):
     import numpy as np
     import torch
 
-    from fedpaper.data import load_dataset
+    from fedpaper.blocks.data import load_dataset
     from flower_sim import client_rows
 
     torch.set_num_threads(args.threads)
@@ -178,7 +178,7 @@ def worker(args) -> dict:
     kw = MODELS[args.model]
     if c.startswith("plain"):
         import plain_loop
-        from fedpaper.models import build_model
+        from fedpaper.blocks.models import build_model
 
         torch.manual_seed(args.seed)
         g = build_model(args.model, **kw)

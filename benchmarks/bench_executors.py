@@ -36,11 +36,11 @@ import numpy as np
 
 from fedpaper.algorithms import get_method
 from fedpaper.engine import Federation, TrainConfig
-from fedpaper.executors import RayExecutor, run_specs
-from fedpaper.experiment import RunSetup, get_pools, pools_key
-from fedpaper.partition import sparsity_partition
+from fedpaper.runs.executors import RayExecutor, run_specs
+from fedpaper.runs.experiment import RunSetup, get_pools, pools_key
+from fedpaper.blocks.partition import sparsity_partition
 from fedpaper.ground.files import atomic_write_text
-from fedpaper.store import ResultStore
+from fedpaper.runs.store import ResultStore
 
 POOL = pools_key("synthetic-images", device="cpu", num_classes=10, n_train=300, n_test=100, seed=0)
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -6,7 +6,7 @@ Networks (random standardised inputs of the given shape: speed only, 10 classes)
 - privlabels CNN, widths 8-8-16-16, hidden 128 (the privlabels quick/long profiles' size), on 32x32x3;
 - privlabels CNN, widths 32-32-64-64, hidden 512 (the paper's), on 32x32x3;
 - privlabels CNN, widths 16-16-32-32, hidden 256 (a smaller quick-profile size), on 32x32x3;
-- the FedPALS LeNet (fedpaper.models.LeNet, conv 6-16) on 28x28x1 and on 32x32x3.
+- the FedPALS LeNet (fedpaper.blocks.models.LeNet, conv 6-16) on 28x28x1 and on 32x32x3.
 Contenders, each in fp32 and in bf16:
 - grouped: fedpaper's batched engine (FederatedTrainer.train_slots, backend "grouped"), 10 clients
   trained at once, batch 64 each, Adam lr 1e-3 (one step = 640 samples);
@@ -89,7 +89,7 @@ class PlainCell:
     """One nn.Module, torch.optim.Adam, batch 64, pre-standardised tensors."""
 
     def __init__(self, model, kw, shape, precision, steps):
-        from fedpaper.models import build_model
+        from fedpaper.blocks.models import build_model
 
         torch.manual_seed(0)
         self.net = build_model(model, **_kwargs(kw, shape))

@@ -74,7 +74,7 @@ def main(argv=None):
 
     import torch
 
-    from fedpaper.data.registry import load_dataset
+    from fedpaper.blocks.data.registry import load_dataset
     from fedpaper.engine import Pools
 
     ds = load_dataset(TASKS[args.task]["data"], root=os.environ.get("FEDPAPER_DATA"))

@@ -9,9 +9,9 @@ pseudo-label threshold per round (FedMT's mechanism only runs where they do).
 
 Backbones (--backbones NAME[:json-kwargs]):
 - lenet: the LeNet-size CNN of the quick/long profiles (no BatchNorm; grouped backend);
-- small_resnet: FedMT's small CIFAR ResNet (fedpaper.nets.resnet.SmallResNet, BatchNorm);
-- bn_convnet: FedNCA-ML's BatchNorm convnet body (fedpaper.nets.ladm.ConvNet, norm "batch") with a
-  linear K-class head (fedpaper.nets.resnet.BNConvNet; this script registered its own copy until the
+- small_resnet: FedMT's small CIFAR ResNet (fedpaper.blocks.nets.resnet.SmallResNet, BatchNorm);
+- bn_convnet: FedNCA-ML's BatchNorm convnet body (fedpaper.blocks.nets.ladm.ConvNet, norm "batch") with a
+  linear K-class head (fedpaper.blocks.nets.resnet.BNConvNet; this script registered its own copy until the
   study chose it for the quick and long profiles).
 
 Per backbone: runs of FedMT (E) of 1 and of 3 rounds calibrate the CPU seconds per round (their
@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import loadavg, machine, run_line  # noqa: E402
 
-from fedpaper.executors import run_specs  # noqa: E402
-from fedpaper.experiment import Execution  # noqa: E402
-from fedpaper.models import MODELS  # noqa: E402
+from fedpaper.runs.executors import run_specs  # noqa: E402
+from fedpaper.runs.experiment import Execution  # noqa: E402
+from fedpaper.blocks.models import MODELS  # noqa: E402
 from fedpaper.papers import fedmt as F  # noqa: E402
 from fedpaper.papers.fedmt import runs as R  # noqa: E402
-from fedpaper.store import ResultStore  # noqa: E402
+from fedpaper.runs.store import ResultStore  # noqa: E402
 
 
 DEFAULT_BACKBONES = ["lenet", 'small_resnet:{"widths": [16, 32, 64]}', 'bn_convnet:{"width": 16, "dim": 64}']

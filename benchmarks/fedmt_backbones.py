@@ -57,7 +57,7 @@ def fedmt_round_seconds(threshold: float, rounds: int = 2) -> tuple[float, float
     s = s.with_(replace_method=R.family_algorithm("FedMT (E)", "fedmt", {
         "estimator": "estimate", "threshold": threshold, "server_epochs": 1}).spec())
     setup = s.build(os.environ.get("FEDPAPER_DATA"))
-    from fedpaper.experiment import get_pools
+    from fedpaper.runs.experiment import get_pools
 
     t0 = time.perf_counter()
     train(setup.method, setup.config, get_pools(setup.pools_key), [setup.federation], progress=False)
@@ -79,7 +79,7 @@ def main():
              "noisy, read them as an order of magnitude. Load average (1 min) at the start: "
              f"{os.getloadavg()[0]:.1f}.", "",
              "| backbone | params | train images/s (fp32) | train images/s (bf16) |", "|---|---|---|---|"]
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     for name, (model, kw) in BACKBONES.items():
         p = sum(v.numel() for v in build_model(model, num_classes=100, **kw).parameters())

@@ -14,8 +14,8 @@ import json
 import os
 import time
 
-from fedpaper.executors import run_specs
-from fedpaper.experiment import Execution
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import Execution
 from fedpaper.papers import fedmt as F
 from fedpaper.papers.fedmt import runs as R
 

@@ -39,7 +39,7 @@ def main(argv=None):
     from machine import cpu_line, machine
 
     from fedpaper.engine.cpu import bf16_native
-    from fedpaper.executors import run_specs
+    from fedpaper.runs.executors import run_specs
 
     native, why = bf16_native("cpu")
     if not native:

@@ -139,8 +139,8 @@ def row_specs(p: dict, row: str, rounds: int, data_root) -> list:
 def measure(p: dict, row: str, rounds: int, configs: list, repeats: int, data_root) -> dict:
     from machine import cpu_line, loadavg, machine
 
-    from fedpaper.executors import run_specs
-    from fedpaper.store import ResultStore
+    from fedpaper.runs.executors import run_specs
+    from fedpaper.runs.store import ResultStore
 
     specs = row_specs(p, row, rounds, data_root)
     samples = sum(work(s, data_root) for s in specs)
@@ -195,7 +195,7 @@ def conv_ceiling(dataset: str, slots=(9, 20), batch=32, repeats=20) -> list:
     import torch
     import torch.nn.functional as Fn
 
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     c2 = {"fashion-mnist": 12, "cifar10": 16}[dataset]  # the profiles' lenet_c2 (vague-4)
     cin, size = (3, 32) if dataset == "cifar10" else (1, 28)

@@ -6,7 +6,7 @@ counted from the specs the rungs build with benchmarks/fedpals_cost.py (no train
 import copy, sys, time
 sys.path.insert(0, "benchmarks")
 import fedpals_cost as FC
-from fedpaper.parameters import apply_overrides
+from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.papers.fedpals.ladder import LADDER
 rate = {"cifar10": 4256.0, "fashion-mnist": 7690.0}
 only = {"table1", "fig2c", "fig6b", "fig5c"}

@@ -114,7 +114,7 @@ def _setting() -> dict:
 def client_rows(ds, clients: int, samples: int, seed: int) -> list:
     """The benchmark's partition: privlabels' private_label_partition with L = 10 (every client
     holds every label), `samples` samples per client."""
-    from fedpaper.partition import private_label_partition
+    from fedpaper.blocks.partition import private_label_partition
 
     part = private_label_partition(ds.y_train.numpy(), clients, 10, samples_per_client=samples, seed=seed)
     return [np.asarray(i) for i in part.client_indices]
@@ -124,7 +124,7 @@ def _client_data(pid: int):
     """Load the data set and this client's loader inside the actor process (cached per process)."""
     st = _setting()
     if "ds" not in _CACHE:
-        from fedpaper.data import load_dataset
+        from fedpaper.blocks.data import load_dataset
 
         torch.set_num_threads(st["threads"])
         _CACHE["ds"] = load_dataset("fashion-mnist")
@@ -142,7 +142,7 @@ def _client_data(pid: int):
 
 
 def build_model(name: str) -> torch.nn.Module:
-    from fedpaper.models import build_model as fp_build
+    from fedpaper.blocks.models import build_model as fp_build
 
     return fp_build(name, in_channels=1, image_size=28)
 

@@ -1,6 +1,6 @@
 """Run one artifact function at a profile with overrides on whatever device the engine picks (a GPU
 session's worker: benchmarks/gpu_session.sh), into --out-dir. With FEDPAPER_DEADLINE set, the sweep
-stops cleanly before a run that would not end in time (fedpaper.store.SweepStopped, exit 75); every
+stops cleanly before a run that would not end in time (fedpaper.runs.store.SweepStopped, exit 75); every
 finished run stays in the cache for `fedpaper cache export`.
 
     FEDPAPER_DATA=<root> python3 benchmarks/gpu_artifact.py fedpals/table1 --profile paper \\
@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out-dir", required=True)
     a = ap.parse_args(argv)
     from fedpaper.notebook import run
-    from fedpaper.sweep import SweepStopped
+    from fedpaper.runs.sweep import SweepStopped
 
     paper, name = a.artifact.split("/")
     fn = getattr(importlib.import_module(f"fedpaper.papers.{paper}"), name)

@@ -43,7 +43,7 @@ from gpu_throughput import _Enough, _sync, time_rounds  # noqa: E402 - the same 
 
 def _key(shape):
     """The paper profile's LeNet key of this input shape (benchmarks/results/paper_models.json)."""
-    from fedpaper.model_costs import ModelKey
+    from fedpaper.runs.model_costs import ModelKey
 
     keys = json.loads((REPO / "benchmarks" / "results" / "paper_models.json").read_text())["keys"]
     k = next(e["key"] for e in keys if e["key"]["model"] == "lenet" and tuple(e["key"]["input_shape"]) == tuple(shape))
@@ -56,7 +56,7 @@ def _setup(shape, runs: int, batches: int, rounds: int, device, backend: str):
 
     from fedpaper.algorithms.methods import Method
     from fedpaper.driver import FederatedTrainer
-    from fedpaper.model_costs import timing_federation
+    from fedpaper.runs.model_costs import timing_federation
 
     pools, fed, cfg, n = timing_federation(_key(shape), CLIENTS_PER_RUN, batches, rounds=rounds, device=device)
     cfg = dataclasses.replace(cfg, backend=backend, lr=0.01)
@@ -78,7 +78,7 @@ def profile_round(shape, runs, device, batches) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from fedpaper.progress import on_rounds
+    from fedpaper.ground.progress import on_rounds
 
     make, n = _setup(shape, runs, batches, 3, device, "vmap")
     trainer = make()

@@ -1,5 +1,5 @@
 """GPU throughput of each paper-profile model: engine training and evaluation samples per second
-(issue 30, item 5), in the format `fedpaper plan` reads (fedpaper/model_costs.py, gpu_rates).
+(issue 30, item 5), in the format `fedpaper plan` reads (fedpaper/runs/model_costs.py, gpu_rates).
 
 Two steps, so that the GPU machine needs no data sets:
 
@@ -10,7 +10,7 @@ Two steps, so that the GPU machine needs no data sets:
     PYTHONPATH=. python3 benchmarks/gpu_throughput.py --measure benchmarks/results/paper_models.json \
         --out-json benchmarks/results/gpu.json --out-md benchmarks/results/gpu.md [--max-seconds 150]
 
-Per key (fedpaper.model_costs.ModelKey: model, its arguments, input shape, batch size, optimiser,
+Per key (fedpaper.runs.model_costs.ModelKey: model, its arguments, input shape, batch size, optimiser,
 precision, clients, label kind, evaluation batch):
 
 - training: the engine itself (fedpaper.driver.train, FedAvg, the backend it picks on the device)
@@ -73,7 +73,7 @@ def key_to_dict(k) -> dict:
 
 
 def key_from_dict(d: dict):
-    from fedpaper.model_costs import ModelKey
+    from fedpaper.runs.model_costs import ModelKey
 
     kw = {f: d[f] for f in KEY_FIELDS}
     kw["input_shape"] = tuple(int(s) for s in kw["input_shape"])
@@ -136,7 +136,7 @@ def time_rounds(make_trainer, device, seconds: float) -> tuple:
     """(trainer, wall seconds of each round after the first, seconds from building the trainer to
     the end of its first round) of `make_trainer().run()`, synchronised with the device at the engine's round callbacks; stops once the
     timed rounds have taken `seconds` (at least one is timed, at most the trainer's rounds)."""
-    from fedpaper.progress import on_rounds
+    from fedpaper.ground.progress import on_rounds
 
     marks: list = []
 
@@ -164,7 +164,7 @@ def train_timing(key, device, per_key_s: float, batches: int, max_rounds: int) -
     """Samples/s of the engine training `key`'s model on `device` (see the module docstring)."""
     from fedpaper.algorithms.methods import Method
     from fedpaper.driver import FederatedTrainer
-    from fedpaper.model_costs import ENGINE_TIMING_CLIENTS, timing_federation
+    from fedpaper.runs.model_costs import ENGINE_TIMING_CLIENTS, timing_federation
 
     per_client = batches * key.batch_size
     m = max(1, min(key.clients, ENGINE_TIMING_CLIENTS))
@@ -183,7 +183,7 @@ def plain_train_timing(key, device, per_key_s: float) -> dict:
     import torch
 
     from fedpaper.engine.evaluate import autocast
-    from fedpaper.model_costs import _build, _loss, _optimizer
+    from fedpaper.runs.model_costs import _build, _loss, _optimizer
 
     net = _build(key).to(device).train()
     opt = _optimizer(net, key)
@@ -221,7 +221,7 @@ def eval_timing(key, device, seconds: float = 1.0) -> dict:
     from fedpaper.engine import TrainConfig
     from fedpaper.engine.evaluate import autocast
     from fedpaper.engine.memory import eval_batch_that_fits, step_memory
-    from fedpaper.model_costs import _build, timing_model_kwargs
+    from fedpaper.runs.model_costs import _build, timing_model_kwargs
 
     cfg = TrainConfig(model=key.model, model_kwargs=timing_model_kwargs(key), optimizer=key.optimizer,
                       batch_size=key.batch_size, momentum=key.momentum, precision=key.precision,
@@ -250,7 +250,7 @@ def measure_key(key, device, per_key_s: float, batches: int, max_rounds: int) ->
     try:
         tr = train_timing(key, device, per_key_s, batches, max_rounds)
     except Exception as e:  # noqa: BLE001 - e.g. a model the engine trains only with its own method
-        from fedpaper.model_costs import _one_line
+        from fedpaper.runs.model_costs import _one_line
 
         tr = dict(plain_train_timing(key, device, min(per_key_s, 2.0)), engine_error=_one_line(e))
     return {**tr, **eval_timing(key, device)}
@@ -269,7 +269,7 @@ def device_info(device) -> dict:
         info.update(card=torch.cuda.get_device_name(device), memory_gib=round(p.total_memory / 2**30, 1),
                     tf32_matmul=torch.backends.cuda.matmul.allow_tf32, cudnn=torch.backends.cudnn.version())
     else:
-        from fedpaper.model_costs import cpu_name
+        from fedpaper.runs.model_costs import cpu_name
 
         info.update(card=f"CPU, not a GPU ({cpu_name()}, {torch.get_num_threads()} thread(s)): test output only")
     return info
@@ -279,7 +279,7 @@ def measure(keys_file: Path, out_json: Path, out_md: Path, max_seconds: float = 
             batches: int = 4, max_rounds: int = 5, allow_cpu: bool = False, limit=None) -> dict:
     import torch
 
-    from fedpaper.model_costs import _one_line
+    from fedpaper.runs.model_costs import _one_line
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type != "cuda":

@@ -11,7 +11,7 @@ quick profile's <= 1,200 s for these (benchmarks/results/fedmt_sizing.md: quick 
 """
 import copy
 
-from fedpaper.parameters import apply_overrides
+from fedpaper.outputs.parameters import apply_overrides
 
 
 def fednca(profile):

@@ -47,7 +47,7 @@ def main(argv=None):
     from torch.func import functional_call, grad
 
     from fedpaper.engine.grouped import fast_layout
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     torch.manual_seed(0)
     m = machine(frameworks=False)

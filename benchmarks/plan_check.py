@@ -19,12 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from fedpaper import model_costs as C
+from fedpaper.runs import model_costs as C
 from fedpaper import plan as P
-from fedpaper.executors import run_specs
-from fedpaper.experiment import Execution, RunSpec, get_pools
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import Execution, RunSpec, get_pools
 from fedpaper.ground.files import atomic_write_text
-from fedpaper.store import ResultStore
+from fedpaper.runs.store import ResultStore
 
 
 def main(argv=None):

@@ -15,7 +15,7 @@ client images 2,500 (CIFAR-10) / 3,846 (Fashion-MNIST) per CPU s and server tuni
 import copy
 import sys
 
-from fedpaper.parameters import apply_overrides
+from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.papers.privlabels import runs
 from fedpaper.papers.privlabels.ladder import LADDER
 

@@ -63,15 +63,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import loadavg, machine, run_line  # noqa: E402
 
-from fedpaper.experiment import store_key  # noqa: E402
-from fedpaper.parameters import apply_overrides  # noqa: E402
+from fedpaper.runs.experiment import store_key  # noqa: E402
+from fedpaper.outputs.parameters import apply_overrides  # noqa: E402
 from fedpaper.papers import privlabels as PL  # noqa: E402
 from fedpaper.papers._common.chance import at_chance  # noqa: E402
 from fedpaper.papers._common.rows import Cell  # noqa: E402
 from fedpaper.papers.privlabels import profiles as P  # noqa: E402
 from fedpaper.papers.privlabels import runs as R  # noqa: E402
 from fedpaper.papers.privlabels.claims import CHANCE, TUNE  # noqa: E402
-from fedpaper.store import ResultStore  # noqa: E402
+from fedpaper.runs.store import ResultStore  # noqa: E402
 
 DATASET, SETTING, BASE = "cifar10", "private", "FedAvg"
 METHODS = [BASE, *TUNE]

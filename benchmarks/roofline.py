@@ -48,7 +48,7 @@ def flops_per_sample() -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     model = build_model("privlabels_cnn", in_channels=1, num_classes=10, image_size=28)
     x, y = torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,))
@@ -76,7 +76,7 @@ def train_throughput(batch: int, channels_last: bool, threads: int, seconds: flo
     """Samples/s of forward + backward + Adam on one privlabels CNN (median of 1-second windows)."""
     import torch
 
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -26,7 +26,7 @@ ROUNDS = 2
 
 
 def specs_of(paper: str):
-    from fedpaper.experiment import Execution
+    from fedpaper.runs.experiment import Execution
 
     def cut(s):
         return s.with_(training={"rounds": ROUNDS})
@@ -68,8 +68,8 @@ def specs_of(paper: str):
 
 
 def run(paper: str, out: str) -> None:
-    from fedpaper.executors import run_specs
-    from fedpaper.store import ResultStore
+    from fedpaper.runs.executors import run_specs
+    from fedpaper.runs.store import ResultStore
 
     specs, execution = specs_of(paper)
     t0, c0 = time.time(), time.process_time()

@@ -19,7 +19,7 @@ within H hours (runs done so far are cached; the same command resumes): exit cod
 "try again"), after a line per artifact with its runs done and left.
 
 `--dry-run` (paper profile only) runs every selected artifact at the paper's settings and code
-paths, cut in rounds, seeds and images (fedpaper.dryrun), into a scratch folder (default: the
+paths, cut in rounds, seeds and images (fedpaper.outputs.dryrun), into a scratch folder (default: the
 cache's dry-run/figures, never figures/) with a results cache of its own; an artifact whose data
 or weights are absent is skipped with one line; it ends with a summary line (passed / skipped /
 failed, wall time, peak RSS).
@@ -37,22 +37,23 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpaper.archive import ArchiveError, export_archive, import_archive, imported_notes
-from fedpaper.data.download import check_names
-from fedpaper.data.fetch import ensure_datasets
-from fedpaper.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
-from fedpaper.executors import EXECUTOR_ENV, check_available, get_executor
+from fedpaper.runs.archive import ArchiveError, export_archive, import_archive, imported_notes
+from fedpaper.blocks.data.download import check_names
+from fedpaper.blocks.data.fetch import ensure_datasets
+from fedpaper.ground.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
+from fedpaper.runs.executors import EXECUTOR_ENV, check_available, get_executor
 from fedpaper.ground.files import clean_stale_temps
 from fedpaper.kernel import kernel_manager_class
 from fedpaper.papers import PAPERS, artifact, artifact_ids, dataset_available, get_artifact, missing_message, not_implemented_reason
 from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
-from fedpaper.parameters import PROFILES, check_profile
-from fedpaper import paths, sweep
-from fedpaper.paths import cache_dir, data_root, dry_run_scratch
-from fedpaper.rekey import RekeyError, rekey
-from fedpaper.store import ResultStore
-from fedpaper.sweep import DEADLINE_ENV, deadline
-from fedpaper.versions import CODE_VERSION_ENV, pin_code_versions
+from fedpaper.outputs.parameters import PROFILES, check_profile
+from fedpaper.ground import paths
+from fedpaper.runs import sweep
+from fedpaper.ground.paths import cache_dir, data_root, dry_run_scratch
+from fedpaper.runs.rekey import RekeyError, rekey
+from fedpaper.runs.store import ResultStore
+from fedpaper.runs.sweep import DEADLINE_ENV, deadline
+from fedpaper.runs.versions import CODE_VERSION_ENV, pin_code_versions
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -202,8 +203,8 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=(), dry_run
     `explicit`: ids the user named one by one; if any of them cannot be regenerated, UsageError.
     (True means all of `selected`.) `dry_run`: an artifact whose data or ImageNet weights are absent
     is skipped (committed results are not re-rendered in a dry run)."""
-    from fedpaper.artifacts import committed_paths, rerender_refusal, rerender_requested  # start-up time: imports pandas
-    from fedpaper.dryrun import missing_weights  # start-up time: imports pandas
+    from fedpaper.outputs.artifacts import committed_paths, rerender_refusal, rerender_requested  # start-up time: imports pandas
+    from fedpaper.outputs.dryrun import missing_weights  # start-up time: imports pandas
 
     plan = Plan()
     for aid in selected:
@@ -249,7 +250,7 @@ def download_missing(selected: list[str], root: Path, args) -> dict:
     """Fetch the missing data sets the selected implemented artifacts need, before any notebook runs.
 
     Smoke runs use stand-ins, so only data sets named with --download are fetched there. A failed
-    download is one printed line; the run goes on with what is there (fedpaper.data.download).
+    download is one printed line; the run goes on with what is there (fedpaper.blocks.data.download).
     """
 
     opt_in = check_names(args.download)
@@ -353,7 +354,7 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
     return []
 
 
-SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.sweep)
+SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.runs.sweep)
 
 
 def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: dict, bad_input: set,
@@ -380,7 +381,7 @@ def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: 
 
 def _dry_run_scratch(args) -> Path:
     """The scratch folder of a dry run, checked before anything runs; bad input is one line."""
-    from fedpaper.dryrun import PROFILE, check_scratch  # start-up time: imports pandas
+    from fedpaper.outputs.dryrun import PROFILE, check_scratch  # start-up time: imports pandas
 
     if args.profile != PROFILE:
         raise UsageError(f"--dry-run checks the {PROFILE} profile's settings and code paths; use --profile {PROFILE} "
@@ -403,7 +404,7 @@ def _restamp_claims(plan, profile: str, regenerated: list) -> None:
     """Redraw, from their committed files, the figures regenerated in this run whose "claim not
     reproduced" stamp a later artifact of the run made stale (artifacts.stale_claim_stamps); the
     re-render in place also writes the claims they now name into their provenance json."""
-    from fedpaper.artifacts import RERENDER_ENV, stale_claim_stamps  # start-up time: imports pandas
+    from fedpaper.outputs.artifacts import RERENDER_ENV, stale_claim_stamps  # start-up time: imports pandas
     from fedpaper.notebook import artifact_function_of  # start-up time: imports pandas
 
     stale = stale_claim_stamps(regenerated, profile)
@@ -424,7 +425,7 @@ def _restamp_claims(plan, profile: str, regenerated: list) -> None:
 
 
 def cmd_reproduce(args) -> int:
-    from fedpaper.artifacts import STATUS_FILE_ENV, read_statuses, resolve_out_dir  # start-up time: imports pandas
+    from fedpaper.outputs.artifacts import STATUS_FILE_ENV, read_statuses, resolve_out_dir  # start-up time: imports pandas
 
     t_start = time.perf_counter()
     check_profile(args.profile)
@@ -435,7 +436,7 @@ def cmd_reproduce(args) -> int:
     if args.max_hours is not None and not args.max_hours > 0:
         raise UsageError(f"--max-hours {args.max_hours:g} must be a positive number of hours (e.g. --max-hours 2.5)")
     if args.rerender:  # the notebook kernels inherit it: every run_artifact redraws from committed files
-        from fedpaper.artifacts import RERENDER_ENV  # start-up time: imports pandas
+        from fedpaper.outputs.artifacts import RERENDER_ENV  # start-up time: imports pandas
 
         os.environ[RERENDER_ENV], args.no_download = "1", True
     root = _resolve_data_root(args.data_root)
@@ -467,7 +468,7 @@ def cmd_reproduce(args) -> int:
     executed = cache_dir("dry-run", "executed") if args.dry_run else cache_dir("executed", args.profile)
     per_notebook = None
     if args.dry_run:
-        from fedpaper.dryrun import parameters as dry_parameters  # start-up time: imports pandas
+        from fedpaper.outputs.dryrun import parameters as dry_parameters  # start-up time: imports pandas
 
         def per_notebook(nb):  # the notebooks of one paper live in notebooks/<paper>/
             return dry_parameters(Path(nb).parent.name, args.out_dir)

@@ -11,7 +11,7 @@
     show_vs_paper(result)  # ours next to the paper's reported numbers
     show_claims(result)    # the paper's claims about this artifact, checked, with their computed causes
 
-`run` makes fedpaper's errors (bad parameters, missing data: `fedpaper.errors.FedpaperError`)
+`run` makes fedpaper's errors (bad parameters, missing data: `fedpaper.ground.errors.FedpaperError`)
 show as one line `ERROR: ...` in the notebook instead of a traceback (the cell still fails, so
 papermill and nbval see the error, and `fedpaper reproduce` exits 2 for bad input; `papermill
 --engine fedpaper` prints that line alone: fedpaper.papermill_engine). `show`
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedpaper.errors import FedpaperError
+from fedpaper.ground.errors import FedpaperError
 from fedpaper.papers.catalog import get_artifact, load_reported
-from fedpaper.parameters import using
-from fedpaper import paths
+from fedpaper.outputs.parameters import using
+from fedpaper.ground import paths
 from fedpaper.report import artifact_claims, compare_with_reported, verdict_line
 
 __all__ = ["run", "show", "show_specs", "show_seeds", "show_vs_paper", "show_claims", "one_line_errors",
@@ -65,7 +65,7 @@ def one_line_errors() -> bool:
 def run(artifact_function, **parameters):
     """`artifact_function(**parameters)` with one-line errors (see the module docstring).
 
-    A function not wrapped by `fedpaper.parameters.artifact_function` (e.g. a new paper module's
+    A function not wrapped by `fedpaper.outputs.parameters.artifact_function` (e.g. a new paper module's
     first draft) gets the same checks here, and is called without `overrides` (run_artifact
     applies them to the params it is given)."""
 

@@ -4,7 +4,7 @@
     -> ERROR: unknown profile 'nonsense'; choose one of smoke, quick, long, paper (notebooks/fedpals/fig9.ipynb, In [3]; executed copy: out.ipynb)
        exit code 2
 
-A notebook shows a `fedpaper.errors.FedpaperError` (bad parameters, missing data) as one line
+A notebook shows a `fedpaper.ground.errors.FedpaperError` (bad parameters, missing data) as one line
 `ERROR: ...` (fedpaper.notebook.one_line_errors), but the `papermill` command prints its own
 traceback of PapermillExecutionError first. Registered under papermill's `papermill.engine` entry
 point (pyproject.toml), this engine runs notebooks as papermill's default engine (nbclient) does,
@@ -14,7 +14,7 @@ command only, when the error that stopped the notebook is such a one-line error:
 - prints that line to stderr, naming the notebook, the cell and the executed copy;
 - writes the executed copy as papermill does (with its error markers; papermill's own
   `raise_for_execution_errors`);
-- exits with code 2 for bad input (fedpaper.errors.BAD_INPUT_ERRORS) and 1 for any other
+- exits with code 2 for bad input (fedpaper.ground.errors.BAD_INPUT_ERRORS) and 1 for any other
   FedpaperError, through click's `Exit` (papermill's command is a click command).
 
 Any other error (a bug) is left to papermill: its traceback is what a developer needs. So is an
@@ -106,7 +106,7 @@ def _engine_class():
                 pass
             import click
 
-            from fedpaper.errors import BAD_INPUT_ERRORS  # at use, not load time (see the imports above)
+            from fedpaper.ground.errors import BAD_INPUT_ERRORS  # at use, not load time (see the imports above)
 
             raise click.exceptions.Exit(2 if error.ename in BAD_INPUT_ERRORS else 1)
 

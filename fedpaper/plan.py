@@ -12,10 +12,10 @@ benchmarks/results/gpu.json has one (else "not measured"). Totals per paper at t
 distinct runs of the paper.
 
 How the runs are found (no artifact logic is repeated here): each artifact's notebook function is
-called as the notebook calls it, with `fedpaper.artifacts.COMPUTE_HOOK` set, so `run_artifact`
+called as the notebook calls it, with `fedpaper.outputs.artifacts.COMPUTE_HOOK` set, so `run_artifact`
 hands this module its compute function instead of computing, drawing and writing (nothing is
 written, absent data sets do not stop it). The compute runs with a collecting executor
-(`fedpaper.executors.using_executor`): every `executors.run_specs` call records its runs' store
+(`fedpaper.runs.executors.using_executor`): every `executors.run_specs` call records its runs' store
 keys and their `build` and returns placeholders, whose first use stops the compute (`_Collected`,
 a BaseException, so no `except Exception` in an artifact hides it). Runs that an artifact trains
 outside run_specs (FedNCA-ML's feature models, `FederatedTrainer` directly) are caught at the
@@ -29,7 +29,7 @@ seen: runs whose specs would depend on earlier results (none today), and server-
 inside a method (e.g. FedMT's server epochs, central tuning), which the sample counts leave out.
 
 Model costs (MACs, the memory of one training step, CPU time per sample, GPU throughput): see
-fedpaper.model_costs.
+fedpaper.runs.model_costs.
 """
 from __future__ import annotations
 
@@ -42,18 +42,18 @@ from pathlib import Path
 from typing import Optional
 
 from fedpaper.engine.memory import parted, pools_bytes, StepMemory
-from fedpaper.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
+from fedpaper.runs.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
                                   machine_key, macs, model_costs, step_memory)
-from fedpaper import experiment as E
-from fedpaper.artifacts import ArtifactResult, COMPUTE_HOOK
+from fedpaper.runs import experiment as E
+from fedpaper.outputs.artifacts import ArtifactResult, COMPUTE_HOOK
 from fedpaper.driver import trainer as T
-from fedpaper.executors import using_executor
-from fedpaper.experiment import get_pools, run_samples
+from fedpaper.runs.executors import using_executor
+from fedpaper.runs.experiment import get_pools, run_samples
 from fedpaper.ground.files import atomic_path
 from fedpaper import notebook
 from fedpaper.papers import artifact, not_implemented_reason
-from fedpaper.progress import warnings_once
-from fedpaper.store import ResultStore, spec_json
+from fedpaper.ground.progress import warnings_once
+from fedpaper.runs.store import ResultStore, spec_json
 
 #: The data option under which a pools builder resizes its images (FedNCA-ML's 224 px): counting a
 #: run builds its pools at PLAN_SIDE px instead (the federation depends on labels only).
@@ -82,7 +82,7 @@ _NOT_TRAINED = _NotTrained()
 
 
 class CollectingExecutor:
-    """An executor (fedpaper.executors) that trains nothing: it records each run's store key and
+    """An executor (fedpaper.runs.executors) that trains nothing: it records each run's store key and
     build function, and returns placeholders."""
 
     name = "plan"

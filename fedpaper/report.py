@@ -15,8 +15,8 @@ from typing import Optional
 
 import pandas as pd
 
-from fedpaper import provenance as prov
-from fedpaper.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed
+from fedpaper.runs import provenance as prov
+from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, check_claims
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
 from fedpaper.papers._common.rows import norm
@@ -34,7 +34,7 @@ from fedpaper.papers import (
     missing_message,
     not_implemented_reason,
 )
-from fedpaper.paths import REPO_ROOT, cache_dir, data_root as _data_root, figures_dir
+from fedpaper.ground.paths import REPO_ROOT, cache_dir, data_root as _data_root, figures_dir
 from fedpaper.ground.files import atomic_write_text
 from fedpaper.papers._common.scaling import read_trends
 

@@ -11,7 +11,7 @@ import sys
 
 from fedpaper.papers.fedpals import _params
 from fedpaper.papers.fedpals import train as TR
-from fedpaper.sweep import SweepStopped
+from fedpaper.runs.sweep import SweepStopped
 
 
 def main(argv=None) -> int:

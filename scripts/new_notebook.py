@@ -17,7 +17,7 @@ Cells: a markdown title naming the artifacts and the paper section; the `paramet
 read-only (cell metadata editable/deletable false), four header + call pairs that explain the run:
 show_specs (run specs, what was shrunk from the paper), show_seeds (per-seed table),
 show_vs_paper (ours next to the paper's), show_claims (this artifact's claim verdicts and causes).
-Kernel spec: python3. The artifact ids are stored in the notebook metadata (fedpaper.artifacts),
+Kernel spec: python3. The artifact ids are stored in the notebook metadata (fedpaper.outputs.artifacts),
 which is how `fedpaper reproduce` finds the notebook of an artifact.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ PARAMETERS = '''profile = "smoke"  # smoke (synthetic, seconds) | quick | long |
 data_root = None  # None: $FEDPAPER_DATA, ../shared/data, ~/.fedpaper/data
 out_dir = None  # None: figures/ (quick, paper), the cache (smoke), a scratch folder (exploration)
 seeds = None  # None: the profile's default; an int n means seeds 0..n-1
-overrides = {}  # profile settings to change, e.g. {"rounds": 4, "mu": 0.1}: an exploration (fedpaper.parameters)'''
+overrides = {}  # profile settings to change, e.g. {"rounds": 4, "mu": 0.1}: an exploration (fedpaper.outputs.parameters)'''
 
 
 SHOW = "show(result)  # status, where the files are, the figure and its table"

@@ -2,7 +2,7 @@
 clients with overlapping labels) and a LeNet config small enough to train 3 rounds in a blink."""
 import numpy as np
 
-from fedpaper.data import synthetic_images
+from fedpaper.blocks.data import synthetic_images
 from fedpaper.engine import Federation, Pools, TrainConfig
 
 

@@ -15,16 +15,14 @@ PKG = Path(__file__).resolve().parents[1] / "fedpaper"
 # Bottom to top. A module belongs to the layer of its longest matching prefix. ARCHITECTURE.md
 # explains each layer; keep the two in step.
 LAYERS = [
-    ("ground", ["fedpaper.ground", "fedpaper.errors", "fedpaper.paths", "fedpaper.progress"]),
-    ("blocks", ["fedpaper.data", "fedpaper.partition", "fedpaper.nets", "fedpaper.models", "fedpaper.metrics"]),
+    ("ground", ["fedpaper.ground"]),
+    ("blocks", ["fedpaper.blocks"]),
     ("engine", ["fedpaper.engine"]),
     ("algorithms", ["fedpaper.algorithms"]),
     ("driver", ["fedpaper.driver"]),
-    ("runs", ["fedpaper.versions", "fedpaper.store", "fedpaper.leases", "fedpaper.sweep", "fedpaper.experiment",
-              "fedpaper.executors", "fedpaper.archive", "fedpaper.rekey", "fedpaper.model_costs",
-              "fedpaper.provenance"]),
-    ("outputs", ["fedpaper.parameters", "fedpaper.artifacts", "fedpaper.dryrun", "fedpaper.papers",
-                 "fedpaper.papers.catalog", "fedpaper.papers._common", "fedpaper.papers.ladder"]),
+    ("runs", ["fedpaper.runs"]),
+    ("outputs", ["fedpaper.outputs", "fedpaper.papers", "fedpaper.papers.catalog", "fedpaper.papers._common",
+                 "fedpaper.papers.ladder"]),
     ("papers", ["fedpaper.papers.fedpals", "fedpaper.papers.privlabels", "fedpaper.papers.fedmt",
                 "fedpaper.papers.fednca"]),
     ("top", ["fedpaper", "fedpaper.report", "fedpaper.plan", "fedpaper.notebook", "fedpaper.cli", "fedpaper.kernel",
@@ -132,6 +130,15 @@ def test_every_module_has_a_layer():
         layer(m)
 
 
+def test_the_top_level_shows_the_layers():
+    """fedpaper/ holds one package per layer below the top, and only the top layer's own modules."""
+    top = dict(LAYERS)["top"]
+    loose = [p.name for p in PKG.glob("*.py") if f"fedpaper.{p.stem}" not in top and p.stem != "__init__"]
+    assert not loose, f"modules at the top level that belong to a layer below it: {loose}"
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert folders == {name for name, _ in LAYERS if name != "top"}, folders
+
+
 def test_no_import_circles():
     found = cycles(imports())
     assert not found, "import circles (function-local imports included): " + "; ".join(" <-> ".join(c) for c in found)
@@ -153,7 +160,7 @@ def test_function_local_imports_say_why():
 def test_the_checks_can_fail():
     """The graph reader sees a circle, an upward import and a bare local import when there is one."""
     assert cycles([("a", "b"), ("b", "a"), ("b", "c")]) == [["a", "b"]]
-    assert layer("fedpaper.cli") > layer("fedpaper.store") > layer("fedpaper.ground.files")
+    assert layer("fedpaper.cli") > layer("fedpaper.runs.store") > layer("fedpaper.ground.files")
     found = [e for e in imports() if e[0] == "fedpaper.cli" and not e[3]]
     assert found, "the CLI's module-level imports are found"
 

@@ -5,8 +5,8 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from fedpaper import artifacts as A
-from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
+from fedpaper.outputs import artifacts as A
+from fedpaper.ground.errors import BadParameterError, DataMissingError, UnknownNameError
 from fedpaper.papers import catalog
 
 ART = "fedpals/table2"  # needs pacs, which no test data root holds

@@ -8,13 +8,13 @@ import tarfile
 
 import pytest
 
-from fedpaper import archive as A
+from fedpaper.runs import archive as A
 from fedpaper import cli
-from fedpaper import versions as V
-from fedpaper import sweep as W
-from fedpaper.errors import BadParameterError
-from fedpaper.store import ResultStore
-from fedpaper.sweep import SweepStopped, run_sweep
+from fedpaper.runs import versions as V
+from fedpaper.runs import sweep as W
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.runs.store import ResultStore
+from fedpaper.runs.sweep import SweepStopped, run_sweep
 
 
 def specs(n, paper="fedpals"):
@@ -331,7 +331,7 @@ def test_a_pace_carries_over_to_the_next_sweep_only_in_the_same_unit(tmp_path, m
 def test_run_specs_weighs_the_deadline_pace_by_each_runs_training_samples(monkeypatch, tmp_path):
     """executors.run_specs gives run_sweep a cost in training samples (experiment.run_cost): a run
     of 10 rounds costs 10x a run of 1 round of the same layout, whatever the pace per run says."""
-    from fedpaper import executors as E
+    from fedpaper.runs import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
 
     p = P.runs("smoke")
@@ -359,7 +359,7 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
     """run_specs stores each engine call's runs as soon as the call ends: a chunk of two engine calls
     (1-round and 2-round runs: two configs) killed during the second keeps the first's runs, and
     the same sweep again trains only the rest."""
-    from fedpaper import executors as E
+    from fedpaper.runs import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
 
     p = P.runs("smoke")

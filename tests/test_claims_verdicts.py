@@ -6,7 +6,7 @@ import pytest
 from fedpaper import report as R
 from fedpaper.papers import Claim, get_claim
 from fedpaper.papers import _common as K
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 
 
 def check(cid, **tables):

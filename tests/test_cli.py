@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from fedpaper import cli, papers
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 from repo_scripts import load_script
 
 
@@ -97,7 +97,7 @@ def test_list_and_report(capsys, figures_tmp, readme_tmp):
 DEMO = textwrap.dedent(
     """
     import pandas as pd
-    from fedpaper.artifacts import run_artifact
+    from fedpaper.outputs.artifacts import run_artifact
 
     def _draw(table, params):
         import matplotlib.pyplot as plt

@@ -1,4 +1,4 @@
-"""Compact image pools (fedpaper.data.compact): uint8 at the native size, standardised (and resized)
+"""Compact image pools (fedpaper.blocks.data.compact): uint8 at the native size, standardised (and resized)
 per batch, give exactly the bits of the float32 pools that were built up front before (so results
 cached or committed before are reproduced), hold 4x less memory, and read the same way."""
 import numpy as np
@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedpaper.data import load_dataset, synthetic_images
-from fedpaper.data.compact import CompactImages, compact_images
+from fedpaper.blocks.data import load_dataset, synthetic_images
+from fedpaper.blocks.data.compact import CompactImages, compact_images
 from fedpaper.engine import Pools, gather
-from fedpaper.paths import data_root
+from fedpaper.ground.paths import data_root
 
 
 def _old_from_dataset(ds, x):

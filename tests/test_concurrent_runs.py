@@ -1,5 +1,5 @@
 """Two local processes on one results cache train each run once (issue 31 item 4): runs are claimed
-with leases (fedpaper.leases) by executors.run_specs; a process waiting on a run another holds
+with leases (fedpaper.runs.leases) by executors.run_specs; a process waiting on a run another holds
 says so and reads the result from the store; a killed or expired holder's claims are taken over.
 
 Trainings are counted by wrapping executors.train_group in each process (one line per run
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fedpaper.leases import lease_path, new_owner
-from fedpaper.store import ResultStore
+from fedpaper.runs.leases import lease_path, new_owner
+from fedpaper.runs.store import ResultStore
 
 N_SPECS = 4
 
@@ -27,9 +27,9 @@ N_SPECS = 4
 # claims however slowly it starts on a loaded machine); prints the results as JSON.
 DRIVER = textwrap.dedent("""
     import json, sys, time
-    from fedpaper import executors as E
+    from fedpaper.runs import executors as E
     from fedpaper.papers.fedpals import profiles as P, runs as R
-    from fedpaper.store import ResultStore
+    from fedpaper.runs.store import ResultStore
 
     import os
     root, counter, pause = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -189,7 +189,7 @@ def test_a_sweep_takes_free_runs_before_runs_another_process_holds(tmp_path):
     """Two workers on one store: a run held by another live process goes to the end of this
     sweep's queue, so this worker trains the free runs first instead of waiting (store.run_sweep,
     with a run_fn_many that claims and stores its runs itself, as executors.claimed does)."""
-    from fedpaper.sweep import run_sweep
+    from fedpaper.runs.sweep import run_sweep
 
     store = ResultStore(tmp_path / "results")
     specs = [{"i": i} for i in range(3)]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedpaper.data import (
+from fedpaper.blocks.data import (
     DATASETS,
     dataset_available,
     gaussian_task,
@@ -21,11 +21,11 @@ from fedpaper.data import (
     synthetic_images,
     target_marginal,
 )
-from fedpaper.data import cache as data_cache
-from fedpaper.data import fashion_mnist, iwildcam
-from fedpaper.data.synthetic import GAUSSIAN_MEANS, N1, N2, S1, S2
-from fedpaper.errors import BadParameterError, DataMissingError, UnknownNameError
-from fedpaper.paths import REPO_ROOT, data_root
+from fedpaper.blocks.data import cache as data_cache
+from fedpaper.blocks.data import fashion_mnist, iwildcam
+from fedpaper.blocks.data.synthetic import GAUSSIAN_MEANS, N1, N2, S1, S2
+from fedpaper.ground.errors import BadParameterError, DataMissingError, UnknownNameError
+from fedpaper.ground.paths import REPO_ROOT, data_root
 
 
 @pytest.fixture
@@ -176,7 +176,7 @@ def jpeg_bytes(color):
 
 
 def test_cifar10_zip_layout(tmp_path, tmp_cache):
-    from fedpaper.data.cifar import CIFAR10_CLASSES
+    from fedpaper.blocks.data.cifar import CIFAR10_CLASSES
 
     (tmp_path / "cifar10").mkdir()
     with zipfile.ZipFile(tmp_path / "cifar10" / "cifar10-jpeg.zip", "w") as zf:
@@ -213,7 +213,7 @@ def test_cifar100_torchvision_layout(tmp_path, tmp_cache):
 def make_pacs_tree(root, domains=("cartoon", "photo", "sketch"), per_class=1, metadata=False):
     from PIL import Image
 
-    from fedpaper.data.pacs import CLASSES
+    from fedpaper.blocks.data.pacs import CLASSES
 
     rows = []
     for d, domain in enumerate(domains):
@@ -358,7 +358,7 @@ def _fashion_files(raw, gz=True):
 
 @pytest.mark.parametrize("damage", ["truncate", "garble"])
 def test_corrupt_gz_names_the_file_and_the_fix(tmp_path, tmp_cache, damage):
-    from fedpaper.errors import DataCorruptError
+    from fedpaper.ground.errors import DataCorruptError
 
     raw = tmp_path / "data" / "fashion-mnist" / "FashionMNIST" / "raw"
     raw.mkdir(parents=True)
@@ -374,7 +374,7 @@ def test_corrupt_gz_names_the_file_and_the_fix(tmp_path, tmp_cache, damage):
 
 
 def test_corrupt_cifar_zip_names_the_file(tmp_path, tmp_cache):
-    from fedpaper.errors import DataCorruptError
+    from fedpaper.ground.errors import DataCorruptError
 
     z = tmp_path / "data" / "cifar10" / "cifar10-jpeg.zip"
     z.parent.mkdir(parents=True)

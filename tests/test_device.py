@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from fedpaper.algorithms import get_method
-from fedpaper.data.compact import CompactImages
+from fedpaper.blocks.data.compact import CompactImages
 from fedpaper.driver import train
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.engine import cpu as C
-from fedpaper.errors import BadParameterError
-from fedpaper.experiment import get_pools, pools_key_of
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.runs.experiment import get_pools, pools_key_of
 
 KEY = pools_key_of({"name": "synthetic-images", "options": dict(num_classes=4, n_train=120, n_test=30, seed=2)},
                    device="cpu")

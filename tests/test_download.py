@@ -1,4 +1,4 @@
-"""Data set downloads (fedpaper.data.download, `fedpaper reproduce`), with fake sources: no network."""
+"""Data set downloads (fedpaper.blocks.data.download, `fedpaper reproduce`), with fake sources: no network."""
 import dataclasses
 import gzip
 import pickle
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from fedpaper import cli, papers
-from fedpaper.data import dataset_available, download, fetch, load_dataset
-from fedpaper.errors import DataMissingError
-from fedpaper.provenance import dataset_copies, summary
+from fedpaper.blocks.data import dataset_available, download, fetch, load_dataset
+from fedpaper.ground.errors import DataMissingError
+from fedpaper.runs.provenance import dataset_copies, summary
 
 
 # --------------------------------------------------------------------------- small valid copies
@@ -69,11 +69,11 @@ def fake_source(monkeypatch):
 @pytest.fixture
 def fresh_machine(tmp_path, monkeypatch):
     """No FEDPAPER_DATA, no ../shared/data beside the checkout, an empty home: the default root."""
-    import fedpaper.paths
+    import fedpaper.ground.paths
 
     monkeypatch.delenv("FEDPAPER_DATA", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(fedpaper.paths, "REPO_ROOT", tmp_path / "checkout" / "fedpaper")
+    monkeypatch.setattr(fedpaper.ground.paths, "REPO_ROOT", tmp_path / "checkout" / "fedpaper")
     return tmp_path / "home" / ".fedpaper" / "data"
 
 

@@ -1,7 +1,7 @@
 """The paper profile's dry run (issue 30, item 1): `fedpaper reproduce --profile paper --dry-run`.
 
 One artifact function per paper runs at the paper profile with the dry run's parameters (the ones
-the CLI hands each notebook: fedpaper.dryrun.parameters), each paper's heaviest model at its
+the CLI hands each notebook: fedpaper.outputs.dryrun.parameters), each paper's heaviest model at its
 paper size included (FedNCA-ML's ResNet-18 at 224 px, FedMT's ResNet-18, privlabels' 32-32-64-64
 CNN, FedPALS' LeNet); the tests shrink the grid, the images, epochs or (FedMT, FedNCA-ML: memory)
 the number of clients further through the same overrides, never the model or the input size. Bad input (a dry run of another profile, an unknown artifact,
@@ -11,10 +11,12 @@ import json
 
 import pytest
 
-from fedpaper import cli, dryrun, executors
-from fedpaper.errors import BadParameterError
-from fedpaper.parameters import validate
-from fedpaper.paths import data_root
+from fedpaper import cli
+from fedpaper.outputs import dryrun
+from fedpaper.runs import executors
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.outputs.parameters import validate
+from fedpaper.ground.paths import data_root
 
 needs_data = pytest.mark.skipif(not (data_root() / "cifar10").is_dir(),
                                 reason="needs the offline data sets (FEDPAPER_DATA)")
@@ -61,7 +63,7 @@ def test_dry_run_into_committed_figures_is_one_line(capsys, figures_tmp):
 # ------------------------------------------------------------------------------ mechanics
 def test_every_cut_is_a_setting_of_its_paper_profile():
     """Each paper's cut names settings of its paper profile (checked as an override would be)."""
-    from fedpaper.parameters import apply_overrides
+    from fedpaper.outputs.parameters import apply_overrides
     from fedpaper.papers.fedmt import profiles as fedmt
     from fedpaper.papers.fednca import profiles as fednca
     from fedpaper.papers.fedpals import profiles as fedpals
@@ -81,7 +83,7 @@ def test_every_cut_is_a_setting_of_its_paper_profile():
 
 
 def test_dry_run_trains_in_small_groups(monkeypatch):
-    from fedpaper.parameters import using
+    from fedpaper.outputs.parameters import using
 
     monkeypatch.delenv(executors.EXECUTOR_ENV, raising=False)
     assert executors.get_executor().is_local
@@ -179,7 +181,7 @@ def test_dry_run_one_artifact_per_paper(paper, tmp_path, figures_tmp, cache_tmp)
 def test_cut_leaves_out_settings_an_artifact_does_not_have():
     """fedpals fig1 has no settings and fig9 its own: the paper's cut applies where it names one
     (a plain exploration with the same overrides is still one line of bad input)."""
-    from fedpaper.parameters import apply_overrides, using
+    from fedpaper.outputs.parameters import apply_overrides, using
 
     with using(profile="paper", seeds=1, overrides=dryrun.cut("fedpals")):
         assert apply_overrides({"rounds": 150, "deltas": [0.1]})["rounds"] == 1

@@ -6,12 +6,12 @@ import torch
 from fedpaper.algorithms import algorithm_of, Method, get_method, semisup, standard_methods
 from fedpaper.algorithms.privlabels import restrict_classifier
 from fedpaper.algorithms.tuning import tuning_loss
-from fedpaper.data import synthetic_images
+from fedpaper.blocks.data import synthetic_images
 from fedpaper.driver import FederatedTrainer, train
 from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.driver.sequential import train_sequential
-from fedpaper.errors import BadParameterError, UnknownNameError
-from fedpaper.partition import private_label_partition, sparsity_partition
+from fedpaper.ground.errors import BadParameterError, UnknownNameError
+from fedpaper.blocks.partition import private_label_partition, sparsity_partition
 
 torch.set_num_threads(1)
 
@@ -211,7 +211,7 @@ def test_multilabel_bce_trains_and_reports_auc():
     # the values are those of the final global model on the test rows (sklearn as the reference)
     from sklearn.metrics import f1_score, roc_auc_score
 
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     net = build_model(cfg.model, **cfg.model_kwargs)
     net.load_state_dict({k: v[0] for k, v in res.final_params.items()})

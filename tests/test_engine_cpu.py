@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from fedpaper.algorithms import Method
-from fedpaper.data import synthetic_images
+from fedpaper.blocks.data import synthetic_images
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig, channels_last_ok
-from fedpaper.models import build_model
+from fedpaper.blocks.models import build_model
 
 torch.set_num_threads(1)
 
@@ -118,7 +118,7 @@ def test_guarded_model_trains_under_the_avx2_kernels():
     code = textwrap.dedent("""
         import torch, numpy as np
         from fedpaper.algorithms import Method
-        from fedpaper.data import synthetic_images
+        from fedpaper.blocks.data import synthetic_images
         from fedpaper.driver import train
         from fedpaper.engine import Federation, Pools, TrainConfig
         pools = Pools.from_dataset(synthetic_images(num_classes=8, n_train=160, n_test=40, shape=(3, 8, 8), seed=0))
@@ -154,7 +154,7 @@ def test_a_run_gives_the_same_result_alone_and_in_any_group(fedmt_smoke, threads
     0.055 on 20 classes) trained alone, in a group of 2 (first) and in a group of 4 (last) has the
     same history, bit for bit, and the same final parameters, with 1 and with 2 threads."""
     from fedpaper.driver import train as engine_train
-    from fedpaper.experiment import get_pools
+    from fedpaper.runs.experiment import get_pools
 
     target, mates = fedmt_smoke
     old = torch.get_num_threads()
@@ -210,7 +210,7 @@ ISA_TOL = 1e-5  # absolute, on parameters of size ~0.1-0.4; AVX2 vs AVX-512 meas
 def _isa_summary(fedmt_target) -> dict:
     """The FedMT (E) smoke run (threshold-sensitive), 1 thread: each final tensor's size, sum, L2
     norm and first 6 values, and the per-round history."""
-    from fedpaper.experiment import get_pools
+    from fedpaper.runs.experiment import get_pools
 
     old = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -13,7 +13,7 @@ import torch
 from fedpaper.algorithms import get_method
 from fedpaper.engine import Federation, TrainConfig, cpu, optim
 from fedpaper.driver import trainer as T
-from fedpaper.experiment import get_pools, pools_key_of
+from fedpaper.runs.experiment import get_pools, pools_key_of
 
 POOL = pools_key_of({"name": "synthetic-images", "options": dict(num_classes=4, n_train=80, n_test=20, seed=0)},
                     device="cpu")

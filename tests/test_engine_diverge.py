@@ -9,7 +9,7 @@ import torch
 from fedpaper.algorithms import get_method
 from fedpaper.driver import FederatedTrainer, train
 from fedpaper.engine import Federation, Pools
-from fedpaper.experiment import _result
+from fedpaper.runs.experiment import _result
 
 from engine_harness import lenet_config, two_runs
 
@@ -76,7 +76,7 @@ def test_when_every_run_diverges_the_rounds_stop():
     pools, a, b = _poisoned()
     b0 = Federation(b.client_indices, b.test_indices, seed=0)
     calls = []
-    from fedpaper import progress
+    from fedpaper.ground import progress
 
     token = progress._ROUND_CALLBACK.set(lambda rnd, rounds, n: calls.append(rnd))
     try:

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from fedpaper.algorithms import get_method
-from fedpaper.data import synthetic_images
+from fedpaper.blocks.data import synthetic_images
 from fedpaper.driver import FederatedTrainer, train
 from fedpaper.engine import Federation, GroupedForward, Pools, TrainConfig, evaluate, predict
 from fedpaper.engine.grouped import stacked_layout
-from fedpaper.models import build_model
+from fedpaper.blocks.models import build_model
 
 _REAL = evaluate.predict_grouped
 MODELS = {"lenet": dict(c1=4, c2=6), "privlabels_cnn": dict(widths=(4, 4, 8, 8), hidden=16)}

@@ -25,10 +25,10 @@ import pytest
 import torch
 
 from fedpaper.algorithms import Method, get_method
-from fedpaper.data import synthetic_images
+from fedpaper.blocks.data import synthetic_images
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
-from fedpaper.provenance import cpu_vendor
+from fedpaper.runs.provenance import cpu_vendor
 
 FIXTURE = Path(__file__).parent / "fixtures" / "engine_before.json"
 BACKENDS = ("vmap", "loop", "grouped")

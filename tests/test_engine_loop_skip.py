@@ -49,7 +49,7 @@ def test_batchnorm_fednca_net_keeps_an_inactive_clients_statistics():
     """FedNCANet (skip_inactive_slots): a slot that does not step leaves its BatchNorm
     running statistics as they were; an active slot updates its own."""
     from fedpaper.algorithms.base import Objective
-    from fedpaper.nets.ladm import FedNCANet
+    from fedpaper.blocks.nets.ladm import FedNCANet
 
     torch.manual_seed(0)
     net = FedNCANet(3, head="fc", width=4, dim=8, norm="batch")
@@ -82,7 +82,7 @@ def test_loop_backend_with_every_slot_inactive_returns_zeros():
     """A model that opts in (FedNCANet) and no slot that steps: no pass at all, zero gradients
     and zero per-slot losses of the right shapes."""
     from fedpaper.algorithms.base import Objective
-    from fedpaper.nets.ladm import FedNCANet
+    from fedpaper.blocks.nets.ladm import FedNCANet
 
     torch.manual_seed(0)
     net = FedNCANet(3, head="fc", width=4, dim=8)

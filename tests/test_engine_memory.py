@@ -9,8 +9,8 @@ from torch import nn
 from fedpaper.algorithms import get_method
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.engine import memory as MEM
-from fedpaper.experiment import RunSetup, get_pools, group_setups, pools_key_of
-from fedpaper.models import build_model
+from fedpaper.runs.experiment import RunSetup, get_pools, group_setups, pools_key_of
+from fedpaper.blocks.models import build_model
 
 POOL = pools_key_of({"name": "synthetic-images", "options": dict(num_classes=4, n_train=200, n_test=40, seed=0)},
                     device="cpu")
@@ -79,7 +79,7 @@ def test_groups_keep_max_batch_when_memory_is_plenty(monkeypatch, capsys):
 
 
 def test_the_budget_shrinks_groups_with_one_notice(monkeypatch, capsys):
-    from fedpaper import experiment
+    from fedpaper.runs import experiment
 
     monkeypatch.setattr(experiment, "_BUDGET_NOTICES", set())  # whatever ran before in this process
     setups = _setups(7)
@@ -100,7 +100,7 @@ def test_a_run_that_needs_more_than_the_machine_has_is_said_in_one_line(monkeypa
     """Even one run over all the memory available (FedMT fig2c's 80 ResNet-18 clients at the paper
     profile: ~18 GB of stacked parameter copies): it still trains, one run per call, and one line
     says what it needs and what to do, instead of a silent kill for memory."""
-    from fedpaper import experiment
+    from fedpaper.runs import experiment
 
     monkeypatch.setattr(experiment, "_BUDGET_NOTICES", set())
     setups = _setups(2)
@@ -144,7 +144,7 @@ def test_the_trainer_evaluates_in_capped_passes_with_the_same_results(monkeypatc
     """With EVAL_BYTES lowered so that 16 rows fit, the trainer evaluates in passes of 16 rows (not
     cfg.eval_batch) and the run's numbers are those of uncapped evaluation (a LeNet on CPU)."""
     from fedpaper.driver import trainer as T
-    from fedpaper.experiment import train_group
+    from fedpaper.runs.experiment import train_group
 
     setups = _setups(1)
     full = train_group(setups, False)[0]
@@ -170,7 +170,7 @@ def _chunk_case(monkeypatch, limit, model="small_resnet", kw=None, backend="auto
 
     import fedpaper.engine.memory as MEM
     from fedpaper.algorithms import Method
-    from fedpaper.data import synthetic_images
+    from fedpaper.blocks.data import synthetic_images
     from fedpaper.driver import train
     from fedpaper.engine import Federation, Pools, TrainConfig
 
@@ -243,7 +243,7 @@ def test_fedmt_trains_in_parts_with_its_pseudo_labels_per_slot(monkeypatch):
 
     import fedpaper.engine.memory as MEM
     from fedpaper.driver import train
-    from fedpaper.experiment import get_pools
+    from fedpaper.runs.experiment import get_pools
     from fedpaper.papers.fedmt import runs
     from fedpaper.papers.fedmt.profiles import settings
 

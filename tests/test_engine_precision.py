@@ -6,11 +6,11 @@ import pytest
 import torch
 from engine_harness import lenet_config, two_runs
 
-from fedpaper import experiment as E
+from fedpaper.runs import experiment as E
 from fedpaper.algorithms import get_method
 from fedpaper.driver import FederatedTrainer, train
 from fedpaper.driver.sequential import train_sequential
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 from fedpaper.papers.privlabels import _params as privlabels_params
 from fedpaper.papers.privlabels import runs as PR
 

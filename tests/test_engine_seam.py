@@ -1,5 +1,5 @@
 """The engine after issue 13: a deterministic backend rule (reruns are bit-identical), extra label
-spaces on Pools, metrics from fedpaper.metrics, the best-validation model, frozen parameters, new
+spaces on Pools, metrics from fedpaper.blocks.metrics, the best-validation model, frozen parameters, new
 optimisers and schedules, and bf16 precision."""
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from fedpaper.algorithms import get_method
 from fedpaper.algorithms.base import Part
 from fedpaper.driver import FederatedTrainer, train
 from fedpaper.engine import Pools, choose_backend
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_auto_backend_is_a_fixed_rule_and_reruns_are_bit_identical(setup):
     # auto on CPU by the widest convolution (backends.GROUPED_MAX_CONV): the quick privlabels CNN
     # grouped, the paper's 32-32-64-64 the loop (fp32 from 32 channels, bf16 from 64); an explicit backend as asked
     from fedpaper.engine.backends import widest_conv
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     quick, paper = (build_model("privlabels_cnn", in_channels=3, image_size=32, widths=w, hidden=h)
                     for w, h in (((8, 8, 16, 16), 128), ((32, 32, 64, 64), 512)))

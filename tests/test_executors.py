@@ -13,12 +13,12 @@ import pytest
 
 from fedpaper.algorithms import get_method
 from fedpaper.engine import Federation, TrainConfig
-from fedpaper.errors import BadParameterError
-from fedpaper.executors import AUDIT_ENV, LocalExecutor, RayExecutor, get_executor, run_specs, task_groups
-from fedpaper.experiment import RunSetup, get_pools, pools_key_of, train_group
-from fedpaper.partition import sparsity_partition
-from fedpaper.paths import REPO_ROOT
-from fedpaper.store import ResultStore
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.runs.executors import AUDIT_ENV, LocalExecutor, RayExecutor, get_executor, run_specs, task_groups
+from fedpaper.runs.experiment import RunSetup, get_pools, pools_key_of, train_group
+from fedpaper.blocks.partition import sparsity_partition
+from fedpaper.ground.paths import REPO_ROOT
+from fedpaper.runs.store import ResultStore
 
 STALL_ENV = "FEDPAPER_TEST_STALL_DIR"  # forwarded to workers (FEDPAPER_ prefix)
 POOL = pools_key_of({"name": "synthetic-images", "options": dict(num_classes=10, n_train=300, n_test=100, seed=0)},
@@ -194,7 +194,7 @@ class _RecordingExecutor:
 
 
 def test_run_specs_hands_store_keys_and_a_picklable_build_to_the_executor():
-    from fedpaper.experiment import store_key
+    from fedpaper.runs.experiment import store_key
     from fedpaper.papers.privlabels import runs as R
     from fedpaper.papers.privlabels.profiles import settings
 

@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from fedpaper import experiment as E
-from fedpaper.errors import UnknownNameError
+from fedpaper.runs import experiment as E
+from fedpaper.ground.errors import UnknownNameError
 from fedpaper.papers.fedpals import runs as FR
 from fedpaper.papers.fedpals import profiles as FP
 from fedpaper.papers.privlabels import _params as privlabels_params

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from fedpaper.experiment import RunSpec
+from fedpaper.runs.experiment import RunSpec
 from fedpaper.papers.fedmt.data import build_pools, split
-from fedpaper.partition import cifar100_correspondence_matrix, fedmt_partition
-from fedpaper.paths import data_root
+from fedpaper.blocks.partition import cifar100_correspondence_matrix, fedmt_partition
+from fedpaper.ground.paths import data_root
 
 STAND_IN = {"num_classes": 20, "coarse_classes": 5, "n_train": 1000, "n_test": 100, "shape": [3, 8, 8], "seed": 0}
 
@@ -30,7 +30,7 @@ def test_cifar100_m_from_the_data_sets_own_map():
     zip_path = data_root() / "cifar100" / "cifar100-jpeg95.zip"
     if not zip_path.is_file():
         pytest.skip("offline CIFAR-100 copy absent")
-    from fedpaper.data.cifar import read_cifar100_classes
+    from fedpaper.blocks.data.cifar import read_cifar100_classes
 
     fine, coarse, f2c = read_cifar100_classes(zip_path)
     m = cifar100_correspondence_matrix(f2c)

@@ -4,8 +4,8 @@ import csv
 import numpy as np
 import pytest
 
-from fedpaper.data import fitzpatrick as FZ
-from fedpaper.errors import BadParameterError, DataMissingError
+from fedpaper.blocks.data import fitzpatrick as FZ
+from fedpaper.ground.errors import BadParameterError, DataMissingError
 
 PAPER_COUNTS = {"inflammatory": 10841, "malignant epidermal": 1352, "genodermatoses": 1194, "benign dermal": 1067,
                 "benign epidermal": 931, "malignant melanoma": 570, "benign melanocyte": 233,

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedpaper.experiment import method_of
+from fedpaper.runs.experiment import method_of
 from fedpaper.papers import _common as K
 from fedpaper.papers.fednca import claims as C
 from fedpaper.papers.fednca import methods as M
@@ -156,7 +156,7 @@ def test_feature_claims_can_pass_and_fail():
 
 def test_cosine_and_prototype_helpers():
     from fedpaper.papers.fednca.features import cosine_matrix, mean_off_diagonal
-    from fedpaper.nets.etf import simplex_etf
+    from fedpaper.blocks.nets.etf import simplex_etf
 
     S = cosine_matrix(simplex_etf(8, 4).T.numpy())
     assert mean_off_diagonal(S) == pytest.approx(-1 / 3, abs=1e-6)  # the ETF's -1/(C-1)

@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedpaper.data.multilabel import CORNERS, composite_counts, composite_split, place, union_labels
-from fedpaper.errors import BadParameterError
-from fedpaper.partition import class_presence_partition
+from fedpaper.blocks.data.multilabel import CORNERS, composite_counts, composite_split, place, union_labels
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.partition import class_presence_partition
 
 
 def _images(n_per_class=6, k=4, side=8, seed=0):
@@ -77,7 +77,7 @@ def test_class_presence_partition_properties():
 
 
 def test_dermamnist_loader_reads_the_npz_layout(tmp_path):
-    from fedpaper.data.dermamnist import load_splits
+    from fedpaper.blocks.data.dermamnist import load_splits
 
     rng = np.random.default_rng(0)
     arrays = {}
@@ -93,7 +93,7 @@ def test_dermamnist_loader_reads_the_npz_layout(tmp_path):
 
 
 def test_label_tables_parse_voc_difficult_as_present_and_cxr_findings():
-    from fedpaper.data.label_tables import (CXR_CLASSES, VOC_CLASSES, no_finding_share, parse_cxr_findings,
+    from fedpaper.blocks.data.label_tables import (CXR_CLASSES, VOC_CLASSES, no_finding_share, parse_cxr_findings,
                                             parse_voc_table, patient_split)
 
     df = pd.DataFrame([["1", "train", *([-1] * 20)], ["2", "val", *([-1] * 20)]], columns=["image_id", "split",
@@ -111,10 +111,10 @@ def test_label_tables_parse_voc_difficult_as_present_and_cxr_findings():
     assert 30 <= test.sum() <= 33
 
 
-@pytest.mark.skipif(not __import__("fedpaper.data", fromlist=["x"]).dataset_available("chestxray14:labels"),
+@pytest.mark.skipif(not __import__("fedpaper.blocks.data", fromlist=["x"]).dataset_available("chestxray14:labels"),
                     reason="ChestX-ray14 label table not present")
 def test_real_chestxray14_table_has_112120_images():
-    from fedpaper.data.label_tables import chestxray14_labels
+    from fedpaper.blocks.data.label_tables import chestxray14_labels
 
     d = chestxray14_labels()
     assert len(d["train"]) + len(d["test"]) == 112120
@@ -127,7 +127,7 @@ def _png(path, value, size=(12, 10), mode="RGB"):
 
 
 def test_voc_loader_on_a_generated_devkit(tmp_path):
-    from fedpaper.data.multilabel_images import load_voc
+    from fedpaper.blocks.data.multilabel_images import load_voc
 
     base = tmp_path / "voc2007" / "VOCdevkit" / "VOC2012"
     for d in ("JPEGImages", "Annotations", "ImageSets/Main"):
@@ -140,14 +140,14 @@ def test_voc_loader_on_a_generated_devkit(tmp_path):
     (base / "ImageSets" / "Main" / "train.txt").write_text("a1\na2\na3\n")
     x, y, ids = load_voc(tmp_path, "2012", "train", size=8)
     assert x.shape == (3, 3, 8, 8) and ids == ["a1", "a2", "a3"]
-    from fedpaper.data.label_tables import VOC_CLASSES
+    from fedpaper.blocks.data.label_tables import VOC_CLASSES
 
     assert [sorted(VOC_CLASSES[c] for c in np.flatnonzero(r)) for r in y] == [["dog", "person"], ["cat"], ["cat"]]
     assert x[1, 0].mean() == pytest.approx(40, abs=2) and x[0].max() == 0
 
 
 def test_chestxray14_loader_on_generated_images(tmp_path):
-    from fedpaper.data.multilabel_images import load_chestxray14
+    from fedpaper.blocks.data.multilabel_images import load_chestxray14
 
     folder = tmp_path / "chestxray14" / "images"
     folder.mkdir(parents=True)
@@ -166,8 +166,8 @@ def test_chestxray14_loader_on_generated_images(tmp_path):
 
 
 def test_missing_voc_images_say_how_to_get_them(tmp_path):
-    from fedpaper.data.multilabel_images import load_voc
-    from fedpaper.errors import DataMissingError
+    from fedpaper.blocks.data.multilabel_images import load_voc
+    from fedpaper.ground.errors import DataMissingError
 
     with pytest.raises(DataMissingError, match="VOCDetection"):
         load_voc(tmp_path)

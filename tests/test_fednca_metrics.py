@@ -5,7 +5,7 @@ import pytest
 from sklearn.metrics import f1_score, roc_auc_score
 
 from fedpaper.engine.evaluate import EXTRA_METRICS
-from fedpaper.metrics import multilabel_auc, multilabel_f1, per_batch_mean
+from fedpaper.blocks.metrics import multilabel_auc, multilabel_f1, per_batch_mean
 
 
 def _data(seed, n=200, k=6):

@@ -13,9 +13,9 @@ from fedpaper.algorithms.frozen import FrozenParameters
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.engine.optim import OptimSpec
-from fedpaper.errors import BadParameterError
-from fedpaper.nets.etf import simplex_etf
-from fedpaper.nets.ladm import FedNCANet, sine_cosine_2d
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.nets.etf import simplex_etf
+from fedpaper.blocks.nets.ladm import FedNCANet, sine_cosine_2d
 
 
 @pytest.mark.parametrize("layout", ["rotated", "code"])
@@ -185,7 +185,7 @@ def test_etf_classifier_bias_default_and_paper_form():
     """The official code's head (the default) has a learnable per-class bias, zero at the start;
     bias=False with logit_scale=None is the paper's eq. 9, logit = h^T m_c, with no bias parameter
     at all (nothing extra to train or average)."""
-    from fedpaper.nets.etf import ETFClassifier
+    from fedpaper.blocks.nets.etf import ETFClassifier
 
     torch.manual_seed(0)
     h = torch.randn(5, 16)

@@ -188,7 +188,7 @@ def test_perturb_marginal_and_location_clients():
 
 
 def test_fig9_lambda_grid_is_tuned_between_alpha0_and_fedavg():
-    from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
+    from fedpaper.blocks.data.synthetic import N1, N2, S1, S2, target_marginal
 
     S, n = np.stack([S1, S2]), np.array([N1, N2], float)
     for d in (0.0, 0.5, 1.0):
@@ -201,7 +201,7 @@ def test_fig9_lambda_grid_is_tuned_between_alpha0_and_fedavg():
 
 
 def test_fig9_task_standardised_on_the_clients_training_points():
-    from fedpaper.data import gaussian_task
+    from fedpaper.blocks.data import gaussian_task
 
     t = G.standardise_task(gaussian_task(0.5, seed=1, n_test=100, n_val=50))
     x = np.concatenate([c[0] for c in t.clients])
@@ -240,8 +240,8 @@ def test_shift_figures_mark_chance_at_100_over_C_and_never_draw_std_below_zero()
 
 
 def test_paper_profile_has_the_papers_table1_setting_and_says_its_seeds():
-    from fedpaper.artifacts import resolve_out_dir
-    from fedpaper.paths import figures_dir
+    from fedpaper.outputs.artifacts import resolve_out_dir
+    from fedpaper.ground.paths import figures_dir
     from fedpaper.papers.fedpals import train as TR
 
     p = P.runs("paper")
@@ -257,8 +257,8 @@ def test_paper_profile_has_the_papers_table1_setting_and_says_its_seeds():
 
 
 def test_table1_sweep_records_all_its_runs_first_then_stops_at_the_deadline_and_resumes(smoke, tmp_path, monkeypatch):
-    from fedpaper import store as S
-    from fedpaper import sweep as W
+    from fedpaper.runs import store as S
+    from fedpaper.runs import sweep as W
     from fedpaper.papers.fedpals import train as TR
 
     monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path))

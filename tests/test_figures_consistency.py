@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fedpaper.artifacts import RERENDER_ENV, output_paths, profile_figures_dir
+from fedpaper.outputs.artifacts import RERENDER_ENV, output_paths, profile_figures_dir
 from fedpaper.papers.catalog import DRAWS_DATA
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 
 RMS_TOLERANCE = 2.0
 PROFILES = ("quick", "long")

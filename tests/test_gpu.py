@@ -19,8 +19,8 @@ import torch
 from fedpaper.algorithms import get_method
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
-from fedpaper.data import synthetic_images
-from fedpaper.partition import sparsity_partition
+from fedpaper.blocks.data import synthetic_images
+from fedpaper.blocks.partition import sparsity_partition
 
 ATOL, RTOL = 1e-4, 1e-4
 
@@ -114,7 +114,7 @@ def test_smoke_artifact_runs_on_cuda(paper, name, monkeypatch, tmp_path, cache_t
 def test_paper_artifact_cut_runs_on_cuda(monkeypatch, tmp_path, cache_tmp):
     """fednca/table1 at the paper profile (ResNet-18 at 224 px from compact 64 px canvases), cut to
     PAPER_CUT; needs the CIFAR-10 copy (FEDPAPER_DATA)."""
-    from fedpaper.data import dataset_available
+    from fedpaper.blocks.data import dataset_available
     from fedpaper.notebook import run
     from fedpaper.papers.fednca import table1
 
@@ -129,7 +129,7 @@ def test_paper_artifact_cut_runs_on_cuda(monkeypatch, tmp_path, cache_tmp):
 # ----------------------------------------------------------------------------- on the CPU
 def test_paper_cut_overrides_are_valid_settings():
     from fedpaper.papers.fednca.profiles import settings
-    from fedpaper.parameters import apply_overrides
+    from fedpaper.outputs.parameters import apply_overrides
 
     p = apply_overrides(settings("paper"), PAPER_CUT)
     assert p["rounds"] == 1 and p["data"]["cifar10"]["singles"]["train"] == 12

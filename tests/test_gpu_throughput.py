@@ -1,5 +1,5 @@
 """benchmarks/gpu_throughput.py --measure on the CPU (--allow-cpu) with one tiny key: the json it writes
-has the structure fedpaper/model_costs.py's gpu_rates and plan.costs_of read, a bad key is an error
+has the structure fedpaper/runs/model_costs.py's gpu_rates and plan.costs_of read, a bad key is an error
 line (the others go on), and without CUDA it never writes benchmarks/results/gpu.json."""
 import json
 import math
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedpaper.model_costs import ModelKey
+from fedpaper.runs.model_costs import ModelKey
 from fedpaper.plan import RunCount, _canon, costs_of
 from repo_scripts import load_script
 
@@ -52,12 +52,12 @@ def test_measure_on_cpu_writes_what_plan_reads(tmp_path, monkeypatch):
     assert "ERROR" in out_md.read_text() and TINY.label() in out_md.read_text()
 
     # plan reads it as it reads benchmarks/results/gpu.json
-    import fedpaper.paths
-    from fedpaper.model_costs import GPU_RESULTS, gpu_rates
+    import fedpaper.ground.paths
+    from fedpaper.runs.model_costs import GPU_RESULTS, gpu_rates
 
     (tmp_path / GPU_RESULTS).parent.mkdir(parents=True)
     (tmp_path / GPU_RESULTS).write_text(out_json.read_text())
-    monkeypatch.setattr(fedpaper.paths, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(fedpaper.ground.paths, "REPO_ROOT", tmp_path)
     card, gpu = gpu_rates()
     assert card == data["card"] and set(gpu) == {TINY.signature()}
     run = RunCount("r", "x", 2, TINY, train_samples=1000.0, eval_samples=500.0)

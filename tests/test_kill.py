@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from fedpaper import store as S
+from fedpaper.runs import store as S
 from fedpaper.ground import files as GF
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from fedpaper import leases
-from fedpaper.executors import run_group
-from fedpaper.store import ResultStore
+from fedpaper.runs import leases
+from fedpaper.runs.executors import run_group
+from fedpaper.runs.store import ResultStore
 
 
 def _lease(tmp_path, key="ab" + "0" * 62):

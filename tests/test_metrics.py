@@ -1,12 +1,12 @@
-"""Tests for fedpaper.metrics: hand-computed cases and an O(n^2) AUC reference."""
+"""Tests for fedpaper.blocks.metrics: hand-computed cases and an O(n^2) AUC reference."""
 
 import math
 
 import numpy as np
 import pytest
 
-from fedpaper.errors import BadParameterError
-from fedpaper.metrics import (
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.metrics import (
     accuracy,
     binary_auc,
     bootstrap_ci,

@@ -64,7 +64,7 @@ def test_explaining_calls_work_on_every_committed_result(monkeypatch, capsys):
     import IPython.display
 
     from fedpaper import notebook as N
-    from fedpaper.artifacts import ArtifactResult, load_committed
+    from fedpaper.outputs.artifacts import ArtifactResult, load_committed
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO / "figures"))
     shown = []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(os.environ.get("FEDPAPER_NOTEBOOK_TESTS") != "1",
                                 reason="executes notebooks; set FEDPAPER_NOTEBOOK_TESTS=1 (make test does)")

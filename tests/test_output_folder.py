@@ -8,9 +8,9 @@ from collections import namedtuple
 
 import pytest
 
-from fedpaper import artifacts as A
-from fedpaper.errors import BadParameterError
-from fedpaper.paths import unwritable_reason
+from fedpaper.outputs import artifacts as A
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.ground.paths import unwritable_reason
 
 
 def _never(*a, **k):

@@ -21,7 +21,7 @@ from papermill.cli import papermill as papermill_command
 from papermill.engines import NBClientEngine
 
 from fedpaper.papermill_engine import FedpaperEngine, notebook_error, one_line
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 from repo_scripts import load_script
 
 BAD_PROFILE = "ERROR: unknown profile 'nonsense'; choose one of smoke, quick, long, paper"
@@ -116,7 +116,7 @@ def test_only_the_notebooks_one_line_form_counts():
     assert notebook_error(new_notebook(cells=[new_code_cell("x = 1")])) is None
 
 
-DEMO = "from fedpaper.errors import BadParameterError\n\n" \
+DEMO = "from fedpaper.ground.errors import BadParameterError\n\n" \
        "def bad(**kwargs):\n    raise BadParameterError(\"seeds='abc' is a string; give a number of seeds >= 1\")\n"
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from fedpaper import parameters as P
-from fedpaper.errors import FedpaperError
-from fedpaper.paths import REPO_ROOT
+from fedpaper.outputs import parameters as P
+from fedpaper.ground.errors import FedpaperError
+from fedpaper.ground.paths import REPO_ROOT
 
 
 def _one_line_error(fn, **kw) -> str:
@@ -93,7 +93,7 @@ def test_engine_setting_names_are_checked_before_any_run(override, words, cache_
 
 
 def test_a_bad_row_override_in_a_notebook_call_is_one_line_before_any_run(cache_tmp):
-    from fedpaper.errors import FedpaperError as E
+    from fedpaper.ground.errors import FedpaperError as E
     from fedpaper.notebook import run
     from fedpaper.papers.fedpals import table1
 
@@ -122,7 +122,7 @@ def _fedavg_run(rounds):
     """One tiny FedAvg run of the fedpals smoke profile with `rounds` overridden."""
     from fedpaper.papers import fedpals
     from fedpaper.papers.fedpals import train as TR
-    from fedpaper.store import ResultStore
+    from fedpaper.runs.store import ResultStore
 
     with P.using(overrides={"rounds": rounds}):
         p = fedpals._params("smoke")
@@ -133,7 +133,7 @@ def _fedavg_run(rounds):
 
 
 def test_an_override_changes_the_cache_key_and_the_result(cache_tmp):
-    from fedpaper.store import ResultStore
+    from fedpaper.runs.store import ResultStore
 
     specs1, res1, keys1 = _fedavg_run(1)
     specs2, res2, keys2 = _fedavg_run(2)
@@ -196,7 +196,7 @@ def test_dirty_flag_ignores_notebook_outputs(tmp_path, monkeypatch):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from fedpaper import provenance
+    from fedpaper.runs import provenance
 
     repo = tmp_path / "repo"
     repo.mkdir()

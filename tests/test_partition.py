@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from fedpaper.errors import BadParameterError
-from fedpaper.partition import (
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.partition import (
     Partition,
     cifar100_correspondence_matrix,
     class_presence_partition,

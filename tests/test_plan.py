@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from fedpaper import cli
-from fedpaper import model_costs as C
+from fedpaper.runs import model_costs as C
 from fedpaper import plan as P
-from fedpaper.store import ResultStore
+from fedpaper.runs.store import ResultStore
 
 
 def test_plan_counts_exactly_the_runs_a_smoke_run_trains(cache_tmp, tmp_path):

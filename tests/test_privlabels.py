@@ -173,7 +173,7 @@ def test_paper_scale_federation_has_2000_per_client():
 def test_cpu_profiles_server_ratio_seeds_and_precision_in_key(profile):
     """quick / long: the server set in the paper's ratio to the client data (5,000 / 20,000 CIFAR-10,
     6,000 / 20,000 Fashion-MNIST), >= 3 seeds everywhere, and the precision in the run key and notes."""
-    from fedpaper.parameters import PROFILES
+    from fedpaper.outputs.parameters import PROFILES
 
     assert set(PROFILES) <= set(SETTINGS)  # every profile of the output contract is defined here
     p = _params(profile)

@@ -5,7 +5,7 @@ comparison tells the settings apart, so it can see a difference."""
 import pytest
 
 from fedpaper.driver.trainer import train
-from fedpaper.experiment import Execution, get_pools
+from fedpaper.runs.experiment import Execution, get_pools
 from fedpaper.papers.privlabels import _params
 from fedpaper.papers.privlabels import runs
 

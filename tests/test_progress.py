@@ -4,10 +4,10 @@ import logging
 import pandas as pd
 import pytest
 
-from fedpaper import progress as PG
-from fedpaper import sweep as W
-from fedpaper.store import ResultStore
-from fedpaper.sweep import run_sweep
+from fedpaper.ground import progress as PG
+from fedpaper.runs import sweep as W
+from fedpaper.runs.store import ResultStore
+from fedpaper.runs.sweep import run_sweep
 
 
 @pytest.mark.parametrize("aid, desc, label", [
@@ -100,7 +100,7 @@ def test_the_engines_rounds_move_a_real_sweeps_bar(cache_tmp, monkeypatch):
 
 
 def test_each_distinct_warning_is_logged_once_counted_after_the_block(caplog):
-    log = logging.getLogger("fedpaper.partition")
+    log = logging.getLogger("fedpaper.blocks.partition")
     with caplog.at_level(logging.WARNING, logger="fedpaper"):
         with PG.warnings_once("fednca/table1"):
             for n in (6, 12, 6, 9):

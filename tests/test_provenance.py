@@ -1,5 +1,5 @@
 """provenance.compute_record: what a sweep's runs cost, summed over runs made in any number of pieces."""
-from fedpaper.provenance import compute_record
+from fedpaper.runs.provenance import compute_record
 
 
 def test_compute_record_splits_each_engine_call_over_its_runs_and_counts_old_logs():
@@ -15,7 +15,7 @@ def test_device_description_names_the_cuda_card(monkeypatch):
     """Provenance names the GPU a run used (issue 30: 'provenance naming the GPU'); a CPU stays 'cpu'."""
     import torch
 
-    from fedpaper.provenance import device_description
+    from fedpaper.runs.provenance import device_description
 
     assert device_description("cpu") == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -5,8 +5,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedpaper import provenance as prov
-from fedpaper.paths import REPO_ROOT
+from fedpaper.runs import provenance as prov
+from fedpaper.ground.paths import REPO_ROOT
 
 COMMITTED = sorted((REPO_ROOT / "figures").glob("*/*.json")) + sorted((REPO_ROOT / "figures").glob("*/*/*.json"))
 # Artifacts whose committed provenance is known not to match its csv (none since the quick rerun

@@ -6,13 +6,13 @@ import pickle
 import pytest
 
 from fedpaper import cli
-from fedpaper import executors as X, experiment as E
-from fedpaper import rekey as R
+from fedpaper.runs import executors as X, experiment as E
+from fedpaper.runs import rekey as R
 from fedpaper.ground import files as GF
-from fedpaper import sweep as W
+from fedpaper.runs import sweep as W
 from fedpaper.papers.fedpals import profiles as FP
 from fedpaper.papers.fedpals import runs as FR
-from fedpaper.store import ResultStore
+from fedpaper.runs.store import ResultStore
 
 
 def _specs():
@@ -126,7 +126,7 @@ def test_a_store_key_does_not_depend_on_what_was_imported_before(tmp_path):
     (tmp_path / "cifar100" / "cifar100-jpeg95.zip").write_bytes(b"0" * 10)  # a copy, as its name and size tell
     here = E.store_key(spec, str(tmp_path))
     assert here["data_copy"] is not None
-    code = ("import json, sys; from fedpaper.experiment import RunSpec, store_key; "
+    code = ("import json, sys; from fedpaper.runs.experiment import RunSpec, store_key; "
             "s = RunSpec(**json.loads(sys.argv[1])); print(json.dumps(store_key(s, sys.argv[2])['data_copy']))")
     out = subprocess.run([sys.executable, "-c", code, spec.to_json(), str(tmp_path)], capture_output=True,
                          text=True, check=True).stdout

@@ -203,7 +203,7 @@ def test_causes_of_the_committed_verdicts(monkeypatch):
     import re
 
     from fedpaper.papers._common import AT_CHANCE, CAUSES
-    from fedpaper.paths import REPO_ROOT
+    from fedpaper.ground.paths import REPO_ROOT
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
     rows = R.status_rows()
@@ -246,7 +246,7 @@ def _report_with_data_root(tmp_path, monkeypatch, name, data_root):
     """REPORT.md and README.md made from the real committed figures with `data_root` as the data."""
     import shutil
 
-    from fedpaper.paths import REPO_ROOT
+    from fedpaper.ground.paths import REPO_ROOT
 
     readme = tmp_path / f"README.{name}.md"
     shutil.copy(REPO_ROOT / "README.md", readme)
@@ -259,7 +259,7 @@ def _report_with_data_root(tmp_path, monkeypatch, name, data_root):
 
 
 def _shared_data_available() -> bool:
-    from fedpaper.paths import data_root
+    from fedpaper.ground.paths import data_root
 
     return (data_root() / "cifar10").is_dir()
 
@@ -270,7 +270,7 @@ def test_report_and_readme_do_not_depend_on_the_data_here(tmp_path, monkeypatch,
     what is missing here is printed (and kept in the cache), not written into them."""
     if not _shared_data_available():
         pytest.skip("needs the offline data (FEDPAPER_DATA or ../shared/data) for the with-data side")
-    from fedpaper.paths import data_root
+    from fedpaper.ground.paths import data_root
 
     with_data = _report_with_data_root(tmp_path, monkeypatch, "data", data_root())
     capsys.readouterr()
@@ -291,7 +291,7 @@ def test_claim24_reads_the_committed_csv_not_the_label_table(tmp_path, monkeypat
     the committed fig12a csv: the same verdict and detail with and without the data here."""
     if not _shared_data_available():
         pytest.skip("needs the offline data")
-    from fedpaper.paths import data_root
+    from fedpaper.ground.paths import data_root
 
     claims = [c for c in R.registered_claims() if c.id == "fednca/claim-24"]
     monkeypatch.setenv("FEDPAPER_FIGURES", str(Path(R.REPO_ROOT) / "figures"))
@@ -313,7 +313,7 @@ def test_noise_cause_numbers_are_differences_of_committed_per_seed_values(monkey
     import re
 
     from fedpaper.papers._common.verdicts import NOISE
-    from fedpaper.paths import REPO_ROOT
+    from fedpaper.ground.paths import REPO_ROOT
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
     rows = R.status_rows()

@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from fedpaper import artifacts as A
+from fedpaper.outputs import artifacts as A
 from fedpaper import cli
-from fedpaper.errors import BadParameterError, DataMissingError
+from fedpaper.ground.errors import BadParameterError, DataMissingError
 from fedpaper.papers.catalog import DRAWS_DATA
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 
 SUFFIXES = ("csv", "json", "png", "pdf")
 

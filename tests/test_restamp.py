@@ -5,10 +5,10 @@ import json
 import shutil
 from types import SimpleNamespace
 
-from fedpaper import artifacts as A
+from fedpaper.outputs import artifacts as A
 from fedpaper import cli
 from fedpaper.papers import implementation
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 
 AID = "fedmt/fig2b"
 

@@ -15,8 +15,8 @@ from fedpaper import papers
 from fedpaper.papers import catalog
 from fedpaper.papers import ladder as LD
 from fedpaper.papers._common import scaling as S
-from fedpaper.parameters import current
-from fedpaper.versions import PACKAGE_DIR, read_only_modules
+from fedpaper.outputs.parameters import current
+from fedpaper.runs.versions import PACKAGE_DIR, read_only_modules
 
 PAPERS = ("fedpals", "privlabels", "fedmt", "fednca")
 
@@ -168,7 +168,7 @@ def test_a_ladder_at_the_paper_profile_is_one_line_and_skipped_by_reproduce(caps
     """A ladder has no paper rungs: calling it says so in one line, and `reproduce --profile paper`
     (or its dry run) skips it instead of failing."""
     from fedpaper import cli
-    from fedpaper.errors import BadParameterError
+    from fedpaper.ground.errors import BadParameterError
     from fedpaper.papers.fedpals import ladder as L
     from fedpaper.papers.ladder import run_ladder
 

@@ -11,12 +11,12 @@ import time
 import pandas as pd
 import pytest
 
-from fedpaper import store as S
+from fedpaper.runs import store as S
 from fedpaper.ground import files as GF
-from fedpaper import versions as V
-from fedpaper.errors import UnknownNameError
-from fedpaper.store import ResultStore
-from fedpaper.sweep import run_sweep
+from fedpaper.runs import versions as V
+from fedpaper.ground.errors import UnknownNameError
+from fedpaper.runs.store import ResultStore
+from fedpaper.runs.sweep import run_sweep
 
 
 def specs(n):
@@ -135,11 +135,11 @@ def test_batched_sweep_stores_each(tmp_path):
 CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
-    from fedpaper import store as S
+    from fedpaper.runs import store as S
     from fedpaper.ground import files as GF
-    from fedpaper import versions as V
-    from fedpaper.store import ResultStore
-    from fedpaper.sweep import run_sweep
+    from fedpaper.runs import versions as V
+    from fedpaper.runs.store import ResultStore
+    from fedpaper.runs.sweep import run_sweep
 
     k = int(sys.argv[2])
     fsync = GF._fsync_file
@@ -181,7 +181,7 @@ def test_sigkilled_sweep_restarts(tmp_path):
 
 
 def test_code_version_can_be_pinned_for_a_run(monkeypatch, tmp_path):
-    from fedpaper import versions as V
+    from fedpaper.runs import versions as V
 
     real, real_fedpals = V.code_version(), V.code_version("fedpals")
     monkeypatch.setenv(V.CODE_VERSION_ENV, "pinned0123456789")  # a plain string pins every part

@@ -14,7 +14,7 @@ from fedpaper.algorithms.weights import (
     project_to_simplex,
     projection_distance,
 )
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 # synthetic task of App. A.5: two clients, three labels
 S_SYN = np.array([[0.5, 0.5, 0.0], [0.5, 0.0, 0.5]])

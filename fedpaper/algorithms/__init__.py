@@ -8,8 +8,8 @@ A method has one form, the Algorithm: its spec() (parts and their arguments) is 
 results-cache key, and parts.algorithm_of builds it back. `Method` (the fedpals and privlabels
 papers' methods by their fields) and families.family_algorithm (FedMT's and FedNCA-ML's methods by a
 family name and options) are ways of writing one; legacy.method_spec migrates older cache keys."""
-from .base import Algorithm, Part
-from .methods import Method, get_method, standard_methods
-from .parts import algorithm_of
+from fedpaper.algorithms.base import Algorithm, Part
+from fedpaper.algorithms.methods import Method, get_method, standard_methods
+from fedpaper.algorithms.parts import algorithm_of
 
 __all__ = ["Algorithm", "Part", "Method", "algorithm_of", "get_method", "standard_methods"]

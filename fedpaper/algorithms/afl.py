@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import weights as W
-from .base import Part, per_run_weights
+from fedpaper.algorithms import weights as W
+from fedpaper.algorithms.base import Part, per_run_weights
 
 
 class AFLMixture(Part):

@@ -34,8 +34,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..models import logits_of
-from . import weights as W
+from fedpaper.blocks.models import logits_of
+from fedpaper.algorithms import weights as W
 
 
 @dataclass

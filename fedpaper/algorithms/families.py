@@ -6,7 +6,7 @@ A family is a way of writing an Algorithm, like Method: a run stores the algorit
 """
 from __future__ import annotations
 
-from ..errors import BadParameterError, UnknownNameError
+from fedpaper.ground.errors import BadParameterError, UnknownNameError
 from fedpaper.algorithms.base import Algorithm
 from fedpaper.algorithms.fedcurv import FedCurvPenalty
 from fedpaper.algorithms.fednca_loss import FedNCALoss

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Part
+from fedpaper.algorithms.base import Part
 
 
 class ServerMomentum(Part):

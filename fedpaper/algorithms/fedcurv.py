@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from ..errors import BadParameterError
-from ..models import logits_of
-from .base import Part, row_loss
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.models import logits_of
+from fedpaper.algorithms.base import Part, row_loss
 
 _PREFIX = "fedcurv:"
 

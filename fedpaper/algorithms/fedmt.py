@@ -31,10 +31,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..engine.batching import gather
-from ..errors import BadParameterError
-from ..models import logits_of
-from .base import Part
+from fedpaper.engine.batching import gather
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.models import logits_of
+from fedpaper.algorithms.base import Part
 
 ESTIMATORS = ("true", "estimate", "estimate_average", "learnable", "learnable_average")
 
@@ -303,7 +303,7 @@ def coarse_accuracy(logits: torch.Tensor, coarse: torch.Tensor, M: torch.Tensor)
 
 class LearnableCorrespondence(Part):
     """App. D.4 "Learnable" (Table 9, Fig. 3): each client keeps its own correspondence logits m
-    (the model's `m_logits`, fedpaper.nets.resnet.WithCorrespondence), trained with the network in
+    (the model's `m_logits`, fedpaper.blocks.nets.resnet.WithCorrespondence), trained with the network in
     R_p; they never leave the client (handed to its slot at the broadcast, stored back after), and
     with `average` ("Learnable + Average") the round's learned matrices softmax(m) are averaged over
     the run's clients and used as every client's next initial value. Reports each client's

@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..errors import BadParameterError
-from .base import Part, row_loss
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.algorithms.base import Part, row_loss
 
 
 def bce_mean_over_classes(logits, y):

@@ -5,8 +5,8 @@ target_marginal), re-solved when the participants change (App B.3) and cached pe
 The QP is solved by weights.fedpals_weights."""
 from __future__ import annotations
 
-from . import weights as W
-from .base import Part, per_run_weights
+from fedpaper.algorithms import weights as W
+from fedpaper.algorithms.base import Part, per_run_weights
 
 
 class FedPALSWeights(Part):

@@ -3,8 +3,8 @@ w_t the model the client received. With private label sets there is no term on t
 (privlabels Sec 4.1). The term itself is algorithms.penalties.prox."""
 from __future__ import annotations
 
-from .base import Part
-from .penalties import PENALTIES, PenaltyState
+from fedpaper.algorithms.base import Part
+from fedpaper.algorithms.penalties import PENALTIES, PenaltyState
 
 
 class Penalty(Part):

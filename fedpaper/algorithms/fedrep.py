@@ -10,7 +10,7 @@ than inside it, a deviation from vague-18 stated in the profiles). Evaluation: t
 K-class head (100-class accuracy); 20-class accuracy = the mean over the clients' heads on the
 global body (App. D.2).
 
-Model: a two-head network (fedpaper.nets.resnet.TwoHead: outputs "logits" and "coarse").
+Model: a two-head network (fedpaper.blocks.nets.resnet.TwoHead: outputs "logits" and "coarse").
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .base import Part
+from fedpaper.algorithms.base import Part
 from fedpaper.algorithms.server_training import ServerTraining
 
 HEAD = ("coarse_head.weight", "coarse_head.bias")

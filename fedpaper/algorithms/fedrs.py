@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Part
+from fedpaper.algorithms.base import Part
 
 
 class RestrictedSoftmax(Part):

@@ -3,7 +3,7 @@ targets vague-17): FedAvg pre-training of a J-class classifier on the clients' c
 the server a NEW randomly initialised K-class linear layer and fine-tuning of the whole network on its
 fine-labelled data (100 epochs, SGD lr 0.01, momentum 0.9, weight decay 5e-4 in the paper).
 
-Phase 1 runs as the rounds of the engine (two-head model, fedpaper.nets.resnet.TwoHead: clients train
+Phase 1 runs as the rounds of the engine (two-head model, fedpaper.blocks.nets.resnet.TwoHead: clients train
 body + `coarse_head`; the K-class `classifier` is frozen); phase 2 is this part's server step after
 the last round: a plain centralised torch loop per run. 20-class accuracy: the FedAvg J-class model
 before fine-tuning (App. D.2).
@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import Part
-from .fedrep import CoarseObjective, _features, head_accuracy
+from fedpaper.algorithms.base import Part
+from fedpaper.algorithms.fedrep import CoarseObjective, _features, head_accuracy
 
 
 def finetune_on_server(template: nn.Module, params: dict, buffers: dict, x: torch.Tensor, y: torch.Tensor,

@@ -4,8 +4,8 @@ initialised). Used for FedNCA-ML's fixed simplex-ETF classifier and LADM queries
 Sec. 4.2: "we fix the classifier to the global simplex ETF") and SphereFed's fixed classifier."""
 from __future__ import annotations
 
-from ..errors import BadParameterError
-from .base import Part
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.algorithms.base import Part
 
 
 class FrozenParameters(Part):

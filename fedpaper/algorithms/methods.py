@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import BadParameterError, UnknownNameError
-from .penalties import active, coefficient, PENALTIES
+from fedpaper.ground.errors import BadParameterError, UnknownNameError
+from fedpaper.algorithms.penalties import active, coefficient, PENALTIES
 from fedpaper.algorithms.afl import AFLMixture
 from fedpaper.algorithms.base import Algorithm, FedAvgWeights
 from fedpaper.algorithms.fedpals import FedPALSWeights

@@ -30,7 +30,7 @@ from fedpaper.algorithms.server_training import ServerTraining
 from fedpaper.algorithms.spherefed import SphereFedClassifier
 from fedpaper.algorithms.tuning import CentralTuning
 from fedpaper.engine.optim import OptimSpec
-from fedpaper.errors import BadParameterError, UnknownNameError
+from fedpaper.ground.errors import BadParameterError, UnknownNameError
 
 PARTS: dict[str, type] = {cls.__name__: cls for cls in (
     FedAvgWeights, FedPALSWeights, AFLMixture, ServerMomentum,              # aggregation

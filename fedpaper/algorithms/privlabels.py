@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Part, slot_sizes
+from fedpaper.algorithms.base import Part, slot_sizes
 
 
 class PrivateLabels(Part):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Part
+from fedpaper.algorithms.base import Part
 
 
 class ControlVariates(Part):

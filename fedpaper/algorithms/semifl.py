@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from .base import Part
+from fedpaper.algorithms.base import Part
 from fedpaper.algorithms.fedmt import FixMixClient
 from fedpaper.algorithms.server_training import ServerTraining
 

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import torch
 
-from ..engine.batching import epoch_batches, gather
-from ..errors import BadParameterError
-from .base import Part
+from fedpaper.engine.batching import epoch_batches, gather
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.algorithms.base import Part
 
 
 def draw_lambda(rng: np.random.Generator, alpha: float) -> float:

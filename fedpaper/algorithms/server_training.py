@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import BadParameterError
-from .base import Algorithm, Part
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.algorithms.base import Algorithm, Part
 
 
 class ServerTraining(Part):

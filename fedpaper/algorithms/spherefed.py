@@ -6,8 +6,8 @@ never trained (a frozen parameter); aggregation is FedAvg's. Targets vague-10: s
 paper's closed-form classifier calibration after training is not implemented."""
 from __future__ import annotations
 
-from ..errors import BadParameterError
-from .frozen import FrozenParameters
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.algorithms.frozen import FrozenParameters
 
 
 class SphereFedClassifier(FrozenParameters):

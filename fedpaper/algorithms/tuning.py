@@ -13,12 +13,12 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad
 
-from ..engine.batching import epoch_batches
-from ..engine.evaluate import autocast
-from ..engine.optim import opt_init, opt_step
-from ..engine.randomness import generator_at
-from ..errors import BadParameterError
-from .base import Part
+from fedpaper.engine.batching import epoch_batches
+from fedpaper.engine.evaluate import autocast
+from fedpaper.engine.optim import opt_init, opt_step
+from fedpaper.engine.randomness import generator_at
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.algorithms.base import Part
 
 KINDS = ("mse", "pairwise", "pairwise_all")
 

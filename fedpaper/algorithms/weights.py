@@ -48,7 +48,7 @@ import warnings
 import numpy as np
 from scipy.optimize import nnls
 
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 __all__ = [
     "fedavg_weights",

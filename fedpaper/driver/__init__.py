@@ -8,6 +8,6 @@
 It sits above fedpaper.algorithms (the parts) and fedpaper.engine (batching, optimisers, the
 grouped forward, precision, per-run gradients), ARCHITECTURE.md.
 """
-from .trainer import FederatedTrainer, train
+from fedpaper.driver.trainer import FederatedTrainer, train
 
 __all__ = ["FederatedTrainer", "train"]

@@ -19,8 +19,8 @@ from fedpaper.algorithms.scaffold import ControlVariates
 from fedpaper.engine.batching import epoch_batches
 from fedpaper.engine.evaluate import autocast
 from fedpaper.engine.types import Federation, Pools, TrainConfig
-from fedpaper.errors import BadParameterError
-from fedpaper.models import build_model
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.models import build_model
 
 
 

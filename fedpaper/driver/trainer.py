@@ -39,9 +39,9 @@ from fedpaper.engine.grouped import GroupedForward, channels_last_ok, stacked_la
 from fedpaper.engine.memory import eval_batch_that_fits, slots_of, slots_that_fit, step_memory
 from fedpaper.engine.randomness import RunGenerators
 from fedpaper.engine.types import Pools, TrainConfig, TrainResult
-from fedpaper.errors import BadParameterError
-from fedpaper.models import build_model, classifier_param_names, has_batchnorm
-from fedpaper.progress import round_done
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.blocks.models import build_model, classifier_param_names, has_batchnorm
+from fedpaper.ground.progress import round_done
 
 
 def as_algorithm(method):

@@ -9,14 +9,14 @@ fedpaper.driver, above fedpaper.algorithms; ARCHITECTURE.md):
   per-split metrics; randomness: per-run random streams; memory: what fits the device;
 - cpu: allocator tuning.
 """
-from .backends import choose_backend
-from .batching import _gather, epoch_batches, gather
-from .cpu import _tune_cpu_allocator
-from .evaluate import _macro_f1, predict, split_metrics
-from .grouped import GROUPED_SAMPLES, GroupedForward, _fast_layout, _GroupedForward, _stacked_layout, channels_last_ok, \
+from fedpaper.engine.backends import choose_backend
+from fedpaper.engine.batching import _gather, epoch_batches, gather
+from fedpaper.engine.cpu import _tune_cpu_allocator
+from fedpaper.engine.evaluate import _macro_f1, predict, split_metrics
+from fedpaper.engine.grouped import GROUPED_SAMPLES, GroupedForward, _fast_layout, _GroupedForward, _stacked_layout, channels_last_ok, \
     fast_layout, stacked_layout
-from .optim import OptimSpec, opt_init, opt_step
-from .types import Federation, Pools, TrainConfig, TrainResult
+from fedpaper.engine.optim import OptimSpec, opt_init, opt_step
+from fedpaper.engine.types import Federation, Pools, TrainConfig, TrainResult
 
 __all__ = ["Federation", "Pools", "TrainConfig", "TrainResult", "OptimSpec",
            "opt_init", "opt_step", "epoch_batches", "gather", "split_metrics", "predict", "choose_backend",

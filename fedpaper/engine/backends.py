@@ -16,10 +16,10 @@ from __future__ import annotations
 import torch
 from torch.func import functional_call, grad, vmap
 
-from ..errors import BadParameterError
-from .batchnorm import input_keep, mask_batchnorm, real_rows
-from .grouped import GROUPED_SAMPLES, GroupedForward, fast_layout, stacked_layout
-from .randomness import global_rng_from
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.engine.batchnorm import input_keep, mask_batchnorm, real_rows
+from fedpaper.engine.grouped import GROUPED_SAMPLES, GroupedForward, fast_layout, stacked_layout
+from fedpaper.engine.randomness import global_rng_from
 
 BACKENDS = ("auto", "vmap", "loop", "grouped")
 

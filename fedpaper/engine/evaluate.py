@@ -1,4 +1,4 @@
-"""Evaluation of stacked models: logits on pool rows, and per-split metrics (fedpaper.metrics).
+"""Evaluation of stacked models: logits on pool rows, and per-split metrics (fedpaper.blocks.metrics).
 
 Logits come model by model (predict), or, with the grouped backend and BATCHED_OVER_MODELS, for
 all models in one grouped forward pass (predict_grouped); both under TrainConfig.precision
@@ -7,7 +7,7 @@ all models in one grouped forward pass (predict_grouped); both under TrainConfig
 Every split reports "acc" and "f1" (single-label: accuracy and macro-F1 over the classes present in
 y or the predictions, computed in float32 on the device as they always were, so cached histories
 keep their values; multi-label: per-label accuracy, macro-F1 at logit 0 and macro-AUC). Further
-metrics by name (TrainConfig.metrics) come from fedpaper.metrics: EXTRA_METRICS.
+metrics by name (TrainConfig.metrics) come from fedpaper.blocks.metrics: EXTRA_METRICS.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from .. import metrics as M
-from ..models import logits_of
-from ..errors import BadParameterError
+from fedpaper.blocks import metrics as M
+from fedpaper.blocks.models import logits_of
+from fedpaper.ground.errors import BadParameterError
 
 EXTRA_METRICS = {
     # single-label: y [N] class indices; multi-label: y [N, K] multi-hot; logits [N, K]
@@ -117,7 +117,7 @@ def predict_grouped(grouped, params: dict, x_pool: torch.Tensor, rows: list, K: 
 
 def split_metrics(y, logits, K, extra=()) -> dict:
     """Single-label: accuracy and macro-F1. Multi-label (y multi-hot [N, K]): per-label accuracy,
-    macro-F1 (threshold 0.5 on sigmoid) and macro-AUC over the whole split (fedpaper.metrics);
+    macro-F1 (threshold 0.5 on sigmoid) and macro-AUC over the whole split (fedpaper.blocks.metrics);
     plus the EXTRA_METRICS named in `extra`."""
     if len(y) == 0:
         return {"acc": float("nan"), "f1": float("nan"), **{n: float("nan") for n in extra}}
@@ -137,7 +137,7 @@ def split_metrics(y, logits, K, extra=()) -> dict:
 
 def _macro_f1(y, pred, K) -> float:
     """Macro-F1 over the classes present in y or pred (the FedPALS iWildCam metric; the same value as
-    fedpaper.metrics.macro_f1, computed in float32 on the device)."""
+    fedpaper.blocks.metrics.macro_f1, computed in float32 on the device)."""
     if len(y) == 0:
         return float("nan")
     cm = torch.bincount(y * K + pred, minlength=K * K).view(K, K).float()

@@ -8,9 +8,9 @@ from typing import Callable, Optional
 import torch
 from torch.func import vmap
 
-from . import evaluate
-from .grouped import GroupedForward
-from .randomness import global_rng_from
+from fedpaper.engine import evaluate
+from fedpaper.engine.grouped import GroupedForward
+from fedpaper.engine.randomness import global_rng_from
 
 
 def per_run_grads(backend: str, gfn: Callable, params: dict, args: tuple, masks: Optional[list], gens: list) -> dict:

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from .randomness import slot_dropout
+from fedpaper.engine.randomness import slot_dropout
 
 
 def fast_layout(t):

@@ -8,7 +8,7 @@ batch size, precision and device by `step_memory`):
   the gradients, the optimiser's new parameters while the old ones are alive, and the optimiser
   state (SGD 0, SGD with momentum 1, Adam/AdamW 2 copies): (4 + state) x the parameter bytes;
 - per slot, the float32 input batch the trainer gathers for all slots at once (B rows, read from
-  the compact pools: fedpaper.data.compact);
+  the compact pools: fedpaper.blocks.data.compact);
 - the tensors saved for backward by one slot's forward pass (activations, autocast copies of the
   weights), measured with torch.autograd.graph.saved_tensors_hooks on a real forward pass of the
   model at batch 2 and 4 (linear in the batch size: saved = fixed + B x per sample). The "vmap"
@@ -33,10 +33,10 @@ from functools import lru_cache
 
 import torch
 
-from ..models import build_model, has_batchnorm
-from .backends import choose_backend, pass_width, widest_conv
-from .evaluate import autocast
-from .grouped import GroupedForward
+from fedpaper.blocks.models import build_model, has_batchnorm
+from fedpaper.engine.backends import choose_backend, pass_width, widest_conv
+from fedpaper.engine.evaluate import autocast
+from fedpaper.engine.grouped import GroupedForward
 
 MEMORY_FRACTION = 0.5  # of the device's available memory that one engine call may plan to use
 GIB = 1024 ** 3

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch.optim.adam import adam
 
-from ..errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "cosine", "warmup-linear")

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..data.compact import CompactImages
-from ..errors import BadParameterError
-from .optim import OptimSpec
+from fedpaper.blocks.data.compact import CompactImages
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.engine.optim import OptimSpec
 from fedpaper.engine.evaluate import check_metrics
 
 
@@ -19,7 +19,7 @@ from fedpaper.engine.evaluate import check_metrics
 class Pools:
     """The training and test pools, on the device, loaded once.
 
-    x_train/x_test: image pools are fedpaper.data.compact.CompactImages (uint8 at their native size,
+    x_train/x_test: image pools are fedpaper.blocks.data.compact.CompactImages (uint8 at their native size,
     standardised and resized per batch on the device: `pool[idx]` gives float32 rows), other pools
     (feature vectors) float32 tensors; both are read the same way (`pool[idx]`, `.index_select`,
     `.shape`, `len`). y_train/y_test are the default label space (class indices [N], or multi-hot [N, K]: BCE).
@@ -101,7 +101,7 @@ class TrainConfig:
     optimizer: "sgd", "adam" or "adamw", with lr, momentum/nesterov (sgd), weight_decay and
     lr_schedule ("constant" or "cosine" over the rounds); see engine.optim.OptimSpec.
     keep_best: keep each run's parameters at its best-validation round in TrainResult.best_params.
-    metrics: further per-split metrics by name (engine.evaluate.EXTRA_METRICS, from fedpaper.metrics:
+    metrics: further per-split metrics by name (engine.evaluate.EXTRA_METRICS, from fedpaper.blocks.metrics:
     micro-F1, micro/macro AUC), reported as <split>_<name> history columns.
     precision: "fp32", or "bf16" (autocast of the forward/backward; fp32 master weights and
     optimiser state). backend: "auto" picks by a fixed rule (engine.backends.choose_backend)."""

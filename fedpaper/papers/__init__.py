@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
-from fedpaper.errors import UnknownNameError
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.errors import UnknownNameError
+from fedpaper.ground.paths import REPO_ROOT
 
-from .catalog import (  # noqa: F401  (re-exported)
+from fedpaper.papers.catalog import (  # noqa: F401  (re-exported)
     ARTIFACTS,
     LADDERS,
     DATASETS,
@@ -45,7 +45,7 @@ from .catalog import (  # noqa: F401  (re-exported)
     missing_message,
     reported_path,
 )
-from fedpaper.data.registry import unknown_message
+from fedpaper.blocks.data.registry import unknown_message
 
 
 @dataclass
@@ -106,7 +106,7 @@ def load_papers() -> None:
 
 
 def _notebook_metadata_index() -> dict[str, str]:
-    """Artifacts named in the `fedpaper.artifacts` metadata of notebooks/<paper>/*.ipynb."""
+    """Artifacts named in the `fedpaper.outputs.artifacts` metadata of notebooks/<paper>/*.ipynb."""
     index: dict[str, str] = {}
     root = REPO_ROOT / "notebooks"
     for paper in PAPERS:

@@ -1,13 +1,13 @@
 """Every artifact (table or figure) of the four papers, as data.
 
 One `Artifact` per id of the project's TARGETS list (78 in all). `datasets` names what the artifact
-needs, with the data set names of `fedpaper.data`; "none" marks artifacts that need no data set
+needs, with the data set names of `fedpaper.blocks.data`; "none" marks artifacts that need no data set
 (label-free geometry, the paper's own synthetic task, configuration tables). A name with the
 suffix ":labels" needs only that data set's label file (PASCAL VOC and ChestX-ray14 label files are
 in the offline copies, their images are not).
 
 The data sets themselves (what they are, how to get them, `dataset_available`) are in the one
-registry `fedpaper.data.registry`, re-exported here for the artifact code.
+registry `fedpaper.blocks.data.registry`, re-exported here for the artifact code.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from fedpaper.data.registry import (  # noqa: F401  (re-exported)
+from fedpaper.blocks.data.registry import (  # noqa: F401  (re-exported)
     DATASETS,
     DatasetInfo,
     dataset_available,
@@ -25,7 +25,7 @@ from fedpaper.data.registry import (  # noqa: F401  (re-exported)
     missing_message,
     unknown_message,
 )
-from fedpaper.errors import UnknownNameError
+from fedpaper.ground.errors import UnknownNameError
 
 PAPERS = ("fedpals", "privlabels", "fedmt", "fednca")
 

@@ -36,13 +36,13 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fedpaper.artifacts import STATUS_FILE_ENV, committed_paths, load_committed, run_artifact
-from fedpaper.errors import BadParameterError
-from fedpaper.parameters import apply_overrides
+from fedpaper.outputs.artifacts import STATUS_FILE_ENV, committed_paths, load_committed, run_artifact
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
 from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
-from fedpaper.paths import cache_dir
-from fedpaper.sweep import BAR_SUFFIX
+from fedpaper.ground.paths import cache_dir
+from fedpaper.runs.sweep import BAR_SUFFIX
 from fedpaper.papers._common.chance import learning
 
 

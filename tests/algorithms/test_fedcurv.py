@@ -15,7 +15,7 @@ from fedpaper.algorithms.spherefed import SphereFedClassifier
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.engine.gradients import per_run_grads
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 
 def make_ctx(counts, params, **kw):
@@ -117,7 +117,7 @@ def test_fedcurv_and_spherefed_train_end_to_end():
     scfg = TrainConfig("fednca_net", dict(kw, head="sphere"), optimizer="adamw", lr=1e-2, batch_size=8, rounds=2,
                        backend="loop")
     torch.manual_seed(0)
-    from fedpaper.nets.ladm import FedNCANet
+    from fedpaper.blocks.nets.ladm import FedNCANet
     w0 = FedNCANet(**dict(kw, head="sphere")).classifier.weight.detach()
     res = train(Algorithm("SphereFed", (SphereFedClassifier(),)), scfg, pools, feds, progress=False)
     assert torch.equal(res.final_params["classifier.weight"][0], w0)

@@ -13,7 +13,7 @@ from fedpaper.algorithms.methods import Method
 from fedpaper.algorithms.semifl import static_bn_buffers
 from fedpaper.driver import train
 from fedpaper.engine import Federation, TrainConfig
-from fedpaper.errors import BadParameterError, UnknownNameError
+from fedpaper.ground.errors import BadParameterError, UnknownNameError
 from fedpaper.papers.fedmt.data import build_pools, split
 
 STAND_IN = {"num_classes": 8, "coarse_classes": 4, "n_train": 320, "n_test": 40, "shape": [3, 8, 8], "seed": 3}
@@ -298,7 +298,7 @@ def test_learnable_m_reports_the_projected_accuracy_after_the_last_round_only():
 
 
 def test_semifl_static_bn_equals_batch_statistics():
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
 
     torch.manual_seed(0)
     net = build_model("small_resnet", num_classes=3, widths=(4,))

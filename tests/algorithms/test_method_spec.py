@@ -12,8 +12,8 @@ from fedpaper.algorithms.base import Part
 from fedpaper.algorithms.families import family_algorithm
 from fedpaper.algorithms.legacy import is_legacy, method_spec, run_spec
 from fedpaper.algorithms.parts import argument, PARTS
-from fedpaper.errors import BadParameterError, UnknownNameError
-from fedpaper.experiment import method_of
+from fedpaper.ground.errors import BadParameterError, UnknownNameError
+from fedpaper.runs.experiment import method_of
 
 
 def test_every_part_type_of_the_package_is_in_the_table():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fedpaper.engine.optim import OptimSpec
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 
 @pytest.mark.parametrize("spec, ref", [

@@ -6,7 +6,7 @@ from part_harness import aggregation, full_slots, make_ctx
 
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms.fedavgm import ServerMomentum
-from fedpaper.data import synthetic_images
+from fedpaper.blocks.data import synthetic_images
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
 

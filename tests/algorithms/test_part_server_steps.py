@@ -10,7 +10,7 @@ from part_harness import make_ctx
 
 from fedpaper.algorithms.server_training import ServerTraining
 from fedpaper.algorithms.tuning import tuning_loss
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 
 def test_server_training_uses_server_rows_and_plain_objective():

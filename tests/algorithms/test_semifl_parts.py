@@ -8,7 +8,7 @@ from fedpaper.algorithms.families import family_algorithm
 from fedpaper.algorithms.fedmt import FixMixClient
 from fedpaper.algorithms.semifl import StaticBatchNorm
 from fedpaper.algorithms.server_training import ServerTraining
-from fedpaper.errors import BadParameterError
+from fedpaper.ground.errors import BadParameterError
 
 
 def _parts(options):

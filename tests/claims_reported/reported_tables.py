@@ -30,7 +30,7 @@ import pandas as pd
 
 from fedpaper.papers import ARTIFACTS
 from fedpaper.papers.catalog import REPORTED_DIR
-from fedpaper.paths import REPO_ROOT
+from fedpaper.ground.paths import REPO_ROOT
 
 FIGURES = REPO_ROOT / "figures"
 SHARED_REPORTED = Path("/work/shared/papers/reported")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fedpaper.algorithms.fednca_loss import FedNCALoss
-from fedpaper.nets.ladm import FedNCANet
+from fedpaper.blocks.nets.ladm import FedNCANet
 
 C = 5
 
@@ -103,7 +103,7 @@ def test_etf_prototypes_stay_fixed_through_a_federated_run(cache_tmp):
     """A real smoke federated run of full FedNCA-ML (engine, aggregation, best-round selection):
     the global model's classifier (the ETF prototypes, which are also the LADM queries) equals the
     ETF the model was built with, while the rest of the model trained."""
-    from fedpaper.models import build_model
+    from fedpaper.blocks.models import build_model
     from fedpaper.papers.fednca import features as F
     from fedpaper.papers.fednca.profiles import settings
 

@@ -3,7 +3,7 @@ reference_harness.py (a unique module name, so it never collides with another fo
 import pytest
 import torch
 
-from fedpaper import models as fp_models
+from fedpaper.blocks import models as fp_models
 from reference_harness import TinyBN, TinyMLP
 
 

@@ -4,7 +4,7 @@ The reference tests compute what one (or two) full-batch rounds of a method must
 lines of plain torch (`reference_math.py`) and compare it with the engine's result. Every call into
 the engine goes through the functions below, so a refactor of the engine's internals means
 editing this file only. Public API used: fedpaper.engine.{train, TrainConfig, Pools, Federation},
-fedpaper.algorithms.methods.Method, fedpaper.models.{MODELS, build_model}; the BatchNorm test
+fedpaper.algorithms.methods.Method, fedpaper.blocks.models.{MODELS, build_model}; the BatchNorm test
 also reads the trainer's global buffers (`run_with_buffers`), which TrainResult does not carry.
 
 Reference problems run in float64 (torch's default dtype is switched for the test, so the models
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedpaper import models as fp_models
+from fedpaper.blocks import models as fp_models
 from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
 

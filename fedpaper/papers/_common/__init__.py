@@ -85,8 +85,8 @@ Compute-ladder trends (``scaling``, issue 29): ``fit(compute, per_seed)`` -> Fit
   ``<paper>/scaling`` csv); ``causes.ladder_trends`` / ``ladder_cause`` turn them into the
   "compute-limited" / "not compute-limited" causes.
 """
-from .chance import CHANCE_MARGIN, CHANCE_RULE, at_chance, chance_cause, chance_level, learning  # noqa: F401
-from .noise import (  # noqa: F401
+from fedpaper.papers._common.chance import CHANCE_MARGIN, CHANCE_RULE, at_chance, chance_cause, chance_level, learning  # noqa: F401
+from fedpaper.papers._common.noise import (  # noqa: F401
     NOISE_RULE,
     STATED_REL,
     STATED_TOL,
@@ -102,9 +102,9 @@ from .noise import (  # noqa: F401
     not_below,
     stated,
 )
-from .registry import ClaimSet, Tables, absent, as_verdict, check_claims, guarded  # noqa: F401
-from .rows import Cell, Missing, cell, cell_of, cells, norm, one, parse_per_seed, select, values  # noqa: F401
-from .verdicts import (  # noqa: F401
+from fedpaper.papers._common.registry import ClaimSet, Tables, absent, as_verdict, check_claims, guarded  # noqa: F401
+from fedpaper.papers._common.rows import Cell, Missing, cell, cell_of, cells, norm, one, parse_per_seed, select, values  # noqa: F401
+from fedpaper.papers._common.verdicts import (  # noqa: F401
     ABSENT,
     AT_CHANCE,
     AT_PAPER_SETTING,

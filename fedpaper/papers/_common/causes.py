@@ -28,9 +28,9 @@ import re
 
 from fedpaper.papers.catalog import load_reported, reported_path
 
-from .registry import as_verdict
-from .scaling import NARROWING, TOO_FEW, read_trends
-from .verdicts import (
+from fedpaper.papers._common.registry import as_verdict
+from fedpaper.papers._common.scaling import NARROWING, TOO_FEW, read_trends
+from fedpaper.papers._common.verdicts import (
     ABSENT,
     AT_PAPER_SETTING,
     COMPUTE_LIMITED,

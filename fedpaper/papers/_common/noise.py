@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rows import Cell
-from .verdicts import FAIL, NOISE, PASS, WITHIN_NOISE, Cause, Verdict, all_of, negate
+from fedpaper.papers._common.rows import Cell
+from fedpaper.papers._common.verdicts import FAIL, NOISE, PASS, WITHIN_NOISE, Cause, Verdict, all_of, negate
 
 NOISE_RULE = (
     "a difference d = a - b counts only when the seeds show it: with d_s the per-seed (paired) "

@@ -23,8 +23,8 @@ import pandas as pd
 from fedpaper.papers import add_claims
 from fedpaper.papers.catalog import Claim
 
-from .rows import Missing
-from .verdicts import ABSENT, NOT_CHECKABLE, Cause, Verdict, all_of
+from fedpaper.papers._common.rows import Missing
+from fedpaper.papers._common.verdicts import ABSENT, NOT_CHECKABLE, Cause, Verdict, all_of
 
 
 class Tables:

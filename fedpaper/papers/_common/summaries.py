@@ -2,7 +2,7 @@
 the name of their interval."""
 from __future__ import annotations
 
-from fedpaper.metrics import summarize
+from fedpaper.blocks.metrics import summarize
 
 
 def group_fields(keys: list[str], key) -> dict:
@@ -12,7 +12,7 @@ def group_fields(keys: list[str], key) -> dict:
 
 def seed_summary(values, metric: str, *, n_resamples: int = 1000, ci: bool = False,
                  per_seed: str | None = None) -> dict:
-    """{"metric", "mean", "std", "n_seeds"} of per-seed values (fedpaper.metrics.summarize), then
+    """{"metric", "mean", "std", "n_seeds"} of per-seed values (fedpaper.blocks.metrics.summarize), then
     "ci_low", "ci_high" with `ci`, then "per_seed" (the values joined by ';' in format `per_seed`)."""
     s = summarize(values, n_resamples=n_resamples)
     row = {"metric": metric, "mean": s["mean"], "std": s["std"], "n_seeds": s["n"]}

@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fedpaper.artifacts import run_artifact
-from fedpaper.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.artifacts import run_artifact
+from fedpaper.outputs.parameters import apply_overrides, artifact_function
 from fedpaper.papers import add_claims, implement, not_implemented
 
-from . import draw as D
-from . import profiles as P
-from . import runs as R
-from .claims import CLAIMS, FIG2D_REASON, TABLE3_REASON
-from fedpaper.experiment import get_pools, pools_key_of
+from fedpaper.papers.fedmt import draw as D
+from fedpaper.papers.fedmt import profiles as P
+from fedpaper.papers.fedmt import runs as R
+from fedpaper.papers.fedmt.claims import CLAIMS, FIG2D_REASON, TABLE3_REASON
+from fedpaper.runs.experiment import get_pools, pools_key_of
 
 #: Modules of this package that only read results (edits to them keep the cached runs).
 RESULTS_READ_ONLY = ("claims", "draw", "ladder")

@@ -451,6 +451,6 @@ _FIG2D_ABSENT = ("ImageNet-initialised MobileNet-V2/ResNet-18/ResNet-50 need tor
                  "on a GPU)")
 _TABLE3_ABSENT = ("Fitzpatrick 17k is not available here (get fitzpatrick17k.csv from github.com/mattgroh/"
                   "fitzpatrick17k and download the images it lists into <data root>/fitzpatrick17k/); its loader "
-                  "and the App. C.2 split are in fedpaper.data.fitzpatrick (tested on a generated stand-in), the "
+                  "and the App. C.2 split are in fedpaper.blocks.data.fitzpatrick (tested on a generated stand-in), the "
                   "training run is not wired yet")
 FIG2D_REASON, TABLE3_REASON = _FIG2D_ABSENT, _TABLE3_ABSENT

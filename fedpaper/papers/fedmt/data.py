@@ -8,7 +8,7 @@ App. C.1.1; targets/fedmt.md "Data splits", vague-12/14).
   options {"stand_in": {...}} build a synthetic stand-in instead (smoke/tests): synthetic images of K
   classes, fine class k in superclass k // (K / J).
 - Layout "fedmt": the server gets n images per fine class, the clients N_c each, IID or the non-IID
-  split of App. C.1.1 (gamma) (fedpaper.partition.fedmt_partition); role "single" puts the server
+  split of App. C.1.1 (gamma) (fedpaper.blocks.partition.fedmt_partition); role "single" puts the server
   rows alone in one client (the Single baseline). Clients' fine labels are never read by the client
   algorithms (they read labels["coarse"]); the partition itself uses fine labels, as the paper's split
   does (balanced in sub-classes), on the experimenter's side.
@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from fedpaper.engine import Federation, Pools
-from fedpaper.errors import BadParameterError
-from fedpaper.experiment import layout, pools_builder
-from fedpaper.partition import cifar100_correspondence_matrix, fedmt_partition
-from fedpaper.data import load_dataset, synthetic_images
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.runs.experiment import layout, pools_builder
+from fedpaper.blocks.partition import cifar100_correspondence_matrix, fedmt_partition
+from fedpaper.blocks.data import load_dataset, synthetic_images
 
 ROLES = ("federated", "single")
 

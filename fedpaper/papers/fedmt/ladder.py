@@ -45,7 +45,7 @@ from fedpaper.papers import fedmt as FM
 from fedpaper.papers import load_reported
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt.claims import ACC, BASE, E, T, chance
-from fedpaper.parameters import artifact_function
+from fedpaper.outputs.parameters import artifact_function
 from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, differ, gap_to_paper, learned, method_cells,
                                     run_ladder, seeds_of, testable, worst)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from fedpaper.models import build_model, has_batchnorm
+from fedpaper.blocks.models import build_model, has_batchnorm
 
 PAPER_N = [5, 10, 15, 20, 25]
 

@@ -14,11 +14,11 @@ from fedpaper.algorithms.base import Algorithm
 from fedpaper.algorithms.families import family_algorithm
 from fedpaper.algorithms.methods import Method
 from fedpaper.algorithms.parts import argument
-from fedpaper.executors import run_specs
-from fedpaper.experiment import Execution, RunSpec
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import Execution, RunSpec
 from fedpaper.papers._common.summaries import seed_summary
 
-from . import data as _data  # noqa: F401  (registers the pools builder and the layout)
+from fedpaper.papers.fedmt import data as _data  # noqa: F401  (registers the pools builder and the layout)
 
 PAPER = "fedmt"
 BASELINES = ["Single", "FedTrans", "FedRep", "SemiFL"]

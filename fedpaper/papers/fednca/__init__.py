@@ -1,7 +1,7 @@
 """FedNCA-ML: "Neural Collapse-Inspired Multi-Label Federated Learning under Label-Distribution
 Skew" (Peng et al.). Artifacts of shared/papers/targets/fednca.md.
 
-Model and methods: fedpaper.nets (simplex ETF, LADM with 2-D sine-cosine embedding), the parts
+Model and methods: fedpaper.blocks.nets (simplex ETF, LADM with 2-D sine-cosine embedding), the parts
 algorithms.fednca_loss (eqs. 10-14), fedcurv, spherefed, frozen; this package composes them
 (methods), builds the multi-label composites and the class-presence partition (data), enumerates
 the runs (runs) at the profiles' settings (profiles), draws (draw) and checks the claims (claims).
@@ -17,16 +17,16 @@ initialisation with a small CNN backbone, named on every figure and in provenanc
 """
 from __future__ import annotations
 
-from fedpaper.artifacts import run_artifact
-from fedpaper.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.artifacts import run_artifact
+from fedpaper.outputs.parameters import apply_overrides, artifact_function
 from fedpaper.papers import add_claims, implement, not_implemented
 from fedpaper.papers.catalog import load_reported
 
-from . import data as data  # registers the pools builders and layouts
-from . import figures
-from . import methods as methods  # registers the method builder
-from . import runs as runs
-from .profiles import backbone_name, settings, subtitle
+from fedpaper.papers.fednca import data as data  # registers the pools builders and layouts
+from fedpaper.papers.fednca import figures
+from fedpaper.papers.fednca import methods as methods  # registers the method builder
+from fedpaper.papers.fednca import runs as runs
+from fedpaper.papers.fednca.profiles import backbone_name, settings, subtitle
 
 #: Modules that only read results (not part of the runs' cache key).
 RESULTS_READ_ONLY = ("claims", "diagnoses", "draw", "figures", "ladder")
@@ -52,7 +52,7 @@ def _info(p, dataset, data_root, **extra) -> dict:
 
 
 def _table(table_id: str, rows_fn, row_keys, data_root, out_dir, p):
-    from . import draw  # matplotlib.pyplot (0.7 s): imported when a table is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a table is drawn, not with the package
 
     ds = p["settings"][table_id]["dataset"]
     aid = f"{PAPER}/{table_id}"
@@ -172,6 +172,6 @@ for _f, _nb in (("fig3", "fig3_fig4"), ("fig4", "fig3_fig4"), ("fig6", "fig6_fig
     for _panel in "abc":
         implement(f"{PAPER}/{_f}{_panel}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb")
 
-from .claims import CLAIMS  # noqa: E402
+from fedpaper.papers.fednca.claims import CLAIMS  # noqa: E402
 
 add_claims(CLAIMS)

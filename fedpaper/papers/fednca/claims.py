@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fedpaper.data.label_tables import CXR_OFFICIAL_TEST, CXR_TOTAL
+from fedpaper.blocks.data.label_tables import CXR_OFFICIAL_TEST, CXR_TOTAL
 from fedpaper.papers._common import (
     AT_CHANCE,
     FAIL,
@@ -38,7 +38,7 @@ from fedpaper.papers._common import (
     values,
 )
 
-from .figures import SPLIT_CLASS, SPLIT_CLIENT
+from fedpaper.papers.fednca.figures import SPLIT_CLASS, SPLIT_CLIENT
 
 C = ClaimSet("fednca")
 CENTRAL, FEDNCA = "Centralized (Upperbound)", "FedNCA-ML"

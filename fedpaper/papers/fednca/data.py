@@ -10,7 +10,7 @@ Pools (registered as pools builders, one per source so the store key names the d
   splits (all single-label images kept, as the paper says; the offline copy is LOSSY).
 - "fednca-synthetic": the same construction on synthetic class-prototype images (smoke only).
 
-Pools are compact (fedpaper.data.compact): the uint8 canvases at their native size, standardised and
+Pools are compact (fedpaper.blocks.data.compact): the uint8 canvases at their native size, standardised and
 resized to options["input_size"] per batch on the device (224 px at the paper profile: 0.5 GB of
 64 px canvases instead of 24 GB of float32). x_train holds the training rows followed by the validation rows (`pools.fednca_split` gives their
 counts); labels are multi-hot float [N, K], so the engine trains with BCE. The composite data and
@@ -26,15 +26,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedpaper.data.compact import compact_images
+from fedpaper.blocks.data.compact import compact_images
 from fedpaper.engine import Federation, Pools
-from fedpaper.experiment import layout, pools_builder
-from fedpaper.partition import class_presence_partition
-from fedpaper.data.multilabel import composite_counts, composite_split
-from fedpaper.data import load_dataset, synthetic_images
-from fedpaper.data.dermamnist import CLASSES, load_splits
-from fedpaper.data.label_tables import VOC_CLASSES
-from fedpaper.data.multilabel_images import load_chestxray14, load_voc
+from fedpaper.runs.experiment import layout, pools_builder
+from fedpaper.blocks.partition import class_presence_partition
+from fedpaper.blocks.data.multilabel import composite_counts, composite_split
+from fedpaper.blocks.data import load_dataset, synthetic_images
+from fedpaper.blocks.data.dermamnist import CLASSES, load_splits
+from fedpaper.blocks.data.label_tables import VOC_CLASSES
+from fedpaper.blocks.data.multilabel_images import load_chestxray14, load_voc
 
 SPLITS = ("train", "val", "test")
 

@@ -20,14 +20,14 @@ import numpy as np
 import torch
 
 from fedpaper.driver.trainer import FederatedTrainer
-from fedpaper.paths import cache_dir
+from fedpaper.ground.paths import cache_dir
 from fedpaper.ground.console import warn_console
 from fedpaper.ground.files import ChecksumError, atomic_write_bytes, verified_payload, with_checksum
-from fedpaper.versions import code_version
+from fedpaper.runs.versions import code_version
 
-from . import runs
-from fedpaper.data.multilabel import CORNERS
-from fedpaper.models import build_model
+from fedpaper.papers.fednca import runs
+from fedpaper.blocks.data.multilabel import CORNERS
+from fedpaper.blocks.models import build_model
 
 ROWS = {"a": ("none", "FC classifier, no LADM"), "b": ("ETF-Clf+LADM", "LADM + ETF classifier"),
         "c": ("ETF-Clf+LADM+L_Neg+L_Pos", "full FedNCA-ML (+ L_Neg, L_Pos)")}

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedpaper.artifacts import run_artifact
-from fedpaper.data import label_tables as lt
-from fedpaper.partition import Partition, class_presence_partition
+from fedpaper.outputs.artifacts import run_artifact
+from fedpaper.blocks.data import label_tables as lt
+from fedpaper.blocks.partition import Partition, class_presence_partition
 
-from . import features as F
-from . import runs
-from .data import build_composites, train_labels
-from .profiles import subtitle
+from fedpaper.papers.fednca import features as F
+from fedpaper.papers.fednca import runs
+from fedpaper.papers.fednca.data import build_composites, train_labels
+from fedpaper.papers.fednca.profiles import subtitle
 
 PAPER = "fednca"
 SETTINGS = {"cifar10": ("fig9", [0.5, 0.1], 0.5), "dermamnist": ("fig10", [0.5, 0.1], 0.71),
@@ -82,7 +82,7 @@ def split_rows(dataset: str, beta, gamma, data_root) -> list:
 
 def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
     """figXa / figXb: per-client class counts at the paper's two beta values."""
-    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     fig_id, betas, gamma = SETTINGS[dataset]
     needs = {"voc2007": ["voc2007:labels"], "chestxray14": ["chestxray14:labels"]}.get(dataset, [dataset])
@@ -134,7 +134,7 @@ def _sub(p, dataset):
 
 def composite_figure(p: dict, data_root, out_dir):
     """fig8: example DermaMNIST composites with their label sets (App. C)."""
-    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     held = {}  # the example pixels, kept out of params (params go into the provenance json)
 
@@ -178,7 +178,7 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
     """<tsne_fig>a-c (t-SNE) and <cos_fig>a-c (cosine maps) of the Table 5 / 7 variants 1, 3, 6."""
     import pandas as pd
 
-    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     ds = p["settings"][table]["dataset"]
     held = {}
@@ -237,7 +237,7 @@ def attention_figure(p: dict, data_root, out_dir):
     test composites, per ground-truth class, with the share of attention in that class's quadrant."""
     import pandas as pd
 
-    from . import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
     held = {}
 

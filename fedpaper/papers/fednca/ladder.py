@@ -41,7 +41,7 @@ from fedpaper.papers import fednca as FN
 from fedpaper.papers import load_reported
 from fedpaper.papers.fednca import profiles as P
 from fedpaper.papers.fednca.claims import CENTRAL, FEDNCA, FULL, LADM, chance
-from fedpaper.parameters import artifact_function
+from fedpaper.outputs.parameters import artifact_function
 from fedpaper.papers.ladder import (GAP, TAU, Ladder, Quantity, Rung, as_cell, gap_to_paper, learned, method_cells,
                                     run_ladder, seeds_of, testable, worst)
 from fedpaper.papers._common.rows import Missing

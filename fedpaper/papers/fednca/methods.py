@@ -23,7 +23,7 @@ learnable (init random or ETF) or fixed.
 from __future__ import annotations
 
 from fedpaper.algorithms.families import family_algorithm
-from fedpaper.nets.ladm import fixed_parameter_names
+from fedpaper.blocks.nets.ladm import fixed_parameter_names
 
 CENTRAL = "Centralized (Upperbound)"
 FEDNCA = "FedNCA-ML"

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fedpaper.executors import run_specs
-from fedpaper.experiment import Execution, RunSpec, get_pools, pools_key_of
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import Execution, RunSpec, get_pools, pools_key_of
 
-from .methods import CENTRAL, COMPONENTS, FEDNCA, HEAD, QUERIES, method_dict, model_kwargs
+from fedpaper.papers.fednca.methods import CENTRAL, COMPONENTS, FEDNCA, HEAD, QUERIES, method_dict, model_kwargs
 
 DATASET_LABEL = {"cifar10": "CIFAR-10 multi-label (composite)", "dermamnist": "DermaMNIST multi-label (composite)"}
 METRICS = {"macro-AUC": "auc", "macro-F1": "f1", "micro-AUC": "micro_auc", "micro-F1": "micro_f1"}

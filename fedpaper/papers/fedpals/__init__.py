@@ -57,18 +57,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fedpaper.artifacts import run_artifact
-from fedpaper.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.artifacts import run_artifact
+from fedpaper.outputs.parameters import apply_overrides, artifact_function
 from fedpaper.papers import implement, load_reported
 from fedpaper.papers.fedpals import geometry as G, real as RL
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import runs as R
 from fedpaper.papers.fedpals import train as TR
-from fedpaper.data import load_dataset
-from fedpaper.partition import Partition
+from fedpaper.blocks.data import load_dataset
+from fedpaper.blocks.partition import Partition
 
 #: Modules of this package that only read results; every other file here is part of the cache key
-#: of this paper's runs (fedpaper.versions.paper_files), so an edit to them keeps the cached runs.
+#: of this paper's runs (fedpaper.runs.versions.paper_files), so an edit to them keeps the cached runs.
 RESULTS_READ_ONLY = ("claims", "ladder")
 
 PAPER = "fedpals"

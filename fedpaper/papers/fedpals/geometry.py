@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.algorithms import get_method, weights as W
-from fedpaper.executors import run_specs
-from fedpaper.experiment import Execution, RunSpec, layout, pools_builder
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import Execution, RunSpec, layout, pools_builder
 from fedpaper.papers._common.summaries import seed_summary
-from fedpaper.store import spec_json
-from fedpaper.data import gaussian_task
-from fedpaper.data.synthetic import N1, N2, S1, S2, target_marginal
+from fedpaper.runs.store import spec_json
+from fedpaper.blocks.data import gaussian_task
+from fedpaper.blocks.data.synthetic import N1, N2, S1, S2, target_marginal
 from fedpaper.engine import Federation, Pools
 
 # ----------------------------------------------------------------------------- Fig 1 (vague-24)

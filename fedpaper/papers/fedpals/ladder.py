@@ -43,7 +43,7 @@ from fedpaper.papers import load_reported
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers._common.chance import chance_level
 from fedpaper.papers.fedpals.claims import BASELINES, NON_ORACLE
-from fedpaper.parameters import artifact_function
+from fedpaper.outputs.parameters import artifact_function
 from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, run_ladder,
                                     seeds_of, testable, worst)
 

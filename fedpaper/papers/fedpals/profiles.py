@@ -7,7 +7,7 @@ into each artifact's provenance and its figure's subtitle.
 Sizing (measured, not guessed; issue 14). The paper trains 150 rounds on partitions of ~2,000-6,000
 images per client (about 14,000 SGD steps per client); at the measured throughput that is ~200 h
 here. Both scaled-down profiles keep a common fraction of every partition (`data_fraction`,
-`fedpaper.partition.thin_partition`: client sizes keep their ratios, T(Y) is kept) and 20 rounds:
+`fedpaper.blocks.partition.thin_partition`: client sizes keep their ratios, T(Y) is kept) and 20 rounds:
 CIFAR-10 10 % (200-500 images per client, ~130-310 SGD steps per client), Fashion-MNIST 10 %.
 Smaller than this and the models do not learn: at 10 %/20 rounds CIFAR-10 C=10 FedAvg reaches
 34.0/42.7/36.0 % (3 seeds) and was still climbing; Fashion-MNIST C=10 FedAvg at 5 %/20 rounds

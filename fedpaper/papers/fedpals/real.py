@@ -20,12 +20,12 @@ import pandas as pd
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.engine import Federation, Pools
-from fedpaper.executors import run_specs
-from fedpaper.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_builder, pools_key_of
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_builder, pools_key_of
 from fedpaper.papers._common.summaries import seed_summary
-from fedpaper.partition import oracle_partition
-from fedpaper.store import spec_json
-from fedpaper.data import load_iwildcam
+from fedpaper.blocks.partition import oracle_partition
+from fedpaper.runs.store import spec_json
+from fedpaper.blocks.data import load_iwildcam
 
 PACS_LAMBDAS = [0, 12, 42, 93]  # App. A.6 (ESS ~ 15/25/50/75 %)
 IWILD_LAMBDAS = [0, 600, 2500, 5800]  # App. A.7 (ESS ~ 8/25/50/75 %)

@@ -1,6 +1,6 @@
 """FedPALS training runs on label-shifted image federations (Fashion-MNIST, CIFAR-10, stand-ins).
 
-A run is a `fedpaper.experiment.RunSpec` (the results-cache key): data {"name", "options",
+A run is a `fedpaper.runs.experiment.RunSpec` (the results-cache key): data {"name", "options",
 "stands_for"}; partition {"layout": "fedpals-label-shift", "seed", "split": {"scheme": "sparsity",
 "C": 3}, "num_clients", "data_fraction", "oracle"}; the engine Method's fields (FedPALS's lambda,
 FedProx's mu, ...); the training fields; evaluation {"test_n"}; tags {"method", "lam"} (the
@@ -15,7 +15,7 @@ the target, the initialisation and the data order (vague-13). The Oracle (App. A
 FedAvg on clients of the same sizes drawn i.i.d. from T(Y) out of the training split minus the
 target partition (`oracle_partition(..., scale_to_fit=True)`; a scale < 1 is recorded).
 `data_fraction` (scaled-down profiles; 1 = the paper's partition) keeps that common fraction of every
-partition's images of every label (`fedpaper.partition.thin_partition`), so T(Y), each client's
+partition's images of every label (`fedpaper.blocks.partition.thin_partition`), so T(Y), each client's
 marginal and the clients' relative sizes (FedAvg's weights n_i/N, eq. 4; the lambda-to-ESS map) stay
 those of the full partition up to rounding.
 """
@@ -32,8 +32,8 @@ from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.algorithms.methods import Method
 from fedpaper.engine import Federation
-from fedpaper.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_key_of
-from fedpaper.partition import (dirichlet_partition, oracle_partition, resample_to_marginal,
+from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_key_of
+from fedpaper.blocks.partition import (dirichlet_partition, oracle_partition, resample_to_marginal,
                                 sparsity_partition, thin_partition)
 
 #: Display names of the data sets in tables (the reported CSV's spelling).

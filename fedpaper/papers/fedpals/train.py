@@ -8,15 +8,15 @@ import json
 import numpy as np
 import pandas as pd
 
-from fedpaper.executors import run_specs
-from fedpaper.experiment import default_device, store_key
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import default_device, store_key
 from fedpaper.papers._common.chance import CHANCE_MARGIN, at_chance, chance_level
 from fedpaper.papers._common.rows import cell_of
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
-from fedpaper.provenance import compute_record
-from fedpaper.store import ResultStore
-from fedpaper.sweep import SWEEP_OWNER
+from fedpaper.runs.provenance import compute_record
+from fedpaper.runs.store import ResultStore
+from fedpaper.runs.sweep import SWEEP_OWNER
 
 
 def _gkey(s) -> tuple:

@@ -39,7 +39,7 @@ Choices where the paper is vague (targets/privlabels.md section 4; the defaults 
   CI over seeds; Fig 8 = CIFAR-10 public.
 - vague-13: ablation E in {1, 3, 5}, L = 5 for Fig 11, Figs 12/13 over L at E = 5 / 3, methods
   FedAvg, Tuning-MSE, Tuning-Pairwise in both settings, SGD tuning at lr 1e-3, 3 seeds.
-- vague-14: 95% percentile bootstrap over seeds, 1000 resamples (fedpaper.metrics.summarize).
+- vague-14: 95% percentile bootstrap over seeds, 1000 resamples (fedpaper.blocks.metrics.summarize).
 - vague-15: L = 2, ..., 10 (quick: 2, 3, 5, 10).
 - vague-16: validation and test accuracy after every round.
 Quick-profile shrinkage (2-core CPU): see profiles.NOTES["quick"]; it is on every
@@ -47,19 +47,19 @@ figure's subtitle and in every provenance json.
 """
 from __future__ import annotations
 
-from fedpaper.artifacts import run_artifact
-from fedpaper.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.artifacts import run_artifact
+from fedpaper.outputs.parameters import apply_overrides, artifact_function
 from fedpaper.papers import add_claims, implement
 
-from . import appendix_b as appb_mod
-from . import draw as draw
-from . import runs as runs
-from . import config_tables as tabs
-from .claims import CLAIMS
-from .profiles import settings, subtitle
+from fedpaper.papers.privlabels import appendix_b as appb_mod
+from fedpaper.papers.privlabels import draw as draw
+from fedpaper.papers.privlabels import runs as runs
+from fedpaper.papers.privlabels import config_tables as tabs
+from fedpaper.papers.privlabels.claims import CLAIMS
+from fedpaper.papers.privlabels.profiles import settings, subtitle
 
 #: Modules of this package that only read results; every other file here is part of the cache key
-#: of this paper's runs (fedpaper.versions.paper_files), so an edit to them keeps the cached runs.
+#: of this paper's runs (fedpaper.runs.versions.paper_files), so an edit to them keeps the cached runs.
 RESULTS_READ_ONLY = ("claims", "draw", "config_tables", "probe", "ladder")
 
 PAPER = "privlabels"

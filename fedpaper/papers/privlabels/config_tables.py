@@ -12,9 +12,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fedpaper.models import build_model
+from fedpaper.blocks.models import build_model
 
-from .profiles import client_steps
+from fedpaper.papers.privlabels.profiles import client_steps
 
 PAPER_TABLE1 = [("Conv", "3"), ("Conv", "3"), ("Max-pool 2x2", ""), ("Conv", "3"), ("Conv", "3"),
                 ("Max-pool 2x2", ""), ("Flatten", ""), ("Fully connected", ""), ("Dropout 0.5", ""),

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedpaper.papers import privlabels as PL
-from fedpaper.parameters import artifact_function
+from fedpaper.outputs.parameters import artifact_function
 from fedpaper.papers.ladder import (Ladder, Quantity, Rung, as_cell, learned, method_cells, run_ladder, seeds_of,
                                     testable, worst)
 from fedpaper.papers.privlabels import profiles as P

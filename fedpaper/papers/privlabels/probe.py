@@ -20,11 +20,11 @@ import tempfile
 import time
 from collections import Counter
 
-from fedpaper.executors import run_specs
-from fedpaper.store import ResultStore
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.store import ResultStore
 
-from . import _params
-from . import runs
+from fedpaper.papers.privlabels import _params
+from fedpaper.papers.privlabels import runs
 from fedpaper.papers.privlabels import _epoch_pairs
 from fedpaper.papers.privlabels.profiles import paper_ratio_server
 

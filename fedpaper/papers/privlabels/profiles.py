@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import copy
 from fedpaper.engine.cpu import resolve_precision
-from fedpaper.experiment import default_device
+from fedpaper.runs.experiment import default_device
 
 PAPER_L = [2, 3, 4, 5, 6, 7, 8, 9, 10]  # vague-15
 

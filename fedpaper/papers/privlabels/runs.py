@@ -20,12 +20,12 @@ import pandas as pd
 
 from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
-from fedpaper.executors import run_specs
-from fedpaper.experiment import Execution, RunSpec, get_pools, layout, pools_key_of
+from fedpaper.runs.executors import run_specs
+from fedpaper.runs.experiment import Execution, RunSpec, get_pools, layout, pools_key_of
 from fedpaper.papers._common.summaries import interval_name
 from fedpaper.papers._common.summaries import group_fields, seed_summary
-from fedpaper.partition import private_label_partition, privlabels_split
-from fedpaper.store import spec_json
+from fedpaper.blocks.partition import private_label_partition, privlabels_split
+from fedpaper.runs.store import spec_json
 
 PUBLIC = ["FedAvg", "FedProx", "FedRS", "Tuning-MSE", "Tuning-Pairwise"]
 PRIVATE = ["FedAvg", "FedProx", "Tuning-MSE", "Tuning-Pairwise"]  # FedRS needs the full label set (Sec 5)

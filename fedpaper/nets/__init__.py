@@ -1,5 +1,0 @@
-"""Network building blocks that are more than one plain nn.Module of fedpaper.models: the fixed
-simplex-ETF and hypersphere classifiers (etf), torchvision's ResNets with or without ImageNet
-weights (torchvision_nets), FedNCA-ML's label-aware disentanglement module with its backbones
-(ladm), FedMT's ResNets and two-head networks (resnet). fedpaper.models registers the networks
-built from them by name; nothing here imports fedpaper.models."""

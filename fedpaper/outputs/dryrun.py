@@ -1,0 +1,119 @@
+"""A dry run of the paper profile (issue 30, item 1): every artifact at the paper's settings and
+code paths, cut only in rounds, seeds and images.
+
+    fedpaper reproduce --profile paper --dry-run [--only ID ...] [--out-dir SCRATCH]
+
+The dry run travels through the notebooks' own parameters, so a notebook in JupyterLab does the
+same dry run by setting them to what `parameters(paper, out_dir)` returns: `seeds=1`, a scratch
+`out_dir` and `overrides` = the paper's cut (CUTS) plus `dry_run: True`. Everything else is the
+paper profile's: backbone, input size, optimiser, augmentation, client count, aggregation,
+evaluation, figure and csv writing. The cut is applied by `fedpaper.outputs.parameters.apply_overrides`
+where the paper builds its profile dict, so it acts BEFORE any data are built: the images loaded
+(per class, per client, per server set) are cut, not only those trained on (a full FedNCA-ML pool
+at 224 px as float32 is ~24 GB).
+
+The cuts live here, not in each paper's profiles.py, because a paper's source files are the cache
+key of its runs (fedpaper.runs.versions.paper_files): declaring a cut there would invalidate every cached
+run of the paper.
+
+Each cut also cuts test/validation images where a paper evaluates on all of them at the paper
+profile with a slow model (FedMT's ResNet-18 on 10,000 test images each round), and epochs counted
+like rounds (FedMT's Single and FedTrans fine-tuning, privlabels' epoch ablation): said in CUT_NOTES.
+
+Artifacts whose data or weights are absent here are skipped with one line (`missing_weights`,
+and the CLI's plan for data sets).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Optional
+
+from fedpaper.outputs.artifacts import check_output_folder, profile_figures_dir
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.outputs.parameters import DRY_RUN_KEY, DRY_RUN_PROFILE, FAITHFUL_ORDER
+from fedpaper.ground.paths import figures_dir, unwritable_reason
+
+PROFILE = DRY_RUN_PROFILE
+SEEDS = 1  # one seed (the paper's first)
+#: Free space the scratch folder must have before a dry run starts: the four files of ~75 artifacts
+#: (a few MB each), the executed notebooks and the dry run's results cache.
+MIN_FREE_BYTES = 1 * 2**30
+
+_FEWER_COMPOSITES = {"singles": {"train": 3, "val": 2, "test": 3}, "pairs": {"train": 1, "val": 1, "test": 1}}
+
+#: The paper-profile settings each paper's dry run changes (override keys of its profile dict).
+CUTS: dict[str, dict] = {
+    # 1 round; each partition (clients and target) keeps 0.5% of its images (~30 per Fashion-MNIST client,
+    # about one batch of 32): fedpaper.blocks.partition.thin_partition keeps the clients' ratios and T(Y).
+    "fedpals": {"rounds": 1, "data_fraction": {"fashion-mnist": 0.005, "cifar10": 0.005}},
+    # 1 round (the epoch ablation too); 128 images per client (2 batches of 64), 128 unlabeled server
+    # images, 256-image validation and test subsets.
+    "privlabels": {"rounds": 1, "samples_per_client": 128, "server_size": {"cifar10": 128, "fashion-mnist": 128},
+                   "val_eval": 256, "test_eval": 256, "epochs.rounds": 1},
+    # 1 round, 1 Single epoch, 1 FedTrans fine-tuning epoch; 20 images per client (2 batches of 10),
+    # 1-5 labeled server images per class instead of 5-25 (n; n_default 1), N_c grid 10-40 for Fig 3
+    # and 80 images over all clients for Fig 2c, 200 test images.
+    "fedmt": {"rounds": 1, "single_rounds": 1, "finetune_epochs": 1, "samples_per_client": 20,
+              "n_values": [1, 2, 3, 4, 5], "n_default": 1, "fig3_sizes": [10, 20, 30, 40], "client_total": 80,
+              "test_cap": 200},
+    # 1 round; composites of 3 single-label images per class (2 validation, 3 test) and 1 per class
+    # pair in each split, at the paper's 224 px.
+    "fednca": {"rounds": 1, "data.cifar10": copy.deepcopy(_FEWER_COMPOSITES),
+               "data.dermamnist": copy.deepcopy(_FEWER_COMPOSITES)},
+}
+
+#: Weights a paper profile's runs load, by artifact data set: {paper: {data set: torchvision arch}}.
+#: FedNCA-ML starts DermaMNIST (and VOC, ChestX-ray14) from ImageNet weights (Sec. 5.2).
+WEIGHTS = {"fednca": {"dermamnist": "resnet18", "voc2007": "resnet18", "chestxray14": "resnet18"}}
+
+
+def cut(paper: str) -> dict:
+    """The overrides of `paper`'s dry run (a copy): its cut plus dry_run: True."""
+    return {**copy.deepcopy(CUTS[paper]), DRY_RUN_KEY: True}
+
+
+def parameters(paper: str, out_dir) -> dict:
+    """The notebook parameters (besides profile and data_root) of `paper`'s dry run."""
+    return {"seeds": SEEDS, "out_dir": str(out_dir), "overrides": cut(paper)}
+
+
+def check_scratch(out: Path) -> Path:
+    """`out`, or one BadParameterError when a dry run cannot write there: a committed figures folder,
+    not writable, or less than MIN_FREE_BYTES free. Checked before anything runs."""
+    out = Path(out).expanduser().absolute()
+    committed = [figures_dir()] + [profile_figures_dir(p) for p in FAITHFUL_ORDER]
+    if any(out == c.absolute() or c.absolute() in out.parents for c in committed):
+        raise BadParameterError(f"--out-dir {out} is inside the committed figures folder; a dry run writes to a "
+                                "scratch folder: leave --out-dir out (default: the cache) or name another folder")
+    why = unwritable_reason(out, MIN_FREE_BYTES)
+    if why:
+        raise BadParameterError(f"cannot write the dry run to {out}: {why}; free space there or pass "
+                                "--out-dir with another folder")
+    return check_output_folder(out, "the dry run's scratch folder")
+
+
+def weights_file(arch: str) -> Path:
+    """Where torchvision keeps the ImageNet weights of `arch` (IMAGENET1K_V1) once downloaded."""
+    import os
+
+    import torch
+    import torchvision
+
+    url = torchvision.models.get_weight(f"{arch.replace('resnet', 'ResNet')}_Weights.IMAGENET1K_V1").url
+    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
+
+
+def missing_weights(artifact_id: str, datasets) -> Optional[str]:
+    """One line naming the ImageNet weights the paper profile of this artifact needs and are absent
+    here (None when it needs none or they are present)."""
+    paper = artifact_id.split("/", 1)[0]
+    for d in datasets:
+        arch = WEIGHTS.get(paper, {}).get(d.split(":", 1)[0])
+        if d.endswith(":labels") or arch is None:
+            continue
+        path = weights_file(arch)
+        if not path.is_file():
+            return (f"ImageNet {arch} weights absent ({path}); the paper profile starts {d} from them: fetch once "
+                    f"with internet (torchvision.models.{arch}(weights='IMAGENET1K_V1'))")
+    return None

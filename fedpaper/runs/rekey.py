@@ -1,0 +1,233 @@
+"""Keep finished runs across a code change that does not change results, once that is checked.
+
+    fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K]
+
+The results cache keys every run by the code version of fedpaper's core and of its paper
+(fedpaper.runs.versions.code_version): any edit to those files (a refactor, a memory or speed fix) gives a
+new version, and the runs of the old one are no longer reused. For a long sweep (FedPALS Table 1
+at the paper profile: hours of CPU per piece) that is a rebuild nobody should pay when the edit
+cannot change a result; pinning the old version (FEDPAPER_CODE_VERSION) would assert that without
+checking it. `rekey` checks it: for each paper and old code version among the selected runs, it
+retrains the K cheapest of them (by training samples, runs that diverged last) with the current
+code, in a scratch store, and compares what they computed with what is stored, exactly: every round's history, the best
+and final metrics and where a run diverged; floats bit for bit (NaN equals NaN). Only how a run
+executed (its "log": seconds, backend, layout) is not compared; the run is retrained with the
+backend and device its log names. Only when all K agree does it store every selected run of that
+version again under the current code version (the old entries stay), its entry saying so:
+
+    "rekeyed": {"from": OLD_CODE, "to": NEW_CODE, "verified": [{"key", "samples", "seconds"}], "at", "git"}
+
+and records the check in the store (rekeys/*.json). A difference: one line naming the run and the
+first value that differs, nothing written: the change affects results, and its runs must be
+recomputed. A run whose method is written in an old form (before a method had one form:
+algorithms.legacy) is stored again with its method as parts, the same check applying. Runs that
+are not fedpaper.runs.experiment.RunSpec runs, or whose data copy differs from
+the one found now, cannot be retrained here and are refused the same way.
+"""
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from fedpaper.ground.errors import FedpaperError
+from fedpaper.ground.console import warn_console
+from fedpaper.ground.files import atomic_write_text
+from fedpaper.runs.store import ResultStore, spec_json
+from fedpaper.runs.archive import _current_code, _entry, _paper_of, _selected_indexes, ArchiveError
+from fedpaper.ground.jsonio import now_iso
+from fedpaper.runs.provenance import git_info
+
+
+REKEYS_DIR = "rekeys"  # in the store: one record per rekey (what was checked, what was stored again)
+NOT_COMPARED = ("log",)  # how a run executed, not what it computed
+
+
+class RekeyError(FedpaperError):
+    """Nothing to rekey, a run that cannot be retrained, or a run the current code does not
+    reproduce (one line, exit 2, nothing written)."""
+
+def _stale_entries(store: ResultStore, only, profile) -> tuple[dict, list]:
+    """{(paper, old code): [(key, entry)]} of the selected finished runs made by another code
+    version than the current one (and not stored under it already), and the store indexes
+    [(artifact, profile, runs)] they were selected through."""
+
+    from fedpaper.algorithms import legacy  # start-up time: torch (the CLI imports this module)
+
+    indexes = []
+    if only or profile is not None:
+        indexes = [(a, p, store.recorded(a, p)) for a, p in _selected_indexes(store, only, profile)]
+        if not indexes:
+            what = " ".join(only or []) + (f" (profile {profile})" if profile else "")
+            raise RekeyError(f"no runs of {what.strip()} are recorded in the cache {store.root}; import their archive "
+                             "(`fedpaper cache import`) or run `fedpaper reproduce` for them first")
+        wanted = sorted({k for _, _, runs in indexes for k in runs})
+    else:
+        wanted = store.keys()
+    groups: dict[tuple, list] = {}
+    for key in wanted:
+        p = store.entry_path(key)
+        if not p.is_file():
+            continue
+        try:
+            entry = _entry(p.read_bytes(), f"cache entry {p}")
+        except ArchiveError as e:
+            warn_console(f"{e}; left alone")
+            continue
+        paper = _paper_of(entry)
+        migrated = spec_json(legacy.run_spec(json.loads(entry["spec"])))  # a method in an old form: its parts
+        if entry["code"] == _current_code(paper, store) and migrated == entry["spec"]:
+            continue
+        entry = {**entry, "spec": migrated}
+        if store.entry_path(store.key(json.loads(entry["spec"]))).is_file():
+            continue  # already stored under the current code
+        groups.setdefault((paper, entry["code"]), []).append((key, entry))
+    return groups, indexes
+
+
+def first_difference(a, b, where: str = "result") -> Optional[str]:
+    """Where two stored results differ first ("result.history[3].test_acc: 0.41 != 0.42"), or
+    None when they are equal: floats and arrays bit for bit, NaN equal to NaN."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return f"{where}: keys {sorted(map(str, a))} != {sorted(map(str, b))}"
+        for k in a:
+            d = first_difference(a[k], b[k], f"{where}.{k}" if isinstance(k, str) else f"{where}[{k!r}]")
+            if d:
+                return d
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{where}[{i}]")
+            if d:
+                return d
+        return None
+    if hasattr(a, "to_numpy") and hasattr(b, "to_numpy"):  # pandas
+        a, b = a.to_numpy(), b.to_numpy()
+    if hasattr(a, "detach") and hasattr(b, "detach"):  # torch
+        a, b = a.detach().cpu().numpy(), b.detach().cpu().numpy()
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        same = a.shape == b.shape and a.dtype == b.dtype and (
+            np.array_equal(a, b, equal_nan=a.dtype.kind in "fc") if a.dtype.kind in "fc" else np.array_equal(a, b))
+        return None if same else f"{where}: arrays differ ({a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)})"
+    if isinstance(a, float) and isinstance(b, float):
+        return None if (a == b or (math.isnan(a) and math.isnan(b))) else f"{where}: {a!r} != {b!r}"
+    if type(a) is not type(b) and not (isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer))):
+        return f"{where}: {type(a).__name__} {a!r} != {type(b).__name__} {b!r}"
+    return None if a == b else f"{where}: {a!r} != {b!r}"
+
+
+def _compared(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k not in NOT_COMPARED} if isinstance(result, dict) else result
+
+
+def _samples(entry: dict) -> float:
+    log = entry["result"].get("log") if isinstance(entry.get("result"), dict) else None
+    return float((log or {}).get("samples") or math.inf)
+
+
+def _check_order(item) -> tuple:
+    """Which runs to retrain first: those that ran every round (a run that diverged early is cheap
+    but checks only its first rounds), then the fewest training samples."""
+    key, entry = item
+    res = entry.get("result") if isinstance(entry.get("result"), dict) else {}
+    return (res.get("diverged_at") is not None, _samples(entry), key)
+
+
+def _describe(key: str, entry: dict) -> str:
+    spec = json.loads(entry["spec"])
+    run = spec.get("run") or {}
+    name = (run.get("tags") or {}).get("method") or (run.get("method") or {}).get("name")
+    seed = (run.get("partition") or {}).get("seed")
+    return f"run {key[:12]} ({name or '?'}, seed {seed})"
+
+
+def retrain(key: str, entry: dict, data_root=None) -> dict:
+    """The current code's result of a stored run, trained afresh in a scratch store with the
+    backend and device its log names."""
+    from fedpaper.runs.executors import run_specs  # start-up time: torch (the CLI imports this module)
+    from fedpaper.runs.experiment import Execution, RunSpec, default_device, store_key  # start-up time: torch, as above
+
+    spec = json.loads(entry["spec"])
+    try:
+        run = RunSpec(**spec["run"])
+    except (KeyError, TypeError):
+        raise RekeyError(f"{_describe(key, entry)} is not a fedpaper RunSpec run: it cannot be retrained to check it; "
+                         "recompute it with `fedpaper reproduce`") from None
+    if spec_json(store_key(run, data_root)) != entry["spec"]:
+        raise RekeyError(f"{_describe(key, entry)} was made from another copy of its data set than the one found now "
+                         f"({json.dumps(spec.get('data_copy'))}); point FEDPAPER_DATA at that copy to check it")
+    log = entry["result"].get("log") or {}
+    device = log.get("device") or default_device()
+    if device != default_device() and not (device == "cpu" and default_device() != "cpu"):
+        raise RekeyError(f"{_describe(key, entry)} was trained on {device}; this machine trains on {default_device()}, "
+                         "whose results are not bit for bit the same: rekey on a machine with that device")
+    execution = Execution(backend=log.get("backend") or "auto", device=device)
+    with tempfile.TemporaryDirectory(prefix="fedpaper-rekey-") as tmp:
+        (res,) = run_specs([run], data_root, execution=execution, store=ResultStore(tmp), progress=False,
+                           desc="rekey check")
+    return res
+
+
+def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verify: int = 1, data_root=None,
+          say=print) -> dict:
+    """Check and rekey (see the module docstring); returns {(paper, old code): {"runs", "verified",
+    "to"}}. RekeyError (nothing written for that version or any after it) on the first failure."""
+
+    if int(verify) < 1:
+        raise RekeyError(f"--verify {verify}: at least one run must be retrained to check the current code "
+                         "reproduces the stored ones (to assert it unchecked, pin FEDPAPER_CODE_VERSION instead)")
+    store = store if store is not None else ResultStore()
+    groups, indexes = _stale_entries(store, only, profile)
+    if not groups:
+        raise RekeyError(f"nothing to rekey in {store.root}: every selected finished run is stored under the "
+                         "current code version already")
+    checked = {}
+    for (paper, old), runs in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        new = _current_code(paper, store)
+        chosen = sorted(runs, key=_check_order)[:int(verify)]
+        say(f"{paper}: checking {len(chosen)} of {len(runs)} runs made by code {old} against this code ({new}): "
+            "retraining the cheapest")
+        verified = []
+        for key, entry in chosen:
+            t0 = time.perf_counter()
+            res = retrain(key, entry, data_root)
+            seconds = time.perf_counter() - t0
+            diff = first_difference(_compared(entry["result"]), _compared(res))
+            if diff:
+                raise RekeyError(f"{paper}: {_describe(key, entry)} made by code {old} is not reproduced by this code "
+                                 f"({new}): {diff}; nothing rekeyed: this change affects results, so its runs must "
+                                 "be recomputed")
+            say(f"  {_describe(key, entry)}: the same, bit for bit ({seconds:.0f} s)")
+            verified.append({"key": key, "samples": _samples(entry), "seconds": round(seconds, 1)})
+        checked[(paper, old)] = {"runs": runs, "verified": verified, "to": new}
+    # every check passed: store the runs again under the current code versions
+    git, at = git_info(), now_iso()
+    moved: dict[str, str] = {}
+    for (paper, old), c in checked.items():
+        stamp = {"from": old, "to": c["to"], "verified": c["verified"], "at": at, "git": git}
+        for key, entry in c["runs"]:
+            spec = json.loads(entry["spec"])
+            store._write(store.path(spec), {**entry, "code": store.code_of(spec), "rekeyed": stamp})
+            moved[key] = store.key(spec)
+    for art, prof, runs in indexes or [(a, p, store.recorded(a, p)) for a, p in store.indexes()]:
+        added = {moved[k]: {"paper": v.get("paper"), "code": checked[(v.get("paper"), v.get("code"))]["to"]}
+                 for k, v in runs.items() if k in moved and (v.get("paper"), v.get("code")) in checked}
+        if added:
+            merged = {**store.recorded(art, prof), **added}
+            atomic_write_text(store.index_path(art, prof), json.dumps(
+                {"artifact": art, "profile": prof, "runs": dict(sorted(merged.items()))}, indent=0, sort_keys=True))
+    summary = {f"{paper} {old}": {"to": c["to"], "runs": len(c["runs"]), "verified": c["verified"]}
+               for (paper, old), c in checked.items()}
+    record = {"at": at, "git": git, "selection": {"only": list(only or []), "profile": profile}, "rekeyed": summary}
+    atomic_write_text(Path(store.root) / REKEYS_DIR / f"{at.replace(':', '')}.json", json.dumps(record, indent=1,
+                                                                                               sort_keys=True))
+    return {k: {"runs": len(c["runs"]), "verified": c["verified"], "to": c["to"]} for k, c in checked.items()}

@@ -1,0 +1,247 @@
+"""Resumable sweeps over the results cache.
+
+    results = run_sweep(specs, run_one, desc="table1")          # one run at a time
+    results = run_sweep(specs, run_fn_many=engine_batch, batch_size=8)   # several runs at once
+
+A sweep too long for one sitting runs in pieces: with a deadline (FEDPAPER_DEADLINE, set by
+`fedpaper reproduce --max-hours H`) run_sweep starts no run that would end after it and raises
+SweepStopped; finished runs are already stored, so the same command later resumes. Each sweep run
+inside an artifact records its runs' keys in the store's index (which artifact and profile they
+belong to), for `fedpaper cache export --only ...` (fedpaper.runs.archive) and the done/left counts.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import time
+from typing import Callable, Iterable, Optional
+
+from fedpaper.ground.errors import BadParameterError
+from fedpaper.runs.leases import holder
+from fedpaper.ground.progress import bar_label, collecting, on_rounds
+from fedpaper.runs.store import ResultStore
+
+_MISSING = object()  # store.get's default: not stored
+# The artifact being made (set by run_artifact): prefixes sweep bars, so that two artifacts whose
+# sweeps share a description ("privlabels cifar10") still get distinct bar labels.
+BAR_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_prefix", default="")
+# What a sweep repeated under another setting adds to its bar (e.g. a compute ladder's rung), so that
+# every bar of a notebook keeps its own label (papers/ladder.py).
+BAR_SUFFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_suffix", default="")
+# The (artifact id, profile) whose sweeps run now (set by run_artifact, None in an exploration):
+# run_sweep records its runs' keys in the store's index under it.
+SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("fedpaper_sweep_owner", default=None)
+
+# `fedpaper reproduce --max-hours H` sets this (seconds since the epoch) for the kernels it starts.
+DEADLINE_ENV = "FEDPAPER_DEADLINE"
+_clock = time.time  # tests replace it
+#: (unit, seconds per unit of cost) of the last sweep that ran here, for the next one's first run: unit "run"
+#: (every run costs 1) or the unit of the sweep's `cost` (e.g. "training sample")
+_last_pace: Optional[tuple] = None
+
+
+class SweepStopped(RuntimeError):
+    """A sweep stopped before its next run at the deadline (FEDPAPER_DEADLINE); every finished
+    run is stored, so the same command resumes. `fedpaper reproduce` exits with EXIT_STOPPED."""
+
+    def __init__(self, desc: str, done: int, total: int):
+        self.desc, self.done, self.total = desc, done, total
+        super().__init__(f"{desc}: stopped at the deadline ({DEADLINE_ENV}, --max-hours) with {done} of "
+                         f"{total} runs done, {total - done} left; finished runs are cached, run the same "
+                         "command again to resume")
+
+
+def deadline() -> Optional[float]:
+    """The deadline in seconds since the epoch (FEDPAPER_DEADLINE), or None."""
+    raw = os.environ.get(DEADLINE_ENV)
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise BadParameterError(f"{DEADLINE_ENV}={raw!r} is not a time in seconds since the epoch; "
+                                "unset it or use `fedpaper reproduce --max-hours H`") from None
+
+
+def _past_deadline(cost_next: float, seconds_per_unit: Optional[float]) -> bool:
+    """Whether the next runs (their cost: a count of runs, or of the sweep's cost unit) must not
+    start: the deadline has come, or at the pace measured so far (seconds per unit) they would end
+    after it."""
+    end = deadline()
+    if end is None:
+        return False
+    now = _clock()
+    return now >= end or (seconds_per_unit is not None and now + seconds_per_unit * cost_next > end)
+
+
+def _progress(total, initial, desc, enabled, unit="runs"):
+    """One bar per sweep: a widget in JupyterLab (tqdm.auto; ipywidgets is a dependency), text
+    elsewhere. FEDPAPER_PROGRESS=0 turns it off, =text forces text (set by `fedpaper reproduce`
+    and `make test` for the kernels they start, whose outputs nobody watches live). Its label is
+    `fedpaper.ground.progress.bar_label` (the artifact id, plus the sweep's short name); it counts runs,
+    in tenths, as the engine's rounds finish (`_RunsBar`), with the time left."""
+
+    mode = os.environ.get("FEDPAPER_PROGRESS", "1")
+    tqdm = None
+    if mode != "text":
+        try:  # without ipywidgets tqdm.auto would warn "IProgress not found" and print text anyway
+            import ipywidgets  # noqa: F401
+            from tqdm.auto import tqdm
+        except ImportError:
+            tqdm = None
+    if tqdm is None:
+        from tqdm import tqdm
+    if mode == "0":
+        enabled = False
+    return tqdm(total=total, initial=initial, desc=" ".join(filter(None, (bar_label(BAR_PREFIX.get(), desc), BAR_SUFFIX.get()))), disable=not enabled,
+                leave=True, bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]")
+
+
+class _RunsBar:
+    """Moves a sweep's bar inside a batch of `size` runs as the engine reports rounds
+    (`fedpaper.ground.progress.round_done`: n_runs runs advanced one round of `rounds`), and to whole
+    runs as their results are stored, never past the batch's end."""
+
+    def __init__(self, bar, start: float, size: int):
+        self.bar, self.start, self.size, self.credit = bar, start, size, 0.0
+
+    def _to(self, target: float):
+        target = min(target, self.start + self.size)
+        if target > self.bar.n:
+            self.bar.update(target - self.bar.n)
+
+    def round(self, rnd: int, rounds: int, n_runs: int):
+        self.credit += n_runs / max(1, rounds)
+        self._to(self.start + self.credit)
+
+    def stored(self, n_done: int):
+        self.credit = max(self.credit, float(n_done))
+        self._to(self.start + n_done)
+
+
+@contextlib.contextmanager
+def _log_above(bar):
+    """fedpaper's log messages (e.g. partition notes) on their own lines above the bar; inside an
+    artifact they are collected instead and logged once each after its sweeps
+    (`fedpaper.ground.progress.warnings_once`)."""
+    import logging
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    if getattr(bar, "disable", True) or collecting():
+        yield
+        return
+    with logging_redirect_tqdm(loggers=[logging.getLogger("fedpaper")], tqdm_class=type(bar)):
+        yield
+
+
+def _free_first(root, specs: list, keys: dict) -> list:
+    """`specs` with the ones whose run another live process holds a lease on (fedpaper.runs.leases)
+    moved to the end, order kept otherwise (keys: id(spec) -> its store key): two workers on one
+    store each take the next free engine call instead of the second waiting for the first's
+    (measured: a second worker on FedPALS Table 1's CIFAR-10 beta=0.1 row sat idle for a whole
+    10-minute run, then led, and the first waited)."""
+    held = [holder(root, keys[id(s)]) is not None for s in specs]
+    return [s for s, h in zip(specs, held) if not h] + [s for s, h in zip(specs, held) if h]
+
+
+def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many: Optional[Callable] = None,
+              batch_size: Optional[int] = None, store: Optional[ResultStore] = None, desc: str = "runs",
+              force: bool = False, progress: bool = True, cost: Optional[Callable] = None) -> list:
+    """Results of every spec, in order: finished runs are read from the store, the rest are run.
+
+    Give either `run_fn(spec) -> result` (one run at a time) or `run_fn_many(list_of_specs) ->
+    list_of_results` (the engine trains several runs at once; `batch_size` specs per call, default
+    all pending). `run_fn_many` may also return an iterator, whose results are stored one by one as
+    they come. Every result is stored as soon as it is available, so an interrupted sweep (Ctrl-C,
+    kill) that is started again reuses every run that finished. `force=True` (or the environment
+    variable FEDPAPER_RECOMPUTE=1, set by `fedpaper reproduce --force`) recomputes all.
+
+    With a deadline (FEDPAPER_DEADLINE) no run (`run_fn`) or batch (`run_fn_many`) starts once the
+    deadline has come or when, at the measured seconds per run (of this sweep, or of the last one
+    in this process before this one has finished a run), it would end after the deadline:
+    SweepStopped is raised instead (the runs already finished are stored). `cost(spec) -> float`
+    (optional; its `unit` attribute names the unit) weighs the runs for that pace: seconds per unit
+    of cost instead of per run, so a run ten times longer than the last is expected to take ten
+    times as long (Fig 8a's 150-round runs with 10 of 101 clients, then Fig 8b's with all 10: a
+    pace per run let a GPU sweep start a batch that overran its deadline by minutes). Costs are
+    asked for only when a deadline is set, and a pace carries over to the next sweep only in the
+    same unit. Inside an
+    artifact (SWEEP_OWNER) the specs' keys are recorded in the store's index first.
+    """
+    force = force or os.environ.get("FEDPAPER_RECOMPUTE") == "1"
+    if (run_fn is None) == (run_fn_many is None):
+        raise TypeError("run_sweep needs exactly one of run_fn or run_fn_many")
+    store = store if store is not None else ResultStore()
+    specs = list(specs)
+    keys = [store.key(s) for s in specs]
+    done: dict[str, object] = {}
+    pending: list = []
+    pending_keys: set[str] = set()
+    for s, k in zip(specs, keys):
+        if k in done or k in pending_keys:
+            continue
+        r = _MISSING if force else store.get(s, _MISSING)
+        if r is _MISSING:
+            pending.append(s)
+            pending_keys.add(k)
+        else:
+            done[k] = r
+    n_unique = len(done) + len(pending)
+    owner = SWEEP_OWNER.get()
+    if owner is not None:
+        store.record(*owner, specs)
+    t0, n_run = _clock(), 0
+    unit = "run" if cost is None else getattr(cost, "unit", "cost")
+    spent = [0.0]  # cost of the runs finished in this sweep (counted only with a deadline)
+
+    def cost_of(chunk) -> float:
+        return float(len(chunk)) if cost is None else float(sum(cost(s) for s in chunk))
+
+    def check(chunk):
+        global _last_pace
+        if cost is not None and deadline() is None:  # costs are asked for only when a deadline is set
+            return
+        if n_run and spent[0] > 0:
+            _last_pace = (unit, (_clock() - t0) / spent[0])
+        pace = _last_pace[1] if _last_pace is not None and _last_pace[0] == unit else None
+        if _past_deadline(cost_of(chunk), pace):
+            raise SweepStopped(f"{BAR_PREFIX.get() + ': ' if BAR_PREFIX.get() else ''}{desc}", len(done), n_unique)
+        spent[0] += cost_of(chunk)  # the chunk starts now: its cost counts once it has finished (n_run)
+
+    with _progress(n_unique, len(done), desc, progress) as bar, _log_above(bar):
+        if run_fn is not None:
+            for s in pending:
+                check([s])
+                moves = _RunsBar(bar, float(len(done)), 1)
+                with on_rounds(moves.round):
+                    r = run_fn(s)
+                store.put(s, r)
+                done[store.key(s)] = r
+                n_run += 1
+                moves.stored(1)
+        else:
+            step = batch_size or max(1, len(pending))
+            # a run_fn_many that stores each result itself (under its lease: executors.claimed)
+            stored_by_fn = bool(getattr(run_fn_many, "stores_results", False))
+            remaining = list(pending)
+            key_of = {id(s): k for s, k in zip(specs, keys)}
+            while remaining:
+                if stored_by_fn:  # leased runs (executors.claimed): take free runs before held ones
+                    remaining = _free_first(store.root, remaining, key_of)
+                chunk, remaining = remaining[:step], remaining[step:]
+                check(chunk)
+                moves = _RunsBar(bar, float(len(done)), len(chunk))
+                n = 0
+                with on_rounds(moves.round):
+                    for s, r in zip(chunk, run_fn_many(chunk)):
+                        if not stored_by_fn:
+                            store.put(s, r)
+                        done[store.key(s)] = r
+                        n += 1
+                        n_run += 1
+                        moves.stored(n)
+                if n != len(chunk):
+                    raise RuntimeError(f"run_fn_many returned {n} results for {len(chunk)} specs")
+    return [done[k] for k in keys]
