@@ -131,3 +131,34 @@ def test_a_store_key_does_not_depend_on_what_was_imported_before(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, spec.to_json(), str(tmp_path)], capture_output=True,
                          text=True, check=True).stdout
     assert json.loads(out) == here["data_copy"]
+
+
+LEGACY_FIELDS = ("name", "client", "server", "private", "tuning", "mu", "fedrs_alpha", "lam", "afl_step",
+                 "tuning_epochs", "tuning_optimizer", "tuning_lr")  # Method.spec() before one form (issue 33)
+
+
+def test_runs_cached_with_a_method_in_the_old_form_migrate_to_its_parts(tmp_path):
+    """A store whose runs' methods are the fields of a flat Method (the cache keys before a method had
+    one form) is rekeyed to the parts' spec: the cheapest run retrained bit for bit, every run then
+    found under the key the current code computes, the old entries kept."""
+    from dataclasses import asdict
+
+    specs = _specs()
+    old, results = _old_store(tmp_path, specs)
+    legacy_keys = []
+    for s in specs:
+        key = E.store_key(s)
+        e = _entry(old.path(key))
+        m = asdict(FR.method_of(s.tags["method"], FP.runs("smoke")["hyper"]))
+        lkey = {**key, "run": {**key["run"], "method": {k: m[k] for k in LEGACY_FIELDS}}}
+        ResultStore._write(old.path(lkey), {**e, "spec": E.spec_json(lkey)})
+        old.path(key).unlink()
+        legacy_keys.append(lkey)
+    old.record("fedpals/table1", "smoke", legacy_keys)
+    cur = ResultStore(tmp_path)
+    assert not any(E.store_key(s) in cur for s in specs)
+    out = R.rekey(cur, only=["fedpals/table1"], profile="smoke", verify=1, say=lambda *_: None)
+    assert [c["runs"] for c in out.values()] == [2]
+    for s, r in zip(specs, results):
+        assert R.first_difference(R._compared(cur.get(E.store_key(s))), R._compared(r)) is None
+    assert all(old.path(k).is_file() for k in legacy_keys)
