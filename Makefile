@@ -41,9 +41,10 @@ figures: $(STAMP) $(NBSTRIP)
 # override under nbval, no outputs in git), which read back the runs nbval cached. Notebook runs use
 # their own cache folder, never figures/.
 AVX2_ENV := ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
-AVX2_TESTS := tests/test_engine*.py tests/algorithms tests/reference tests/test_weights.py tests/test_fedpals.py \
-  tests/test_privlabels.py tests/test_fedmt_claims.py tests/test_fedmt_data.py tests/test_fednca.py tests/test_fednca_model.py \
-  tests/test_compact_images.py
+# The engine's tests leave out tests/engine/test_device.py (device branches, no kernels; never in this list).
+AVX2_TESTS := $(filter-out tests/engine/test_device.py,$(wildcard tests/engine/test_*.py)) tests/driver tests/algorithms \
+  tests/reference tests/papers/fedpals/test_fedpals.py tests/papers/privlabels/test_privlabels.py tests/papers/fedmt \
+  tests/papers/fednca/test_fednca.py tests/blocks/test_fednca_model.py tests/blocks/test_compact_images.py
 test: $(STAMP) $(NBSTRIP)
 	$(VPY) -m pytest -p randomly tests
 	$(AVX2_ENV) $(VPY) -c "import torch; print('AVX2 emulation: torch CPU capability', torch.backends.cpu.get_cpu_capability())"
@@ -58,7 +59,7 @@ test: $(STAMP) $(NBSTRIP)
 # and the dev extra does not install it): installs the cluster extra first.
 test-cluster: $(STAMP)
 	$(VPY) -m pip install -e '.[dev,cluster]'
-	$(VPY) -m pytest tests/test_executors.py tests/test_leases.py
+	$(VPY) -m pytest tests/runs/test_executors.py tests/runs/test_leases.py
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)

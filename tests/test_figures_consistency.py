@@ -33,7 +33,7 @@ def _committed(profile: str, artifact_id: str) -> dict:
 
 
 # DRAWS_DATA: artifacts whose drawing shows images of the data set (not in their csv); a re-render
-# refuses them (tests/test_rerender_draws_data.py), so their committed figures come from real runs.
+# refuses them (tests/outputs/test_rerender_draws_data.py), so their committed figures come from real runs.
 
 CASES = [(profile, nb) for profile in PROFILES for nb in NOTEBOOKS
          if any(_committed(profile, a)["png"].is_file() for a in _artifacts(nb))

@@ -9,7 +9,7 @@ came to be taken from a client's real rows only (engine/batchnorm.py): its clien
 padded batch of 8; every other entry is the issue 13 recording.
 
 Regenerate (only when a change is MEANT to move results, and say so in the commit):
-    PYTHONPATH=$PWD python tests/test_engine_fixture.py
+    PYTHONPATH=$PWD python tests/engine/test_fixture.py
 Bitwise results depend on the CPU's kernels: the fixture records torch's version, the CPU
 capability and the CPU vendor, and the test skips (saying why) on a machine where they differ.
 """
@@ -30,7 +30,7 @@ from fedpaper.driver import train
 from fedpaper.engine import Federation, Pools, TrainConfig
 from fedpaper.runs.provenance import cpu_vendor
 
-FIXTURE = Path(__file__).parent / "fixtures" / "engine_before.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "engine_before.json"
 BACKENDS = ("vmap", "loop", "grouped")
 K = 10
 LABEL_SETS = ([0, 1, 2, 3], [3, 4, 5, 6, 7], [6, 7, 8, 9, 0])

@@ -1,6 +1,6 @@
 """The loop backend skips the gradient passes of slots that will not step (clients whose epoch
 ended) for models that opt in (skip_inactive_slots, FedNCANet): the trained parameters are bitwise
-the same as with every slot computed; other models compute every slot (tests/test_engine_fixture)."""
+the same as with every slot computed; other models compute every slot (tests/engine/test_fixture.py)."""
 import numpy as np
 import torch
 

@@ -57,7 +57,7 @@ DRIVER = textwrap.dedent("""
 
 
 def _start(root, counter, pause):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(root), str(counter), str(pause)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

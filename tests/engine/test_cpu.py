@@ -203,7 +203,7 @@ def test_dropout_masks_do_not_depend_on_batch_mates(backend, tuning):
 
 
 # ------------------------------------------------------------------ the same on AVX2 and AVX-512
-ISA_FIXTURE = Path(__file__).parent / "fixtures" / "cpu_isa_reference.json"
+ISA_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cpu_isa_reference.json"
 ISA_TOL = 1e-5  # absolute, on parameters of size ~0.1-0.4; AVX2 vs AVX-512 measured 4.5e-8 (fedmt smoke, 2 rounds)
 
 
@@ -228,7 +228,7 @@ def _isa_summary(fedmt_target) -> dict:
 
 def test_the_same_numbers_on_avx2_and_avx512(fedmt_smoke):
     """The FedMT (E) smoke run against a reference recorded on an AVX-512 CPU
-    (tests/fixtures/cpu_isa_reference.json; regenerate: PYTHONPATH=$PWD python tests/test_engine_cpu.py):
+    (tests/fixtures/cpu_isa_reference.json; regenerate: PYTHONPATH=$PWD python tests/engine/test_cpu.py):
     every parameter summary within ISA_TOL and the same history (accuracies, the threshold's
     counts). `make test` runs this under the AVX2 emulation as well."""
     ref = json.loads(ISA_FIXTURE.read_text())
@@ -252,7 +252,7 @@ def test_every_safe_width_gives_a_slot_the_same_gradient_bits(channels, threads)
     LeNet slot's weight gradients in a grouped pass are the same bits at every width safe_width
     gives for 1-9 slots, whatever its group mates. Under oneDNN's AVX2 kernels a pass of 3
     one-channel slots (3 input channels in all, the image first-layer kernel) summed differently;
-    skipping finished slots (live subsets of every size) exposed it (tests/test_engine_diverge.py)."""
+    skipping finished slots (live subsets of every size) exposed it (tests/driver/test_diverge.py)."""
     from fedpaper.engine.backends import safe_width
     from fedpaper.engine.grouped import GroupedForward, stacked_layout
 

@@ -116,7 +116,7 @@ def test_momentum_cosine_and_bf16_train(setup):
     assert _cfg(precision="bf16").spec()["precision"] == "bf16"
 
 
-# engine/memory.py's own tests are in tests/test_engine_memory.py (not in the mutation selection:
+# engine/memory.py's own tests are in tests/engine/test_memory.py (not in the mutation selection:
 # it measures real models); these two, by hand, reach StepMemory.run_bytes and available_bytes
 def test_step_memory_run_bytes_by_hand():
     from fedpaper.engine import memory as MEM
@@ -146,7 +146,7 @@ def test_available_bytes_of_the_cpu_is_memavailable_of_proc_meminfo(monkeypatch,
 
 
 def test_dropout_masks_do_not_depend_on_batch_mates_small():
-    """A small copy of test_engine_cpu's check (which is too slow for the mutation selection): the
+    """A small copy of engine/test_cpu.py's check (which is too slow for the mutation selection): the
     privlabels CNN with dropout, grouped backend, one round: a run trained alone and as the second
     of two runs ends with the same parameters, bit for bit (its dropout masks come from its own
     generator, randomness.RunGenerators)."""
