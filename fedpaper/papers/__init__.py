@@ -1,19 +1,15 @@
 """The four papers: the artifact catalog, and the registry the per-paper modules fill.
 
-A paper package (`fedpaper/papers/<paper>/`) registers, at import time::
+A paper package (`fedpaper/papers/<paper>/`) declares what it implements in explicit tables of its
+`__init__.py`, read by `load_papers()` (importing a paper registers nothing by itself)::
 
-    from fedpaper.papers import implement
-    from fedpaper.papers._common import ClaimSet
-
-    implement("fedpals/table1", notebook="notebooks/fedpals/table1.ipynb")
-    CLAIMS = ClaimSet("fedpals")
+    NOTEBOOKS = {"fedpals/table1": "notebooks/fedpals/table1.ipynb", ...}   # artifact -> its notebook
+    NOT_IMPLEMENTED = {"fedmt/table3": "Fitzpatrick 17k is not available here ..."}   # artifact -> why
+    CLAIMS = ClaimSet("fedpals")     # fedpaper.papers._common; its claims:
 
     @CLAIMS.claim(1, ["table1"], "FedPALS best non-oracle in every row")
     def c1(t): ...                   # -> a Verdict (fedpaper/papers/_common docstring)
 
-    CLAIMS.register()                # or add_claims(CLAIMS)
-
-or, for work not done yet, `not_implemented(["fedmt/table2", ...], reason=...)`.
 The per-paper modules are imported lazily (`load_papers()`), so importing `fedpaper.papers` is
 cheap and a paper module that does not exist yet is simply absent.
 """
@@ -91,7 +87,8 @@ def add_claims(claims: Iterable[Claim]) -> None:
 
 
 def load_papers() -> None:
-    """Import every paper module that exists (each registers its implementations and claims)."""
+    """Import every paper module that exists and register its tables (NOTEBOOKS, NOT_IMPLEMENTED,
+    CLAIMS: see the module docstring)."""
     global _LOADED
     if _LOADED:
         return
@@ -99,10 +96,16 @@ def load_papers() -> None:
     for paper in PAPERS:
         modname = f"{__name__}.{paper}"
         try:
-            importlib.import_module(modname)
+            mod = importlib.import_module(modname)
         except ModuleNotFoundError as e:  # the module is not written yet; any other error shows
             if e.name != modname:
                 raise
+            continue
+        for artifact_id, notebook in getattr(mod, "NOTEBOOKS", {}).items():
+            implement(artifact_id, notebook=notebook)
+        for artifact_id, reason in getattr(mod, "NOT_IMPLEMENTED", {}).items():
+            not_implemented([artifact_id], reason)
+        add_claims(getattr(mod, "CLAIMS", ()))
 
 
 def _notebook_metadata_index() -> dict[str, str]:

@@ -7,7 +7,7 @@
         ...
         return Verdict(...)          # Verdict.of(ok, detail) for exact properties
 
-    CLAIMS.register()                # at the end of the module: adds them to fedpaper.papers
+    # the paper's __init__.py exposes CLAIMS, a table fedpaper.papers.load_papers registers
 
 Missing artifacts and rows are handled here, once: `t[name]` raises Missing when the artifact is
 absent (or has no rows), rows.one/cells raise Missing when a key matches nothing, and the
@@ -20,7 +20,6 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from fedpaper.papers import add_claims
 from fedpaper.papers.catalog import Claim
 
 from fedpaper.papers._common.rows import Missing
@@ -110,13 +109,8 @@ class ClaimSet:
         return out
 
     def __iter__(self):
-        """The Claims, so that add_claims(CLAIM_SET) registers them too."""
+        """The Claims (fedpaper.papers.load_papers registers a paper's CLAIMS through add_claims)."""
         return iter(self.claims())
-
-    def register(self) -> list:
-        cs = self.claims()
-        add_claims(cs)
-        return cs
 
 
 def check_claims(claims, tables: dict) -> list[dict]:

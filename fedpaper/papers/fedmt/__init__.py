@@ -32,12 +32,12 @@ import pandas as pd
 
 from fedpaper.outputs.artifacts import run_artifact
 from fedpaper.outputs.parameters import apply_overrides, artifact_function
-from fedpaper.papers import add_claims, implement, not_implemented
+
 
 from fedpaper.papers.fedmt import draw as D
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt import runs as R
-from fedpaper.papers.fedmt.claims import CLAIMS, FIG2D_REASON, TABLE3_REASON
+from fedpaper.papers.fedmt.claims import CLAIMS, FIG2D_REASON, TABLE3_REASON  # noqa: F401  (CLAIMS: a table papers.load_papers reads)
 from fedpaper.runs.experiment import get_pools, pools_key_of
 
 #: Modules of this package that only read results (edits to them keep the cached runs).
@@ -205,16 +205,12 @@ def ablations(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     return [a, b, c]
 
 
-# ------------------------------------------------------------------ registration
-_NOTEBOOKS = {"main": ["table2", "fig2a", "table6"], "scaling": ["fig2b", "fig2c"], "estimation": ["fig3"],
-              "ablations": ["table7", "table8", "table9"]}
-for _nb, _ids in _NOTEBOOKS.items():
-    for _a in _ids:
-        implement(f"{PAPER}/{_a}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb")
-implement(f"{PAPER}/scaling", notebook=f"notebooks/{PAPER}/ladder.ipynb")  # the compute ladder (ladder.py)
-not_implemented([f"{PAPER}/fig2d"], reason=FIG2D_REASON)
-not_implemented([f"{PAPER}/table3"], reason=TABLE3_REASON)
-add_claims(CLAIMS)
+# ------------------------------------------------------------------ registration (papers.load_papers)
+_GROUPS = {"main": ["table2", "fig2a", "table6"], "scaling": ["fig2b", "fig2c"], "estimation": ["fig3"],
+           "ablations": ["table7", "table8", "table9"]}
+NOTEBOOKS = {**{f"{PAPER}/{a}": f"notebooks/{PAPER}/{nb}.ipynb" for nb, ids in _GROUPS.items() for a in ids},
+             f"{PAPER}/scaling": f"notebooks/{PAPER}/ladder.ipynb"}  # the compute ladder (ladder.py)
+NOT_IMPLEMENTED = {f"{PAPER}/fig2d": FIG2D_REASON, f"{PAPER}/table3": TABLE3_REASON}
 
 
 # ------------------------------------------------------------------ sizing (benchmarks/fedmt_backbones.py)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from fedpaper.outputs.artifacts import run_artifact
 from fedpaper.outputs.parameters import apply_overrides, artifact_function
-from fedpaper.papers import add_claims, implement, not_implemented
+
 from fedpaper.papers.catalog import load_reported
 
 from fedpaper.papers.fednca import data as data  # registers the pools builders and layouts
@@ -159,19 +159,18 @@ def fig5(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
     return figures.attention_figure(_params(profile, seeds), data_root, out_dir)
 
 
-for _t in ("table1", "table2", "table5", "table6", "table7", "table8", "fig5", "fig8"):
-    implement(f"{PAPER}/{_t}", notebook=f"notebooks/{PAPER}/{_t}.ipynb")
-implement(f"{PAPER}/scaling", notebook=f"notebooks/{PAPER}/ladder.ipynb")  # the compute ladder (ladder.py)
-for _f in ("fig9", "fig10", "fig11", "fig12"):
-    for _panel in "ab":
-        implement(f"{PAPER}/{_f}{_panel}", notebook=f"notebooks/{PAPER}/{_f}.ipynb")
-not_implemented([f"{PAPER}/table3", f"{PAPER}/table4"],
-                reason="images absent (PASCAL VOC and ChestX-ray14: the offline copies contain only the label tables; "
-                       "get the images with torchvision VOCDetection / the NIH ChestX-ray release)")
-for _f, _nb in (("fig3", "fig3_fig4"), ("fig4", "fig3_fig4"), ("fig6", "fig6_fig7"), ("fig7", "fig6_fig7")):
-    for _panel in "abc":
-        implement(f"{PAPER}/{_f}{_panel}", notebook=f"notebooks/{PAPER}/{_nb}.ipynb")
+# ------------------------------------------------------------------ registration (papers.load_papers)
+_IMAGES_ABSENT = ("images absent (PASCAL VOC and ChestX-ray14: the offline copies contain only the label tables; "
+                  "get the images with torchvision VOCDetection / the NIH ChestX-ray release)")
+NOTEBOOKS = {
+    **{f"{PAPER}/{t}": f"notebooks/{PAPER}/{t}.ipynb"
+       for t in ("table1", "table2", "table5", "table6", "table7", "table8", "fig5", "fig8")},
+    f"{PAPER}/scaling": f"notebooks/{PAPER}/ladder.ipynb",  # the compute ladder (ladder.py)
+    **{f"{PAPER}/{f}{panel}": f"notebooks/{PAPER}/{f}.ipynb" for f in ("fig9", "fig10", "fig11", "fig12") for panel in "ab"},
+    **{f"{PAPER}/{f}{panel}": f"notebooks/{PAPER}/{nb}.ipynb"
+       for f, nb in (("fig3", "fig3_fig4"), ("fig4", "fig3_fig4"), ("fig6", "fig6_fig7"), ("fig7", "fig6_fig7"))
+       for panel in "abc"},
+}
+NOT_IMPLEMENTED = {f"{PAPER}/table3": _IMAGES_ABSENT, f"{PAPER}/table4": _IMAGES_ABSENT}
 
-from fedpaper.papers.fednca.claims import CLAIMS  # noqa: E402
-
-add_claims(CLAIMS)
+from fedpaper.papers.fednca.claims import CLAIMS  # noqa: E402, F401  (a table papers.load_papers reads)

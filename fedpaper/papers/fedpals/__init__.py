@@ -59,7 +59,8 @@ import pandas as pd
 
 from fedpaper.outputs.artifacts import run_artifact
 from fedpaper.outputs.parameters import apply_overrides, artifact_function
-from fedpaper.papers import implement, load_reported
+from fedpaper.papers import load_reported
+from fedpaper.papers.fedpals.claims import CLAIMS  # noqa: F401  (a table papers.load_papers reads)
 from fedpaper.papers.fedpals import geometry as G, real as RL
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import runs as R
@@ -457,22 +458,14 @@ def draw_fig4(tab, p):
     return fig
 
 
-# ============================================================================= registration
-def _register():
-    from fedpaper.papers.fedpals import claims, real  # noqa: F401  (registers claims, PACS/iWildCam)
-
-    groups = {
-        "fig1": ["fedpals/fig1"], "fig9": ["fedpals/fig9"], "table1": ["fedpals/table1"], "fig7": ["fedpals/fig7"],
-        "label_marginals": ["fedpals/fig2a", "fedpals/fig2b", "fedpals/fig5a", "fedpals/fig5b", "fedpals/fig6a"],
-        "accuracy_vs_shift": ["fedpals/fig2c", "fedpals/fig6b", "fedpals/fig5c"],
-        "fig8": ["fedpals/fig8a", "fedpals/fig8b", "fedpals/fig8c"],
-        "pacs": ["fedpals/fig3a", "fedpals/table2", "fedpals/table4"],
-        "iwildcam": ["fedpals/fig3b", "fedpals/fig4", "fedpals/table3"],
-    }
-    for nb, ids in groups.items():
-        for aid in ids:
-            implement(aid, notebook=NB.format(nb))
-    implement("fedpals/scaling", notebook=NB.format("ladder"))  # the compute ladder (ladder.py)
-
-
-_register()
+# ============================================================================= registration (papers.load_papers)
+_GROUPS = {
+    "fig1": ["fedpals/fig1"], "fig9": ["fedpals/fig9"], "table1": ["fedpals/table1"], "fig7": ["fedpals/fig7"],
+    "label_marginals": ["fedpals/fig2a", "fedpals/fig2b", "fedpals/fig5a", "fedpals/fig5b", "fedpals/fig6a"],
+    "accuracy_vs_shift": ["fedpals/fig2c", "fedpals/fig6b", "fedpals/fig5c"],
+    "fig8": ["fedpals/fig8a", "fedpals/fig8b", "fedpals/fig8c"],
+    "pacs": ["fedpals/fig3a", "fedpals/table2", "fedpals/table4"],
+    "iwildcam": ["fedpals/fig3b", "fedpals/fig4", "fedpals/table3"],
+}
+NOTEBOOKS = {**{aid: NB.format(nb) for nb, ids in _GROUPS.items() for aid in ids},
+             "fedpals/scaling": NB.format("ladder")}  # the compute ladder (ladder.py)

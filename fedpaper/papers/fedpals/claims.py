@@ -450,5 +450,3 @@ def c32(t):
                                         f"FedAvg {d['l2_fedavg_to_T']:.3f} vs FedPALS {d['l2_fedpals_to_T']:.3f}")))
     return all_of(parts, "||alpha S - T||")
 
-
-CLAIMS.register()
