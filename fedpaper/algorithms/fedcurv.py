@@ -36,7 +36,7 @@ def others_sum(t: torch.Tensor, r, c) -> torch.Tensor:
     (t: [R, M, ...]). Each run's client sum is taken once and then picked per slot: t[r].sum(1), the
     same numbers, first copied every run's [M, ...] block once per slot (slots x M parameter copies:
     ~4.7 GB transient for 10 clients' ResNet-18s, issue 30). Bitwise equal to it
-    (tests/test_engine_cpu_release.py)."""
+    (tests/engine/test_cpu_release.py)."""
     return t.sum(1)[r] - t[r, c]
 
 

@@ -16,7 +16,7 @@ Runs batched together share a method and a TrainConfig and differ in seed and pa
 run draws its batches from its own seeded generator and its dropout masks from a torch generator
 of its own (randomness.py), and the grouped backend pads its passes to widths whose kernels give
 every slot the same bits (backends.safe_width), so a run's result does not depend on which other
-runs it was batched with (tests/test_engine_cpu.py; the loop backend computes slot by slot; vmap,
+runs it was batched with (tests/engine/test_cpu.py; the loop backend computes slot by slot; vmap,
 the GPU default, draws dropout from the global RNG and is not covered).
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@ samples, each padded to a width whose kernels give every slot the same bits what
 gradient. The backends compute the same function; they differ by float rounding (and by which
 random numbers dropout draws), so the choice is made by a fixed rule, never by timing: a rerun of
 the same spec on the same machine is bit-identical, and (loop, grouped) so is a run trained in
-another group (tests/test_engine_cpu.py).
+another group (tests/engine/test_cpu.py).
 """
 from __future__ import annotations
 
@@ -212,13 +212,13 @@ def safe_width(n: int, threads: int | None = None, channels: int | None = None) 
     the thread count. oneDNN computes a grouped convolution's weight gradient group by group when
     every thread gets whole groups, and then a slot's gradient is the same bits whatever the other
     groups are and whichever position it holds (measured, 1 and 2 threads, fp32 and bf16:
-    tests/test_engine_cpu.py); with one group (an ordinary convolution, another kernel) or with
+    tests/engine/test_cpu.py); with one group (an ordinary convolution, another kernel) or with
     fewer groups than it wants to split over threads (e.g. 3, 5 or 7 groups on 2 threads) it sums
     partial gradients in another order, and a run's numbers would depend on its group mates.
     channels: a slot's input channels (images), where known. A pass whose first convolution sees
     exactly 3 channels in all (3 one-channel slots, one thread) is padded to the next width: oneDNN's
     AVX2 kernels treat a 3-channel input as an image's first layer (another kernel, another summation
-    order; measured with ONEDNN_MAX_CPU_ISA=AVX2, not on AVX-512: tests/test_engine_cpu.py)."""
+    order; measured with ONEDNN_MAX_CPU_ISA=AVX2, not on AVX-512: tests/engine/test_cpu.py)."""
     t = max(1, threads or torch.get_num_threads())
     w = max(2, -(-n // t) * t)
     while channels and w * channels == 3:

@@ -66,7 +66,7 @@ def pool_before_relu(ops: list) -> list:
     max-pool routes the gradient to the same first maximum, and where the window's maximum is <= 0 both
     orders give it a zero gradient. The ReLU (forward and backward) then runs on the pooled
     activations, a quarter of them for a 2x2 pool: the FedPALS sweep 1.05-1.13x
-    (benchmarks/results/fedpals_sweep_speed.md), the results unchanged (tests/test_engine_cpu.py)."""
+    (benchmarks/results/fedpals_sweep_speed.md), the results unchanged (tests/engine/test_cpu.py)."""
     ops = list(ops)
     for i in range(len(ops) - 1):
         (k1, m1, *_), (k2, m2, *_) = ops[i], ops[i + 1]

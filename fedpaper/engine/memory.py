@@ -21,7 +21,7 @@ the memory available on the device (`available_bytes`: CPU /proc/meminfo MemAvai
 torch.cuda.mem_get_info), never more than the caller's cap (executors.run_specs: max_batch=16).
 An estimate, not a bound: algorithm state (e.g. SCAFFOLD's control variates), server steps and
 allocator slack are not counted, which the fraction leaves room for. The grouping never changes a
-run's numbers (the engine is batch-invariant on CPU: tests/test_engine_cpu.py), only how many
+run's numbers (the engine is batch-invariant on CPU: tests/engine/test_cpu.py), only how many
 train at once.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ process (default) or on a Ray cluster.
 The unit of work (a task) is one group of runs that the engine trains together: exactly the groups
 the local executor forms (pending specs in chunks of `max_batch`, grouped by method, TrainConfig
 and data pool: experiment.plan_groups, the one planner of both), so a run sees the same batch (its numbers would be the same in
-any group: the engine is batch-invariant on CPU, checked with 1 and 2 threads, tests/test_engine_cpu.py).
+any group: the engine is batch-invariant on CPU, checked with 1 and 2 threads, tests/engine/test_cpu.py).
 A task (`run_group`) skips itself when all its keys are stored, else claims its keys with leases
 (`fedpaper.runs.leases`), trains the whole group and writes each result with the store's atomic
 writes. The submitting side keeps one progress bar over the tasks, resubmits a task whose worker
@@ -66,7 +66,7 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     engine call and no more than fit the device's memory (experiment.plan_groups); every finished
     run is stored at once, so an interrupted sweep resumes. A run's
     result does not depend on its group (the engine is batch-invariant on CPU, bit for bit, checked
-    with 1 and 2 threads: tests/test_engine_cpu.py), so the grouping is for speed only. Locally
+    with 1 and 2 threads: tests/engine/test_cpu.py), so the grouping is for speed only. Locally
     each run is claimed with a lease before it trains (`claimed`): another process on the same
     store waits for it and reads its result instead of training it again.
     `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
@@ -211,7 +211,7 @@ def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -
     before its lease is released; a run another live process holds is waited for (one line says
     so) and then read from the store; a run whose holder died or let its lease expire is claimed
     and trained here. So two `fedpaper reproduce` processes (or a notebook and the CLI) on one
-    cache train each run once (tests/test_concurrent_runs.py). The returned function stores its
+    cache train each run once (tests/runs/test_concurrent_runs.py). The returned function stores its
     results itself (`stores_results`), so run_sweep does not write them again. Each result is
     stored as soon as its engine call ends, so a chunk stopped midway (a kill, a timeout, Ctrl-C)
     keeps the runs of every engine call that finished."""
@@ -269,7 +269,7 @@ class SmallGroupExecutor:
     holds the parameters and optimiser state of every client of each of its runs at once: ~180 MB
     per client for a ResNet-18 with Adam, so the default group of 16 runs x 10 clients of the paper
     profile's ResNet-18s needs ~30 GB. A run's numbers do not depend on its group (the engine is
-    batch-invariant on CPU, tests/test_engine_cpu.py). A dry run (fedpaper.outputs.dryrun) uses it by
+    batch-invariant on CPU, tests/engine/test_cpu.py). A dry run (fedpaper.outputs.dryrun) uses it by
     default. --max-hours is not checked between its groups."""
 
     max_runs: int = 1

@@ -113,7 +113,7 @@ def _import_paper(paper: str) -> None:
 @dataclass(frozen=True)
 class Execution:
     """How runs execute, not what they compute (outside the cache key: backends give the same
-    parameters, see tests/test_engine.py)."""
+    parameters, see tests/driver/test_trainer.py)."""
 
     backend: str = "auto"
     eval_batch: int = 2048

@@ -12,7 +12,7 @@ The conversion is the one the pools were built with up front (`convert`): pixels
 / 255, optional bilinear anti-aliased resize to `size` (F.interpolate, per image), minus the
 per-channel mean, divided by the per-channel std. Each of these works image by image and element by
 element, so a row converted in a batch is the same bits as the same row of the whole pool converted
-at once (tests/test_compact_images.py checks torch.equal on the real data sets' shapes, with and
+at once (tests/blocks/test_compact_images.py checks torch.equal on the real data sets' shapes, with and
 without a resize); results cached before pools became compact are reproduced exactly.
 """
 from __future__ import annotations

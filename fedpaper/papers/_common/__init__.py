@@ -65,7 +65,7 @@ Causes (``verdicts.CAUSES``, one fixed vocabulary): models at chance; within see
   scale; a setting differs from the paper's; the paper's own numbers contradict the claim; data
   or weights absent; ours disagree at the paper's setting. ``Cause(kind, evidence)``: the
   evidence is formatted from the data; a Cause(...) call's string literals may hold no digit
-  (tests/test_claims_toolkit.py scans them). Checks attach the causes they see (chance, noise,
+  (tests/papers/test_claims_toolkit.py scans them). Checks attach the causes they see (chance, noise,
   absent); ``causes.diagnose(claim, verdict, provenance, reported, missing_datasets)`` adds the
   report-time ones for a FAIL or within-noise verdict (see causes.py for the order).
 

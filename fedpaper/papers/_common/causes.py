@@ -20,7 +20,7 @@ absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this o
    difference and no compute ladder covers the claim;
 5. "ours disagree at the paper's setting": nothing above applies.
 
-No string here holds a digit: every number comes from the data (tests/test_claims_toolkit.py).
+No string here holds a digit: every number comes from the data (tests/papers/test_claims_toolkit.py).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ NOT_CHECKABLE = "not checkable"
 VERDICTS = (PASS, WITHIN_NOISE, FAIL, PARTIAL, NOT_TESTABLE, NOT_CHECKABLE)
 
 # The one vocabulary of causes. A cause's evidence is built from the data; its source text may hold
-# no digit (tests/test_claims_toolkit.py scans every Cause(...) call and the diagnoses modules).
+# no digit (tests/papers/test_claims_toolkit.py scans every Cause(...) call and the diagnoses modules).
 AT_CHANCE = "models at chance"
 NOISE = "within seed noise"
 COMPUTE_LIMITED = "compute-limited"
