@@ -5,6 +5,8 @@ A paper package (`fedpaper/papers/<paper>/`) declares what it implements in expl
 
     NOTEBOOKS = {"fedpals/table1": "notebooks/fedpals/table1.ipynb", ...}   # artifact -> its notebook
     NOT_IMPLEMENTED = {"fedmt/table3": "Fitzpatrick 17k is not available here ..."}   # artifact -> why
+    LAYOUTS = {"fedpals-label-shift": runs.federation}                       # partition layouts
+    POOLS_BUILDERS = {"fedpals-iwildcam": PoolsBuilder(real.iwild_pools, reads="iwildcam")}
     CLAIMS = ClaimSet("fedpals")     # fedpaper.papers._common; its claims:
 
     @CLAIMS.claim(1, ["table1"], "FedPALS best non-oracle in every row")
@@ -42,6 +44,7 @@ from fedpaper.papers.catalog import (  # noqa: F401  (re-exported)
     reported_path,
 )
 from fedpaper.blocks.data.registry import unknown_message
+from fedpaper.runs.experiment import register_tables
 
 
 @dataclass
@@ -101,6 +104,7 @@ def load_papers() -> None:
             if e.name != modname:
                 raise
             continue
+        register_tables(getattr(mod, "LAYOUTS", {}), getattr(mod, "POOLS_BUILDERS", {}))
         for artifact_id, notebook in getattr(mod, "NOTEBOOKS", {}).items():
             implement(artifact_id, notebook=notebook)
         for artifact_id, reason in getattr(mod, "NOT_IMPLEMENTED", {}).items():

@@ -2,7 +2,7 @@
 trains together (`plan_groups`) and the training of one group (`train_group`).
 
 A paper package enumerates its runs as `RunSpec`s (data, partition, method, training,
-evaluation) and registers how its clients are laid out (`@layout("privlabels")`);
+evaluation) and declares how its clients are laid out (its LAYOUTS table);
 fedpaper.runs.executors.run_specs reads finished runs from the results store and trains the rest,
 batching runs that share a method, a TrainConfig and a data pool into one engine call.
 
@@ -87,27 +87,29 @@ class RunSpec:
     def build(self, data_root=None, execution: Optional["Execution"] = None) -> "RunSetup":
         """The engine's setup of this run: Method, TrainConfig, pools key and Federation."""
         execution = execution or Execution()
+        if self.partition["layout"] not in LAYOUTS:  # the paper's tables are not read yet (e.g. a cluster worker)
+            _import_paper(self.paper)
         key = pools_key_of(self.data, data_root)
         pools = get_pools(key)
-        if self.partition["layout"] not in LAYOUTS:  # e.g. on a cluster worker: the paper registers it
-            _import_paper(self.paper)
         try:
             lay = LAYOUTS[self.partition["layout"]]
         except KeyError:
             raise UnknownNameError(f"unknown partition layout {self.partition['layout']!r}; registered: "
-                                   f"{', '.join(sorted(LAYOUTS))} (import the paper package first)") from None
+                                   f"{', '.join(sorted(LAYOUTS))} (a paper declares its layouts in LAYOUTS, "
+                                   "fedpaper/papers/<paper>/__init__.py)") from None
         fed = lay(self, pools, data_root)
         return RunSetup(method_of(self.method), train_config(self.training, pools, execution), key, fed)
 
 
 def _import_paper(paper: str) -> None:
-    """Import fedpaper.papers.<paper>, whose modules register its layouts and pools builders."""
+    """Read the LAYOUTS and POOLS_BUILDERS tables of fedpaper.papers.<paper> (register_tables)."""
     import importlib
 
     try:
-        importlib.import_module(f"fedpaper.papers.{paper}")
+        mod = importlib.import_module(f"fedpaper.papers.{paper}")
     except ModuleNotFoundError:
-        pass  # not a paper package (a test's own layout): the lookup below says what is missing
+        return  # not a paper package (a test's own layout): the lookup says what is missing
+    register_tables(getattr(mod, "LAYOUTS", {}), getattr(mod, "POOLS_BUILDERS", {}))
 
 
 @dataclass(frozen=True)
@@ -148,10 +150,44 @@ def train_config(training: dict, pools: Pools, execution: Execution) -> TrainCon
 
 
 # ---------------------------------------------------------------------------------------------
-# Layouts (partition -> Federation) and pools builders, registered by the paper packages
+# Layouts (partition -> Federation) and pools builders: each paper declares them in explicit tables
+# (LAYOUTS, POOLS_BUILDERS in fedpaper/papers/<paper>/__init__.py), read here when a run of the paper
+# is built (_import_paper) or by fedpaper.papers.load_papers; a paper's names start with "<paper>",
+# so a data name alone finds its paper (get_pools).
 
 LAYOUTS: dict[str, Callable] = {}
 POOLS_BUILDERS: dict[str, Callable] = {}
+
+
+@dataclass(frozen=True)
+class PoolsBuilder:
+    """`build(options: dict, data_root, device) -> Pools` for a data name that is not one data set of
+    fedpaper.blocks.data (e.g. several splits joined); `reads`: the data set of fedpaper.blocks.data it
+    reads, if any (for the store key's data copy)."""
+
+    build: Callable
+    reads: Optional[str] = None
+
+    def __call__(self, options, data_root, device):
+        return self.build(options, data_root, device)
+
+
+def register_tables(layouts: dict, pools_builders: dict) -> None:
+    """Add a paper's tables: {layout name: fn(spec, pools, data_root) -> Federation} and {data name:
+    PoolsBuilder} (fedpaper.papers.load_papers and _import_paper call it; idempotent)."""
+    for name, fn in layouts.items():
+        LAYOUTS.setdefault(name, fn)
+    for name, b in pools_builders.items():
+        if not isinstance(b, PoolsBuilder):
+            raise TypeError(f"pools builder {name!r} must be an experiment.PoolsBuilder, not {type(b).__name__}")
+        POOLS_BUILDERS.setdefault(name, b)  # never replaces one (fedpaper.plan wraps the registered ones)
+
+
+def _paper_of_data(name: str) -> None:
+    """Read the tables of the paper a data name belongs to ("fedmt-cifar100" -> fedmt), when it is not
+    one data set of fedpaper.blocks.data and not registered yet."""
+    if name not in POOLS_BUILDERS and name not in DATASETS and name != "synthetic-images" and "-" in name:
+        _import_paper(name.split("-", 1)[0])
 
 
 def method_of(method: dict) -> Algorithm:
@@ -160,25 +196,6 @@ def method_of(method: dict) -> Algorithm:
         raise BadParameterError(f"RunSpec.method {method.get('name')!r} is written in an old form (fields of a Method); "
                                 "write Method(...).algorithm().spec(); cached runs move with `fedpaper cache rekey`")
     return algorithm_of(method)
-
-
-def layout(name: str):
-    """Register `fn(spec, pools, data_root) -> Federation` as the partition layout `name`."""
-    def register(fn):
-        LAYOUTS[name] = fn
-        return fn
-    return register
-
-
-def pools_builder(name: str, reads: Optional[str] = None):
-    """Register `fn(options: dict, data_root, device) -> Pools` as the data name `name` (for pools
-    that are not one data set of fedpaper.blocks.data, e.g. several splits joined); `reads` names the
-    data set of fedpaper.blocks.data it reads, if any (for the store key's data copy)."""
-    def register(fn):
-        fn.reads = reads
-        POOLS_BUILDERS[name] = fn
-        return fn
-    return register
 
 
 def pools_key_of(data: dict, data_root=None, device=None) -> tuple:
@@ -194,6 +211,7 @@ def get_pools(key: tuple) -> Pools:
 
     name, root, device, options = key
     options = json.loads(options)
+    _paper_of_data(name)
     if name in POOLS_BUILDERS:
         return POOLS_BUILDERS[name](options, root, device)
     if name == "synthetic-images":
@@ -209,6 +227,7 @@ def data_identity(data: dict, data_root=None) -> Optional[dict]:
     """Which copy of the data a run reads (fedpaper.blocks.data.data_copy), for the store key."""
 
     name = data["name"]
+    _paper_of_data(name)
     if name in POOLS_BUILDERS:
         name = POOLS_BUILDERS[name].reads
     return data_copy(name, data_root) if name in DATASETS else None

@@ -38,7 +38,8 @@ from fedpaper.papers.fedmt import draw as D
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt import runs as R
 from fedpaper.papers.fedmt.claims import CLAIMS, FIG2D_REASON, TABLE3_REASON  # noqa: F401  (CLAIMS: a table papers.load_papers reads)
-from fedpaper.runs.experiment import get_pools, pools_key_of
+from fedpaper.papers.fedmt import data as _data
+from fedpaper.runs.experiment import get_pools, pools_key_of, PoolsBuilder
 
 #: Modules of this package that only read results (edits to them keep the cached runs).
 RESULTS_READ_ONLY = ("claims", "draw", "ladder")
@@ -211,6 +212,8 @@ _GROUPS = {"main": ["table2", "fig2a", "table6"], "scaling": ["fig2b", "fig2c"],
 NOTEBOOKS = {**{f"{PAPER}/{a}": f"notebooks/{PAPER}/{nb}.ipynb" for nb, ids in _GROUPS.items() for a in ids},
              f"{PAPER}/scaling": f"notebooks/{PAPER}/ladder.ipynb"}  # the compute ladder (ladder.py)
 NOT_IMPLEMENTED = {f"{PAPER}/fig2d": FIG2D_REASON, f"{PAPER}/table3": TABLE3_REASON}
+LAYOUTS = {"fedmt": _data.fedmt_layout}
+POOLS_BUILDERS = {"fedmt-cifar100": PoolsBuilder(_data.build_pools, reads="cifar100")}
 
 
 # ------------------------------------------------------------------ sizing (benchmarks/fedmt_backbones.py)

@@ -20,7 +20,6 @@ import torch
 
 from fedpaper.engine import Federation, Pools
 from fedpaper.ground.errors import BadParameterError
-from fedpaper.runs.experiment import layout, pools_builder
 from fedpaper.blocks.partition import cifar100_correspondence_matrix, fedmt_partition
 from fedpaper.blocks.data import load_dataset, synthetic_images
 
@@ -50,7 +49,6 @@ def pools_with_coarse(ds, fine_to_coarse, device="cpu") -> Pools:
     return pools
 
 
-@pools_builder("fedmt-cifar100", reads="cifar100")
 def build_pools(options: dict, data_root, device) -> Pools:
     stand_in = (options or {}).get("stand_in")
     if stand_in:
@@ -68,7 +66,6 @@ def split(pools: Pools, part: dict):
                            gamma=part.get("gamma"), seed=int(part["seed"]), fine_to_coarse=pools.fine_to_coarse)
 
 
-@layout("fedmt")
 def fedmt_layout(spec, pools, data_root) -> Federation:
     part, ev = spec.partition, spec.evaluation or {}
     role = part.get("role", "federated")

@@ -18,7 +18,6 @@ from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution, RunSpec
 from fedpaper.papers._common.summaries import seed_summary
 
-from fedpaper.papers.fedmt import data as _data  # noqa: F401  (registers the pools builder and the layout)
 
 PAPER = "fedmt"
 BASELINES = ["Single", "FedTrans", "FedRep", "SemiFL"]

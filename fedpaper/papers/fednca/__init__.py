@@ -22,11 +22,12 @@ from fedpaper.outputs.parameters import apply_overrides, artifact_function
 
 from fedpaper.papers.catalog import load_reported
 
-from fedpaper.papers.fednca import data as data  # registers the pools builders and layouts
+from fedpaper.papers.fednca import data as data
 from fedpaper.papers.fednca import figures
-from fedpaper.papers.fednca import methods as methods  # registers the method builder
+from fedpaper.papers.fednca import methods as methods
 from fedpaper.papers.fednca import runs as runs
 from fedpaper.papers.fednca.profiles import backbone_name, settings, subtitle
+from fedpaper.runs.experiment import PoolsBuilder
 
 #: Modules that only read results (not part of the runs' cache key).
 RESULTS_READ_ONLY = ("claims", "diagnoses", "draw", "figures", "ladder")
@@ -172,5 +173,11 @@ NOTEBOOKS = {
        for panel in "abc"},
 }
 NOT_IMPLEMENTED = {f"{PAPER}/table3": _IMAGES_ABSENT, f"{PAPER}/table4": _IMAGES_ABSENT}
+LAYOUTS = {"fednca": data._federated, "fednca-central": data._central}
+POOLS_BUILDERS = {"fednca-cifar10": PoolsBuilder(data._cifar10, reads="cifar10"),
+                  "fednca-dermamnist": PoolsBuilder(data._dermamnist, reads="dermamnist"),
+                  "fednca-synthetic": PoolsBuilder(data._synthetic),
+                  "fednca-voc": PoolsBuilder(data._voc, reads="voc2007"),
+                  "fednca-chestxray14": PoolsBuilder(data._cxr, reads="chestxray14")}
 
 from fedpaper.papers.fednca.claims import CLAIMS  # noqa: E402, F401  (a table papers.load_papers reads)

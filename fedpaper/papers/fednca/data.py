@@ -28,7 +28,6 @@ import torch
 
 from fedpaper.blocks.data.compact import compact_images
 from fedpaper.engine import Federation, Pools
-from fedpaper.runs.experiment import layout, pools_builder
 from fedpaper.blocks.partition import class_presence_partition
 from fedpaper.blocks.data.multilabel import composite_counts, composite_split
 from fedpaper.blocks.data import load_dataset, synthetic_images
@@ -114,17 +113,14 @@ def composite_pools(source: str, options: dict, data_root, device) -> Pools:
     return pools
 
 
-@pools_builder("fednca-cifar10", reads="cifar10")
 def _cifar10(options, data_root, device):
     return composite_pools("cifar10", options, data_root, device)
 
 
-@pools_builder("fednca-dermamnist", reads="dermamnist")
 def _dermamnist(options, data_root, device):
     return composite_pools("dermamnist", options, data_root, device)
 
 
-@pools_builder("fednca-synthetic")
 def _synthetic(options, data_root, device):
     return composite_pools("synthetic", options, data_root, device)
 
@@ -145,7 +141,6 @@ def _val_test(pools):
     return np.arange(n_tr, n_tr + n_va), np.arange(pools.fednca_split["test"])
 
 
-@layout("fednca")
 def _federated(spec, pools, data_root) -> Federation:
     part = partition_of(pools, spec.partition)
     val, test = _val_test(pools)
@@ -153,7 +148,6 @@ def _federated(spec, pools, data_root) -> Federation:
                       val_indices=val, seed=spec.seed)
 
 
-@layout("fednca-central")
 def _central(spec, pools, data_root) -> Federation:
     val, test = _val_test(pools)
     return Federation(client_indices=[np.arange(pools.fednca_split["train"])], test_indices=test, val_indices=val,
@@ -176,7 +170,6 @@ def _hold_out(n: int, fraction: float, seed: int = 0):
     return np.sort(perm[k:]), np.sort(perm[:k])
 
 
-@pools_builder("fednca-voc", reads="voc2007")
 def _voc(options, data_root, device):
     """Table 3 (not regenerated here: images absent): VOC 2012 train for the clients with 10% held
     out for validation, VOC 2012 val as the test set (targets vague-4, -17)."""
@@ -189,7 +182,6 @@ def _voc(options, data_root, device):
                           {"name": "voc2007", "source": "VOC 2012 images", "lossy": False})
 
 
-@pools_builder("fednca-chestxray14", reads="chestxray14")
 def _cxr(options, data_root, device):
     """Table 4 (not regenerated here: images absent): the patient-wise split, 10% of the training
     images held out for validation (targets vague-18 fallback)."""

@@ -67,6 +67,7 @@ from fedpaper.papers.fedpals import runs as R
 from fedpaper.papers.fedpals import train as TR
 from fedpaper.blocks.data import load_dataset
 from fedpaper.blocks.partition import Partition
+from fedpaper.runs.experiment import PoolsBuilder
 
 #: Modules of this package that only read results; every other file here is part of the cache key
 #: of this paper's runs (fedpaper.runs.versions.paper_files), so an edit to them keeps the cached runs.
@@ -469,3 +470,7 @@ _GROUPS = {
 }
 NOTEBOOKS = {**{aid: NB.format(nb) for nb, ids in _GROUPS.items() for aid in ids},
              "fedpals/scaling": NB.format("ladder")}  # the compute ladder (ladder.py)
+LAYOUTS = {"fedpals-label-shift": R.federation, "fedpals-fig9": G._fig9_federation, "fedpals-pacs": RL.pacs_federation,
+           "fedpals-iwildcam": RL.iwild_federation}
+POOLS_BUILDERS = {"fedpals-fig9": PoolsBuilder(G._fig9_run_pools),
+                  "fedpals-iwildcam": PoolsBuilder(RL._iwild_run_pools, reads="iwildcam")}

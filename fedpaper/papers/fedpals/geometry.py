@@ -12,7 +12,7 @@ import pandas as pd
 
 from fedpaper.algorithms import get_method, weights as W
 from fedpaper.runs.executors import run_specs
-from fedpaper.runs.experiment import Execution, RunSpec, layout, pools_builder
+from fedpaper.runs.experiment import Execution, RunSpec
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.runs.store import spec_json
 from fedpaper.blocks.data import gaussian_task
@@ -164,13 +164,11 @@ def _fig9_joint(options_json: str):
     return fig9_pools(o["deltas"], o["seeds"], o["n_test"], o["n_val"], o.get("standardise", False))
 
 
-@pools_builder("fedpals-fig9")
 def _fig9_run_pools(options: dict, data_root, device):
     """Every (delta, seed) task of the sweep in one pool, so runs of any delta train as one batch."""
     return _fig9_joint(spec_json(options))[0]
 
 
-@layout("fedpals-fig9")
 def _fig9_federation(spec: RunSpec, pools=None, data_root=None):
     """The two clients, validation and test set of the (delta, seed) task in the joint pool."""
     return _fig9_joint(spec_json(spec.data["options"]))[1][(spec.partition["delta"], spec.seed)]

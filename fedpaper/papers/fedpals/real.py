@@ -21,7 +21,7 @@ from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.engine import Federation, Pools
 from fedpaper.runs.executors import run_specs
-from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_builder, pools_key_of
+from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, pools_key_of
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.blocks.partition import oracle_partition
 from fedpaper.runs.store import spec_json
@@ -156,7 +156,6 @@ def pacs_split(y_train, y_test, seed: int, val_fraction=0.1, small_fraction=0.1,
             "pool": np.sort(perm[n_val:])}
 
 
-@layout("fedpals-pacs")
 def pacs_federation(spec: RunSpec, pools=None, data_root=None) -> Federation:
     q, seed = spec.partition, spec.seed
     y_tr, y_te = _labels(spec.data, data_root)
@@ -394,13 +393,11 @@ def iwild_layout(p: dict, seed: int, data_root=None) -> dict:
 _IWILD_KEYS = ("data", "max_per_split", "locations")
 
 
-@pools_builder("fedpals-iwildcam", reads="iwildcam")
 def _iwild_run_pools(options: dict, data_root, device):
     """The pools of `iwild_pools` (the options hold the profile's data, max_per_split, locations)."""
     return iwild_pools(options, data_root)[0]
 
 
-@layout("fedpals-iwildcam")
 def iwild_federation(spec: RunSpec, pools=None, data_root=None) -> Federation:
     lay = iwild_layout(dict(spec.data["options"], num_clients=spec.partition["num_clients"]), spec.seed, data_root)
     return Federation(lay["clients"], lay["test"], val_indices=lay["val"], target_marginal=lay["T"], seed=spec.seed)

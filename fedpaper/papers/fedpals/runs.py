@@ -32,7 +32,7 @@ from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.algorithms.methods import Method
 from fedpaper.engine import Federation
-from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, layout, pools_key_of
+from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, pools_key_of
 from fedpaper.blocks.partition import (dirichlet_partition, oracle_partition, resample_to_marginal,
                                 sparsity_partition, thin_partition)
 
@@ -190,7 +190,6 @@ def execution() -> Execution:
 
 
 # ----------------------------------------------------------------------------- build
-@layout("fedpals-label-shift")
 def federation(spec: RunSpec, pools=None, data_root=None) -> Federation:
     """The run's Federation: training clients, target validation and test sets (vague-1, -3, -10)."""
     q, data, seed = spec.partition, spec.data, spec.seed

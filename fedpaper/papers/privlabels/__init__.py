@@ -253,3 +253,4 @@ _GROUPS = {"tables": ["table1", "table2"], "appB": ["appB"], "accuracy_vs_labels
            "epochs": ["fig11", "fig12", "fig13"]}
 NOTEBOOKS = {**{f"{PAPER}/{a}": f"notebooks/{PAPER}/{nb}.ipynb" for nb, ids in _GROUPS.items() for a in ids},
              f"{PAPER}/scaling": f"notebooks/{PAPER}/ladder.ipynb"}  # the compute ladder (ladder.py)
+LAYOUTS = {"privlabels": runs._layout}

@@ -21,7 +21,7 @@ import pandas as pd
 from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.runs.executors import run_specs
-from fedpaper.runs.experiment import Execution, RunSpec, get_pools, layout, pools_key_of
+from fedpaper.runs.experiment import Execution, RunSpec, get_pools, pools_key_of
 from fedpaper.papers._common.summaries import interval_name
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.blocks.partition import private_label_partition, privlabels_split
@@ -118,7 +118,6 @@ def federation(spec: RunSpec, data_root=None):
                        None if data_root is None else str(data_root))
 
 
-@layout("privlabels")
 def _layout(spec: RunSpec, pools, data_root=None):
     """App A (vague-3 to -6): `privlabels_split`, then `private_label_partition` on the rest."""
     return federation(spec, data_root)[0]
