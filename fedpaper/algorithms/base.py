@@ -295,9 +295,6 @@ class Algorithm:
             own = tuple(p for p in own if type(p).weights is Part.weights)
         return Algorithm(name or self.name, own + tuple(parts), self.optimizer)
 
-    def named(self, name: str) -> "Algorithm":
-        return Algorithm(name, self.parts, self.optimizer)
-
     def spec(self) -> dict:
         """{"name", "parts": [[part type, its constructor arguments], ...], "optimizer": OptimSpec
         fields or None}, as JSON values (tuples become lists)."""

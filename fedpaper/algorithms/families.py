@@ -28,20 +28,20 @@ def _fedmt(name, o):
     if est.startswith("learnable"):
         parts.append(LearnableCorrespondence(average=est == "learnable_average"))
     parts.append(ServerTraining(o.pop("server_epochs", 5)))
-    return parts + ([StaticBatchNorm()] if o.pop("static_bn", True) else [])
+    return parts + ([StaticBatchNorm()] if o.pop("static_bn", True) else []), None
 
 
 def _semifl(name, o):
     return semifl_parts(o.pop("threshold", 0.95), o.pop("mix_alpha", 0.75), o.pop("server_epochs", 5),
-                        o.pop("static_bn", True), tuple(o.pop("randaugment", (2, 10))))
+                        o.pop("static_bn", True), tuple(o.pop("randaugment", (2, 10)))), None
 
 
 def _fedrep(name, o):
-    return fedrep_parts(o.pop("server_epochs", 1))
+    return fedrep_parts(o.pop("server_epochs", 1)), None
 
 
 def _fedtrans(name, o):
-    return fedtrans_parts(o.pop("finetune_epochs", 100), o.pop("finetune_lr", 0.01), o.pop("finetune_batch", 250))
+    return fedtrans_parts(o.pop("finetune_epochs", 100), o.pop("finetune_lr", 0.01), o.pop("finetune_batch", 250)), None
 
 
 def _fednca(name, o):
@@ -67,6 +67,7 @@ def _fednca(name, o):
                                      schedule=optim["schedule"], betas=tuple(optim["betas"]))
 
 
+# family name -> fn(name, options) -> (parts, the clients' OptimSpec or None); fn pops the options it reads
 FAMILIES = {"fedmt": _fedmt, "semifl": _semifl, "fedrep": _fedrep, "fedtrans": _fedtrans, "fednca": _fednca}
 
 
@@ -76,8 +77,7 @@ def family_algorithm(name: str, family: str, options) -> Algorithm:
     if family not in FAMILIES:
         raise UnknownNameError(f"unknown algorithm family {family!r}; known: {tuple(FAMILIES)}")
     o = dict(options)
-    made = FAMILIES[family](name, o)
-    parts, optimizer = made if isinstance(made, tuple) else (made, None)
+    parts, optimizer = FAMILIES[family](name, o)
     if o:
         raise BadParameterError(f"unknown option(s) {sorted(o)} for family {family!r}")
     return Algorithm(name, tuple(parts), optimizer)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 class PenaltyState:
     """lead: 0 for one slot's parameters, 1 for stacked [G, ...] parameters. classifier: the names
     of the classifier weight and bias (the rows private label sets restrict); skip_classifier: leave them
-out of the term."""
+    out of the term."""
 
     lead: int
     classifier: tuple

@@ -23,7 +23,6 @@ from fedpaper.ground.errors import BadParameterError
 from fedpaper.blocks.models import build_model
 
 
-
 def _plain(method) -> dict | None:
     """What the reference reads of a method's parts (its algorithm): FedProx's mu (0: none), the "l2"
     weight decay (0: none) and whether SCAFFOLD's control variates are on; None when the algorithm

@@ -6,7 +6,7 @@ A paper package (`fedpaper/papers/<paper>/`) declares what it implements in expl
     NOTEBOOKS = {"fedpals/table1": "notebooks/fedpals/table1.ipynb", ...}   # artifact -> its notebook
     NOT_IMPLEMENTED = {"fedmt/table3": "Fitzpatrick 17k is not available here ..."}   # artifact -> why
     LAYOUTS = {"fedpals-label-shift": runs.federation}                       # partition layouts
-    POOLS_BUILDERS = {"fedpals-iwildcam": PoolsBuilder(real.iwild_pools, reads="iwildcam")}
+    POOLS_BUILDERS = {"fedpals-iwildcam": PoolsBuilder(real._iwild_run_pools, reads="iwildcam")}
     CLAIMS = ClaimSet("fedpals")     # fedpaper.papers._common; its claims:
 
     @CLAIMS.claim(1, ["table1"], "FedPALS best non-oracle in every row")
@@ -91,7 +91,7 @@ def add_claims(claims: Iterable[Claim]) -> None:
 
 def load_papers() -> None:
     """Import every paper module that exists and register its tables (NOTEBOOKS, NOT_IMPLEMENTED,
-    CLAIMS: see the module docstring)."""
+    CLAIMS here; LAYOUTS, POOLS_BUILDERS in fedpaper.runs.experiment: see the module docstring)."""
     global _LOADED
     if _LOADED:
         return

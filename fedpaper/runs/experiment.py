@@ -41,9 +41,9 @@ class RunSpec:
     """Every parameter of one run (with its paper's code and data copy, the results-cache key).
 
     paper:      the paper package whose code the result depends on ("fedpals", ...).
-    data:       {"name": data set of fedpaper.blocks.data or a registered pools builder, "options": its
+    data:       {"name": data set of fedpaper.blocks.data or its paper's pools builder, "options": its
                 keyword arguments, "stands_for": the real data set a smoke stand-in replaces}.
-    partition:  {"layout": a registered layout (see `layout`), "seed": int, ...its parameters}.
+    partition:  {"layout": a layout of its paper's LAYOUTS table, "seed": int, ...its parameters}.
     method:     the method's Algorithm.spec() (its parts; e.g. `Method(...).algorithm().spec()`).
     training:   TrainConfig fields (model, model_kwargs, optimizer, lr, batch_size, local_epochs,
                 rounds, ...); an image model's in_channels/image_size/num_classes are filled in
@@ -186,7 +186,7 @@ def register_tables(layouts: dict, pools_builders: dict) -> None:
 def _paper_of_data(name: str) -> None:
     """Read the tables of the paper a data name belongs to ("fedmt-cifar100" -> fedmt), when it is not
     one data set of fedpaper.blocks.data and not registered yet."""
-    if name not in POOLS_BUILDERS and name not in DATASETS and name != "synthetic-images" and "-" in name:
+    if name not in POOLS_BUILDERS and name not in DATASETS and "-" in name:
         _import_paper(name.split("-", 1)[0])
 
 
@@ -308,13 +308,10 @@ def train_group(setups: list[RunSetup], progress: bool) -> list[dict]:
 
 
 def store_key(spec: RunSpec, data_root=None) -> dict:
-    """What a run's result is stored under: its paper, its spec and the data copy it reads. The
-    paper is imported first where its data name is its own pools builder's (registered on import):
-    without it the data copy would read as None, and the key would depend on what was imported
-    before (`fedpaper cache rekey` of FedMT's runs failed so)."""
-
-    if spec.data["name"] not in POOLS_BUILDERS and spec.data["name"] not in DATASETS:
-        _import_paper(spec.paper)
+    """What a run's result is stored under: its paper, its spec and the data copy it reads
+    (`data_identity` reads the tables of the paper a pools builder's data name belongs to first:
+    without them the data copy would read as None, and the key would depend on what was imported
+    before, as `fedpaper cache rekey` of FedMT's runs once found)."""
     return {"paper": spec.paper, "run": json.loads(spec.to_json()),
             "data_copy": data_identity(spec.data, data_root)}
 

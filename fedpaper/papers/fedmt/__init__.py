@@ -32,8 +32,6 @@ import pandas as pd
 
 from fedpaper.outputs.artifacts import run_artifact
 from fedpaper.outputs.parameters import apply_overrides, artifact_function
-
-
 from fedpaper.papers.fedmt import draw as D
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt import runs as R

@@ -49,8 +49,6 @@ from __future__ import annotations
 
 from fedpaper.outputs.artifacts import run_artifact
 from fedpaper.outputs.parameters import apply_overrides, artifact_function
-
-
 from fedpaper.papers.privlabels import appendix_b as appb_mod
 from fedpaper.papers.privlabels import draw as draw
 from fedpaper.papers.privlabels import runs as runs
