@@ -435,7 +435,7 @@ def cmd_reproduce(args) -> int:
         args.no_download = args.no_download or not args.download  # absent data: skipped, not fetched, unless asked
     if args.max_hours is not None and not args.max_hours > 0:
         raise UsageError(f"--max-hours {args.max_hours:g} must be a positive number of hours (e.g. --max-hours 2.5)")
-    if args.rerender:  # the notebook kernels inherit it: every run_artifact redraws from committed files
+    if args.rerender:  # the notebook kernels inherit it: every artifact the pipeline makes is redrawn from committed files
         from fedpaper.outputs.artifacts import RERENDER_ENV  # start-up time: imports pandas
 
         os.environ[RERENDER_ENV], args.no_download = "1", True
@@ -569,11 +569,21 @@ def cmd_cache(args) -> int:
                 print(f"fedpaper: note: {line}", file=sys.stderr)
             return 0
         if args.cache_command == "rekey":
-            if args.only:
-                _select(args.only)
+            selected = _select(args.only)[0] if args.only else None  # unknown ids: one line
             if args.profile is not None:
                 check_profile(args.profile)
-            out = rekey(only=args.only, profile=args.profile, verify=args.verify, data_root=args.data_root)
+            needed = None
+            if args.only and args.profile is not None:
+                # the runs these artifacts need, found by what they are: an archive made before runs were
+                # recorded (or a piece trained by an exploration) records none of its runs
+                from fedpaper.plan import record_runs  # start-up time: imports torch
+
+                print(f"collecting the runs of {len(selected)} artifact(s) at the {args.profile} profile "
+                      "(nothing is trained)", flush=True)
+                needed = [k for keys in record_runs(selected, args.profile, _resolve_data_root(args.data_root)).values()
+                          for k in keys]
+            out = rekey(only=args.only, profile=args.profile, verify=args.verify, data_root=args.data_root,
+                        needed=needed)
             for (paper, old), c in out.items():
                 print(f"rekeyed {c['runs']} {paper} runs from code {old} to {c['to']} "
                       f"({len(c['verified'])} retrained, the same bit for bit)")

@@ -30,7 +30,7 @@ import pandas as pd
 
 from fedpaper.ground.errors import FedpaperError
 from fedpaper.papers.catalog import get_artifact, load_reported
-from fedpaper.outputs.parameters import using
+from fedpaper.outputs import pipeline
 from fedpaper.ground import paths
 from fedpaper.report import artifact_claims, compare_with_reported, verdict_line
 
@@ -65,15 +65,14 @@ def one_line_errors() -> bool:
 def run(artifact_function, **parameters):
     """`artifact_function(**parameters)` with one-line errors (see the module docstring).
 
-    A function not wrapped by `fedpaper.outputs.parameters.artifact_function` (e.g. a new paper module's
-    first draft) gets the same checks here, and is called without `overrides` (run_artifact
-    applies them to the params it is given)."""
+    A function not wrapped by `fedpaper.outputs.pipeline.artifact_function` (e.g. a new paper
+    module's first draft, returning its ArtifactJob(s)) is wrapped here, so it gets the same checks
+    and pipeline."""
 
     one_line_errors()
-    if getattr(artifact_function, "fedpaper_artifact_function", False):
-        return artifact_function(**parameters)
-    with using(**parameters) as p:
-        return artifact_function(profile=p.profile, data_root=p.data_root, out_dir=p.out_dir, seeds=p.seeds)
+    if not getattr(artifact_function, "fedpaper_artifact_function", False):
+        artifact_function = pipeline.artifact_function(artifact_function)
+    return artifact_function(**parameters)
 
 
 def _results(result) -> list:

@@ -12,7 +12,7 @@ benchmarks/results/gpu.json has one (else "not measured"). Totals per paper at t
 distinct runs of the paper.
 
 How the runs are found (no artifact logic is repeated here): each artifact's notebook function is
-called as the notebook calls it, with `fedpaper.outputs.artifacts.COMPUTE_HOOK` set, so `run_artifact`
+called as the notebook calls it, with `fedpaper.outputs.pipeline.COMPUTE_HOOK` set, so the pipeline
 hands this module its compute function instead of computing, drawing and writing (nothing is
 written, absent data sets do not stop it). The compute runs with a collecting executor
 (`fedpaper.runs.executors.using_executor`): every `executors.run_specs` call records its runs' store
@@ -45,7 +45,8 @@ from fedpaper.engine.memory import parted, pools_bytes, StepMemory
 from fedpaper.runs.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
                                   machine_key, macs, model_costs, step_memory)
 from fedpaper.runs import experiment as E
-from fedpaper.outputs.artifacts import ArtifactResult, COMPUTE_HOOK
+from fedpaper.outputs.artifacts import ArtifactResult
+from fedpaper.outputs.pipeline import COMPUTE_HOOK
 from fedpaper.driver import trainer as T
 from fedpaper.runs.executors import using_executor
 from fedpaper.runs.experiment import get_pools, run_samples
@@ -275,7 +276,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
                 try:
                     notebook.artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
                                              seeds=None)
-                except Exception as e:  # noqa: BLE001 - e.g. bad data before run_artifact: one line
+                except Exception as e:  # noqa: BLE001 - e.g. bad data before the pipeline: one line
                     for a in aids:
                         if plans[a].status == "planned" and not plans[a].runs:
                             plans[a].status = f"error: {_one_line(e)}"
@@ -297,7 +298,8 @@ def record_runs(selected: list[str], profile: str, data_root, store=None) -> dic
     `profile`, as collected without training (`collect`), as their own sweeps would: so that
     `fedpaper cache export --only ... --profile ...` takes every finished run of theirs, including the
     runs trained by an exploration that selects part of an artifact (a piece of Table 1 by its
-    `table1_rows`, on another machine), which records nothing itself. Returns {artifact: runs}."""
+    `table1_rows`, on another machine), which records nothing itself, and `fedpaper cache rekey` finds
+    their runs of an older code version by what they are. Returns {artifact: [run specs]}."""
     import json
 
 
@@ -307,7 +309,7 @@ def record_runs(selected: list[str], profile: str, data_root, store=None) -> dic
         keys = [json.loads(r.ident) for r in plan.runs if not r.ident.startswith("direct:")]
         if keys:
             store.record(plan.artifact_id, profile, keys)
-        out[plan.artifact_id] = len(keys)
+        out[plan.artifact_id] = keys
     return out
 
 

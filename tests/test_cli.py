@@ -97,7 +97,7 @@ def test_list_and_report(capsys, figures_tmp, readme_tmp):
 DEMO = textwrap.dedent(
     """
     import pandas as pd
-    from fedpaper.outputs.artifacts import run_artifact
+    from fedpaper.outputs.pipeline import ArtifactJob
 
     def _draw(table, params):
         import matplotlib.pyplot as plt
@@ -106,19 +106,16 @@ DEMO = textwrap.dedent(
         ax.table(cellText=table.values, colLabels=list(table.columns), loc="center")
         return fig
 
-    def table1(profile="smoke", data_root=None, out_dir=None, seeds=None):
+    def table1(profile="smoke", data_root=None, seeds=None, overrides=None):
         compute = lambda p: (pd.DataFrame({"layer": ["conv"], "filters": [3]}), {"device": "cpu"})
-        return run_artifact("privlabels/table1", profile=profile, params={"cnn": "demo"}, compute=compute,
-                            draw=_draw, datasets=["none"], data_root=data_root, out_dir=out_dir, seeds=seeds)
+        return ArtifactJob("privlabels/table1", {"cnn": "demo"}, compute, _draw, ("none",))
 
-    def fig2(profile="smoke", data_root=None, out_dir=None, seeds=None):  # needs CIFAR-10
+    def fig2(profile="smoke", data_root=None, seeds=None, overrides=None):  # needs CIFAR-10
         compute = lambda p: (pd.DataFrame({"method": ["FedAvg"], "mean": [0.5]}), {})
-        return run_artifact("privlabels/fig2", profile=profile, params={}, compute=compute, draw=_draw,
-                            datasets=["cifar10"], data_root=data_root, out_dir=out_dir, seeds=seeds)
+        return ArtifactJob("privlabels/fig2", {}, compute, _draw, ("cifar10",))
 
     def table1_and_fig2(**kwargs):  # one notebook, two artifacts
-        table1(**kwargs)
-        return fig2(**kwargs)
+        return [table1(**kwargs), fig2(**kwargs)]
 
     def broken(**kwargs):
         raise RuntimeError("deliberate failure")

@@ -9,9 +9,15 @@ from collections import namedtuple
 import pytest
 
 from fedpaper.outputs import artifacts as A
+from fedpaper.outputs.pipeline import ArtifactJob, run_job
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.ground.paths import unwritable_reason
 
+
+def run_artifact(artifact_id, *, params=None, compute, draw, datasets=("none",), optional_datasets=(), **parameters):
+    """One job through the pipeline (these tests' shorthand for an ArtifactJob and run_job)."""
+    return run_job(ArtifactJob(artifact_id, {} if params is None else params, compute, draw, tuple(datasets),
+                               tuple(optional_datasets)), **parameters)
 
 def _never(*a, **k):
     raise AssertionError("trained although the output folder cannot be written")
@@ -21,7 +27,7 @@ def test_out_dir_under_a_file_fails_before_compute(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     with pytest.raises(BadParameterError, match=r"cannot write results to out_dir .*a-file.* is not a folder"):
-        A.run_artifact("fedpals/table1", profile="quick", params={}, compute=_never, draw=_never,
+        run_artifact("fedpals/table1", profile="quick", params={}, compute=_never, draw=_never,
                        datasets=["none"], out_dir=blocker / "out")
 
 
@@ -32,7 +38,7 @@ def test_read_only_out_dir_fails_before_compute(tmp_path):
     ro.chmod(0o555)
     try:
         with pytest.raises(BadParameterError, match="is not writable"):
-            A.run_artifact("fedpals/table1", profile="quick", params={}, compute=_never, draw=_never,
+            run_artifact("fedpals/table1", profile="quick", params={}, compute=_never, draw=_never,
                            datasets=["none"], out_dir=ro)
     finally:
         ro.chmod(0o755)

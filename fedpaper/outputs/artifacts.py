@@ -1,6 +1,6 @@
-"""The output contract, and the one call a notebook makes: `run_artifact`.
+"""The output contract: what the pipeline (fedpaper.outputs.pipeline) writes for an artifact.
 
-For an artifact id `paper/name`, `run_artifact` writes, atomically, into `<out>/<paper>/`:
+For an artifact id `paper/name`, it writes, atomically, into `<out>/<paper>/`:
 
 - `<name>.png`, `<name>.pdf`  the figure (a table artifact draws its table),
 - `<name>.csv`                the tidy numbers behind it: setting columns, then `method, metric,
@@ -10,70 +10,45 @@ For an artifact id `paper/name`, `run_artifact` writes, atomically, into `<out>/
 
 `<out>` is `figures/` for the quick profile, `figures/long/` and `figures/paper/` for the long and
 paper profiles (so a quick run never overwrites committed long results), and
-`cache_dir("smoke-figures")` for smoke, which therefore never touches the committed figures. A paper module typically wraps it::
-
-    def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-        params = {...settings of this profile...}
-        return run_artifact("fedpals/table1", profile=profile, params=params,
-                            compute=lambda p: _compute(p, data_root), draw=_draw,
-                            datasets=["fashion-mnist", "cifar10", "pacs"],
-                            optional_datasets=["pacs"], data_root=data_root,
-                            out_dir=out_dir, seeds=seeds)
-
-`compute(params) -> (table, info)`; `info` may hold `datasets` (list of dicts like
-`ImageDataset.describe()`: name, source, lossy, synthetic), `seeds`, `device`, `notes` (list of
-strings, e.g. shrinkage relative to the paper). `draw(table, params) -> matplotlib Figure`.
-`params` reaches compute and draw as given, plus `profile`, `seeds` (resolved) and
-`missing_datasets` (optional data sets that are absent) when not already set.
+`cache_dir("smoke-figures")` for smoke, which therefore never touches the committed figures.
+Here too: the committed results (read back by the report and by a re-render), the claim notes a
+figure carries, and the re-render from committed results when a data set is missing.
 """
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import copy
 import json
 import os
-import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from fedpaper.outputs import parameters as _parameters
 from fedpaper.outputs.parameters import FAITHFUL_ORDER, check_profile
 from fedpaper.runs import provenance as prov
 from fedpaper.ground.errors import BadParameterError, DataMissingError
-from fedpaper.blocks.data.registry import dataset_available, dataset_info, missing_message, split_need
+from fedpaper.blocks.data.registry import missing_message
 from fedpaper.papers import claims
 from fedpaper.papers._common import check_claims
 from fedpaper.papers.catalog import (
     DRAWS_DATA,
     Claim,  # noqa: F401  (exported here too)
     get_artifact,
-    reported_path,
 )
-from fedpaper.ground.paths import cache_dir, data_root as _data_root, dry_run_scratch, figures_dir, unwritable_reason
-from fedpaper.ground.progress import warnings_once
+from fedpaper.ground.paths import cache_dir, figures_dir, unwritable_reason
 from fedpaper.ground.files import atomic_path
-from fedpaper.runs.sweep import BAR_PREFIX, SWEEP_OWNER
 from fedpaper.runs.store import spec_json
 
 SUFFIXES = ("png", "pdf", "csv", "json")
 SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
-#: `fedpaper reproduce` names a file here; every run_artifact call (in the notebook kernels, which
+#: `fedpaper reproduce` names a file here; every artifact the pipeline makes (in the notebook kernels, which
 #: inherit the environment) appends one JSON line: artifact, kind ("regenerated" | "rerendered"), status.
 STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
 #: Set (to 1) by `fedpaper reproduce --rerender`: see rerender_requested.
 RERENDER_ENV = "FEDPAPER_RERENDER"
-#: While set (by `fedpaper plan`, fedpaper.plan), run_artifact hands `hook(artifact_id, compute,
-#: params, missing_datasets)` the artifact instead of computing, drawing and writing it, and returns
-#: what the hook returns: nothing is written, data sets may be absent.
-COMPUTE_HOOK: "contextvars.ContextVar[Optional[Callable]]" = contextvars.ContextVar("fedpaper_compute_hook",
-                                                                                      default=None)
 
-__all__ = ["ArtifactResult", "Claim", "run_artifact", "output_paths", "committed_paths", "committed_profile",
+__all__ = ["ArtifactResult", "Claim", "output_paths", "committed_paths", "committed_profile",
            "load_committed", "profile_figures_dir", "stamp_figure", "resolve_out_dir", "exploration_dir"]
 
 
@@ -191,17 +166,6 @@ def load_committed(artifact_id: str, profile: Optional[str] = None) -> tuple[Opt
     return table, prov.load(p["json"])
 
 
-def _resolve_seeds(seeds, params: dict):
-    s = seeds if seeds is not None else params.get("seeds")
-    if s is None:
-        return None
-    if isinstance(s, int) and not isinstance(s, bool):
-        if s < 1:
-            raise BadParameterError(f"seeds={s} is out of range; give a number of seeds >= 1 or a list")
-        return list(range(s))
-    return [int(x) for x in s]
-
-
 def stamp_figure(fig, text: str = SYNTHETIC_STAMP):
     """A visible diagonal watermark and a red banner, so the figure cannot pass for a result."""
     import math
@@ -291,7 +255,7 @@ def caption_failed_claims(fig, artifact_id: str, table: pd.DataFrame, profile: O
     return failed
 
 
-def _close(fig):
+def close_figure(fig):
     with contextlib.suppress(Exception):
         import matplotlib.pyplot as plt
 
@@ -304,7 +268,7 @@ def _save_figure(fig, png: Path, pdf: Path):
                 metadata={"CreationDate": None, "ModDate": None, "Producer": None})
 
 
-def _write_outputs(paths: dict, *, fig=None, table=None, record=None):
+def write_outputs(paths: dict, *, fig=None, table=None, record=None):
     """Write the given parts atomically: all temp files first, then rename; nothing on error."""
     with contextlib.ExitStack() as stack:
         tmp = {}
@@ -320,7 +284,7 @@ def _write_outputs(paths: dict, *, fig=None, table=None, record=None):
                                    encoding="utf-8")
 
 
-def _report_status(artifact_id: str, kind: str, status: str, paths: dict) -> None:
+def report_status(artifact_id: str, kind: str, status: str, paths: dict) -> None:
     """Tell a running `fedpaper reproduce` what became of this artifact (no-op otherwise)."""
     target = os.environ.get(STATUS_FILE_ENV)
     if not target:
@@ -331,7 +295,7 @@ def _report_status(artifact_id: str, kind: str, status: str, paths: dict) -> Non
 
 
 def read_statuses(path) -> dict[str, dict]:
-    """What `_report_status` wrote: artifact id -> its last record ({} when there is no file)."""
+    """What `report_status` wrote: artifact id -> its last record ({} when there is no file)."""
     out: dict[str, dict] = {}
     with contextlib.suppress(FileNotFoundError):
         for line in Path(path).read_text(encoding="utf-8").splitlines():
@@ -339,187 +303,6 @@ def read_statuses(path) -> dict[str, dict]:
                 rec = json.loads(line)
                 out[rec["artifact"]] = rec
     return out
-
-
-def _follow_seeds(notes: list, n: int) -> list:
-    """A profile's notes (figure footnote, provenance) name its seed count ("2 seeds"); with
-    explicit seeds they name the actual count."""
-    return [re.sub(r"\b\d+ seeds\b", f"{n} seeds", x) if isinstance(x, str) else x for x in notes]
-
-
-def _column_notes(artifact_id: str, table: pd.DataFrame) -> list[str]:
-    rp = reported_path(artifact_id)
-    notes = []
-    if {"mean"} <= set(table.columns) and not {"method", "metric"} <= set(table.columns):
-        notes.append("table has 'mean' but lacks 'method'/'metric' columns")
-    if rp is not None and rp.is_file():
-        cols = list(pd.read_csv(rp, nrows=0).columns)
-        missing = [c for c in cols if c not in table.columns and c not in ("source",)]
-        if missing:
-            notes.append(f"columns of the reported csv missing from ours: {', '.join(missing)}")
-    return notes
-
-
-def _dataset_records(needed: Sequence[str], root: Path, info_datasets) -> list[dict]:
-    """Catalog view (which copy) merged with what the loader reported (source, lossy, synthetic)."""
-    given = info_datasets or []
-    if isinstance(given, dict):
-        given = [dict(v, name=v.get("name", k)) if isinstance(v, dict) else {"name": k, "source": v}
-                 for k, v in given.items()]
-    given = [prov.jsonable(g) if isinstance(g, dict) else prov.jsonable(getattr(g, "describe", lambda: {"name": str(g)})())
-             for g in given]
-    out = []
-    seen = set()
-    for need in needed:
-        base, labels_only = split_need(need)
-        meta = dataset_info(base)
-        rec = {"name": base, "labels_only": labels_only, "data_root": str(root),
-               "available": dataset_available(need, root), "offline_copy_note": meta.copy_note}
-        for g in given:
-            if g.get("name") in (base, need):
-                rec.update(g)
-                rec["name"] = base
-                seen.add(id(g))
-        out.append(rec)
-    out.extend(g for g in given if id(g) not in seen)
-    return out
-
-
-def run_artifact(artifact_id: str, *, profile: str, params: dict, compute: Callable,
-                 draw: Callable, datasets: Sequence[str], data_root=None, out_dir=None,
-                 seeds=None, optional_datasets: Sequence[str] = ()) -> ArtifactResult:
-    """Compute (or re-render) one artifact and write its four files. See the module docstring.
-
-    `datasets`: the data sets the artifact needs ("none" for none; "voc2007:labels" for labels
-    only). `optional_datasets`: a subset whose absence still lets the artifact be regenerated in
-    part (compute sees them in params["missing_datasets"] and leaves their rows out).
-    """
-    art = get_artifact(artifact_id)
-    check_profile(profile)
-    if not callable(compute) or not callable(draw):
-        raise BadParameterError("compute and draw must be callables: compute(params) -> (table, info), "
-                                "draw(table, params) -> Figure")
-    datasets = list(datasets)
-    for d in list(datasets) + list(optional_datasets):
-        if d != "none":
-            dataset_info(d)  # validates the name
-    unknown_opt = [d for d in optional_datasets if d not in datasets]
-    if unknown_opt:
-        raise BadParameterError(f"optional_datasets {unknown_opt} must also be listed in datasets")
-    explore = _parameters.current()
-    if explore.exploration:
-        params = _parameters.apply_overrides(copy.deepcopy(dict(params)), where=artifact_id)
-    if explore.dry_run and out_dir is None:
-        out = check_output_folder(dry_run_scratch(), "the dry run's scratch folder")
-    elif explore.exploration and out_dir is None:
-        out = exploration_dir(profile, explore.changes())
-    else:
-        out = resolve_out_dir(profile, out_dir)
-    root = _data_root(data_root)
-    paths = output_paths(artifact_id, out)
-    params = dict(params)
-    resolved_seeds = _resolve_seeds(seeds, params)
-    params.setdefault("profile", profile)
-    if resolved_seeds is not None:
-        params["seeds"] = resolved_seeds
-    n_seeds = len(resolved_seeds) if explore.seeds is not None and resolved_seeds else None
-    if n_seeds and isinstance(params.get("notes"), list):
-        params["notes"] = _follow_seeds(params["notes"], n_seeds)
-    explore_note = (f"DRY RUN of the {profile} profile: cut {explore.describe()}; every other setting is the "
-                    f"{profile} profile's; not a result" if explore.dry_run else
-                    f"EXPLORATION: changed {explore.describe()}; other notes describe the {profile} profile"
-                    if explore.exploration else None)
-    if explore_note and isinstance(params.get("notes"), list):
-        params["notes"] = [explore_note] + params["notes"]  # figure footnotes drawn from the notes say it too
-
-    needed = [d for d in datasets if d != "none"]
-    missing = [d for d in needed if not dataset_available(d, root)]
-    missing_required = [d for d in missing if d not in optional_datasets]
-    hook = COMPUTE_HOOK.get()
-    if hook is not None:
-        params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
-        return hook(artifact_id, compute, params, missing)
-    if rerender_requested() and profile != "smoke" and not explore.exploration:
-        return _rerender_or_fail(art, profile, params, draw, missing_required, root, paths, asked=True)
-    if profile != "smoke" and missing_required and explore.exploration:
-        raise DataMissingError(f"{artifact_id}: {missing_message(missing_required[0], root)}; an exploration "
-                               f"({explore.describe()}) needs the data (committed results are not re-rendered)")
-    if profile != "smoke" and missing_required:
-        return _rerender_or_fail(art, profile, params, draw, missing_required, root, paths)
-    params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
-
-    t0 = time.perf_counter()
-    token = BAR_PREFIX.set(artifact_id)
-    owner = SWEEP_OWNER.set(None if explore.exploration else (artifact_id, profile))  # the store's index
-    try:
-        with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars
-            result = compute(params)
-    finally:
-        SWEEP_OWNER.reset(owner)
-        BAR_PREFIX.reset(token)
-    wall = time.perf_counter() - t0
-    try:
-        table, info = result
-    except (TypeError, ValueError):
-        raise BadParameterError("compute(params) must return (table: DataFrame, info: dict)") from None
-    if not isinstance(table, pd.DataFrame):
-        raise BadParameterError(f"compute(params) returned a {type(table).__name__} as table; "
-                                "return a pandas DataFrame")
-    info = dict(info or {})
-    ds_records = _dataset_records(needed, root, info.get("datasets"))
-    synthetic = profile == "smoke" or any(d.get("synthetic") for d in ds_records)
-    notes = list(info.get("notes") or [])
-    if isinstance(info.get("notes"), str):
-        notes = [info["notes"]]
-    if n_seeds:
-        notes = _follow_seeds(notes, n_seeds)
-    if explore_note and explore_note not in notes:
-        notes = [explore_note] + notes
-    notes += _column_notes(artifact_id, table)
-
-    if explore.dry_run:
-        status = f"dry run of the {profile} profile (cut: {explore.describe()}; not a result)"
-    elif profile == "smoke":
-        status = "regenerated at smoke profile (synthetic/tiny stand-in; not a result)"
-    elif synthetic:
-        status = "regenerated on SYNTHETIC stand-in data (not a result)"
-    elif profile != "smoke" and missing:
-        status = f"regenerated without {', '.join(missing)} (missing)"
-    else:
-        status = "regenerated"
-    lossy = [d["name"] for d in ds_records if d.get("lossy")]
-
-    fig = draw(table, params)
-    exploration = ({"changes": explore.changes(), "out_dir": str(out),
-                    "note": "exploration: parameters differ from the profile's; never scored in the report"}
-                   if explore.exploration else None)
-    dry_run = ({"profile": profile, "cut": explore.changes(),
-                "note": f"dry run (fedpaper reproduce --profile {profile} --dry-run): the {profile} profile's settings "
-                        "and code paths, cut only in the settings named in `cut`; not a result"}
-               if explore.dry_run else None)
-    try:
-        if synthetic:
-            stamp_figure(fig)
-        else:
-            notes += [CLAIM_NOTE_PREFIX + t for t in caption_failed_claims(fig, artifact_id, table, profile)]
-        if exploration:
-            stamp_exploration(fig, explore.describe(), above_banner=synthetic, dry_run=explore.dry_run)
-        record = prov.collect(
-            artifact_id=artifact_id, profile=profile, params=params, datasets=ds_records,
-            seeds=info.get("seeds", resolved_seeds), device=info.get("device"), wall_time_s=wall,
-            notes=notes,
-            extra={"paper": art.paper, "title": art.title, "status": status, "synthetic": synthetic,
-                   "stamped": synthetic, "lossy_datasets": lossy, "methods": prov.table_methods(table),
-                   "missing_datasets": missing if profile != "smoke" else [],
-                   "info": {k: v for k, v in info.items() if k not in ("datasets", "notes", "seeds", "device")},
-                   **({"exploration": exploration} if exploration else {}),
-                   **({"dry_run": dry_run} if dry_run else {})},
-        )
-        _write_outputs(paths, fig=fig, table=table, record=record)
-    finally:
-        _close(fig)
-    _report_status(artifact_id, "regenerated", status, paths)
-    return ArtifactResult(artifact_id, table, fig, record, paths, status)
 
 
 def rerender_refusal(missing: Sequence[str], root) -> str:
@@ -543,7 +326,7 @@ def rerender_requested() -> bool:
 MACHINE_RESOLVED = ("precision", "precision_rule", "notes")
 
 
-def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=False) -> ArtifactResult:
+def rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=False) -> ArtifactResult:
     """A needed data set is missing (or `asked`: --rerender): re-render from the committed csv,
     or raise DataMissingError (BadParameterError: --rerender of a DRAWS_DATA artifact, data present).
 
@@ -590,10 +373,10 @@ def _rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=Fa
         # Elsewhere, all four are written.
         restamped = (in_place and failed is not None and committed_record
                      and failed != _claim_notes(committed_record))
-        _write_outputs(paths, fig=fig, table=None if in_place else table,
+        write_outputs(paths, fig=fig, table=None if in_place else table,
                        record=(with_claim_notes(committed_record, failed) if restamped
                                else None if in_place else prov.jsonable(record)))
     finally:
-        _close(fig)
-    _report_status(art.id, "rerendered", status, paths)
+        close_figure(fig)
+    report_status(art.id, "rerendered", status, paths)
     return ArtifactResult(art.id, table, fig, record, paths, status)

@@ -1,8 +1,8 @@
 """The parameters of an artifact function, checked in one place, and profile overrides.
 
 Every public artifact function of a paper module (`fedpaper.papers.fedpals.table1`, ...) is
-wrapped by `artifact_function`, so a notebook cell, papermill (`-p`/`-y`) and the CLI all get
-the same one-line error for a bad value:
+wrapped by `fedpaper.outputs.pipeline.artifact_function`, which checks them here (`validate`), so a
+notebook cell, papermill (`-p`/`-y`) and the CLI all get the same one-line error for a bad value:
 
     table1(profile="smoke", seeds=None, data_root=None, out_dir=None, overrides={"rounds": 4})
 
@@ -10,8 +10,9 @@ the same one-line error for a bad value:
 - seeds: None (the profile's), an int n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0;
 - data_root, out_dir: None, a str or a path;
 - overrides: None or a dict (a YAML/JSON string of a dict is accepted, as papermill's `-p` gives
-  one) of profile settings to change, applied on top of the profile by `apply_overrides` where the
-  paper module builds its profile dict (and by `run_artifact` for the rest). A key is a setting of
+  one) of profile settings to change. They reach the paper's artifact function as an explicit
+  argument (`Overrides`), which applies them once, with `apply_overrides`, where it builds its
+  profile dict; the pipeline checks that they were. A key is a setting of
   the profile dict (`rounds`, `lr`, `hyper`), a dotted path into a nested one (`hyper.mu`,
   `rounds.cifar10`) or a nested name that is unique (`mu`). A number given for a dict of numbers
   (fedpals' `rounds: {fashion-mnist: 15, cifar10: 15}`) sets every entry. `seeds` may be given
@@ -37,9 +38,7 @@ records `dry_run` and what was cut, and its runs go to a results cache of their 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import copy
-import functools
 import math
 import numbers
 import os
@@ -87,14 +86,19 @@ class Parameters:
         """`rounds=4, hyper.mu=0.1, seeds=3`: the changes in one line."""
         return ", ".join(f"{k}={_short(v)}" for k, v in self.changes().items())
 
+    def to_apply(self) -> "Overrides":
+        """The overrides as the artifact function receives them (`apply_overrides`' argument)."""
+        return Overrides(copy.deepcopy(self.overrides), dry_run=self.dry_run)
 
-_CURRENT: contextvars.ContextVar[Optional[Parameters]] = contextvars.ContextVar("fedpaper_parameters",
-                                                                                default=None)
 
+class Overrides(dict):
+    """The overrides an artifact function is called with: a dict of settings to change, and
+    `dry_run`: they are a dry run's cut (fedpaper.outputs.dryrun), which names the paper profile's
+    settings, so a key that a settings dict does not have is left out of it instead of refused."""
 
-def current() -> Parameters:
-    """The parameters of the artifact function now running (defaults outside one)."""
-    return _CURRENT.get() or Parameters()
+    def __init__(self, values=(), *, dry_run: bool = False):
+        super().__init__(values)
+        self.dry_run = bool(dry_run)
 
 
 def _short(v) -> str:
@@ -192,28 +196,15 @@ def validate(*, profile="smoke", seeds=None, data_root=None, out_dir=None, overr
 
 @contextlib.contextmanager
 def using(**parameters):
-    """`with using(profile="smoke", overrides={"rounds": 3}) as p:` checks the parameters (see
-    `validate`) and makes them the current ones (`current()`, `apply_overrides`) inside the block."""
+    """`with using(profile="paper", overrides={"dry_run": True}) as p:` checks the parameters (see
+    `validate`) and, for a dry run, points the results store at the dry runs' cache inside the block
+    (fedpaper.runs.store.DRY_RUN)."""
     p = validate(**parameters)
-    token, dry = _CURRENT.set(p), DRY_RUN.set(p.dry_run)
+    dry = DRY_RUN.set(p.dry_run)
     try:
         yield p
     finally:
         DRY_RUN.reset(dry)
-        _CURRENT.reset(token)
-
-
-def artifact_function(fn):
-    """Decorator for a paper's artifact function `fn(*, profile, data_root, out_dir, seeds)`:
-    checks every parameter first (and adds `overrides`), then runs `fn` with the overrides active."""
-
-    @functools.wraps(fn)
-    def wrapper(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
-        with using(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides) as p:
-            return fn(profile=p.profile, data_root=p.data_root, out_dir=p.out_dir, seeds=p.seeds)
-
-    wrapper.fedpaper_artifact_function = True
-    return wrapper
 
 
 # ------------------------------------------------------------------------------- overrides
@@ -380,18 +371,18 @@ def _engine_choices(params: dict) -> dict:
     return out
 
 
-def apply_overrides(params: dict, overrides: Optional[dict] = None, *, where: str = "",
+def apply_overrides(params: dict, overrides: Optional[dict], *, where: str = "",
                     choices: Optional[dict] = None) -> dict:
-    """`params` (a profile dict, changed in place and returned) with the overrides applied.
+    """`params` (a profile dict, changed in place and returned) with `overrides` applied (None or
+    {}: none; the artifact function's argument, an `Overrides`, or any dict).
 
-    `overrides` None means those of the artifact function now running. Unknown keys and values
-    of the wrong type raise BadParameterError naming the key and what is allowed; a setting in
-    `choices` ({dotted setting: allowed entries}) takes only those entries. The applied
-    overrides are recorded under params["overrides"] (so they reach provenance, and a second
-    call is a no-op). In a dry run (overrides None, `Parameters.dry_run`), a key of the paper's cut
-    that this dict does not have is left out instead (an artifact with settings of its own)."""
-    dry_run = overrides is None and current().dry_run
-    overrides = current().overrides if overrides is None else check_overrides(overrides)
+    Unknown keys and values of the wrong type raise BadParameterError naming the key and what is
+    allowed; a setting in `choices` ({dotted setting: allowed entries}) takes only those entries.
+    The applied overrides are recorded under params["overrides"] (so they reach provenance, and a
+    second call is a no-op). For a dry run's cut (`Overrides.dry_run`), a key that this dict does
+    not have is left out instead (an artifact with settings of its own)."""
+    dry_run = getattr(overrides, "dry_run", False)
+    overrides = check_overrides(dict(overrides) if overrides is not None else None)
     if not overrides or params.get(APPLIED_KEY) == overrides:
         return params
     choices = {**_engine_choices(params), **(choices or {})}

@@ -179,7 +179,7 @@ OPTIONAL_DATASETS: dict[str, tuple[str, ...]] = {"fedpals/table1": ("pacs",)}
 
 #: Artifacts whose figure shows images of the data set (pixels that are not in their csv): a re-render
 #: from committed results reads no data and would draw them without the images, so they are never
-#: re-rendered: `run_artifact` refuses with one line and `fedpaper reproduce` leaves them out, keeping
+#: re-rendered: the pipeline refuses with one line and `fedpaper reproduce` leaves them out, keeping
 #: their committed files (they are regenerated, with the data, like any other artifact).
 DRAWS_DATA: frozenset[str] = frozenset({"fednca/fig5", "fednca/fig8"})
 

@@ -15,10 +15,10 @@ A rung may instead be COMMITTED (`Rung.committed`, `reads`): a profile whose com
 that profile's compute, never retrained inside the ladder (FedPALS's long ladder tops out at the
 paper profile's Table 1 this way).
 
-`run_ladder` is the `<paper>/scaling` artifact: for each rung it calls the artifact functions with
+`ladder_job` is the `<paper>/scaling` artifact: for each rung it calls the artifact functions with
 the rung's overrides and explicit seeds (an exploration: their files go to a scratch folder in the
 cache; their runs are cached by the store like any other, so a rung equal to the profile itself
-costs nothing after that profile ran with the same cache), then writes, through `run_artifact`,
+costs nothing after that profile ran with the same cache), then writes, through the pipeline (an ArtifactJob),
 the csv of `_common.scaling.ladder_rows` (one row per rung x quantity x seed, then the fit, its SE,
 the trend and any projection), the provenance and a figure: each quantity against compute on a
 log axis, seeds and their spread, the paper's compute marked, projections dashed and labelled.
@@ -36,7 +36,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fedpaper.outputs.artifacts import STATUS_FILE_ENV, committed_paths, load_committed, run_artifact
+from fedpaper.outputs.artifacts import STATUS_FILE_ENV, committed_paths, load_committed
+from fedpaper.outputs.pipeline import ArtifactJob
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
@@ -371,7 +372,7 @@ def draw(table: pd.DataFrame, p: dict):
     return fig
 
 
-def run_ladder(ladder: Ladder, *, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def ladder_job(ladder: Ladder, *, profile="smoke", data_root=None, seeds=None, overrides=None) -> ArtifactJob:
     """The `<paper>/scaling` artifact of `ladder` (see the module docstring)."""
     if profile not in ladder.rungs:
         raise BadParameterError(f"{ladder.paper}/scaling has no rungs at the {profile} profile (a compute ladder climbs "
@@ -381,6 +382,6 @@ def run_ladder(ladder: Ladder, *, profile="smoke", data_root=None, out_dir=None,
     params = {"rungs": {r.name: ({"committed": r.committed, "reads": list(r.reads)} if r.committed else r.overrides)
                         for r in ladder.rungs[profile][1]}, "base_profile": base,
               "seeds": base_seeds, "work": ladder.work_unit}
-    return run_artifact(f"{ladder.paper}/scaling", profile=profile, params=params,
-                        compute=lambda q: compute_table(ladder, q, data_root), draw=draw,
-                        datasets=list(ladder.datasets), data_root=data_root, out_dir=out_dir, seeds=seeds)
+    params = apply_overrides(params, overrides, where=f"{ladder.paper}/scaling")
+    return ArtifactJob(f"{ladder.paper}/scaling", params, lambda q: compute_table(ladder, q, data_root), draw,
+                       tuple(ladder.datasets))

@@ -52,22 +52,28 @@ class RekeyError(FedpaperError):
     """Nothing to rekey, a run that cannot be retrained, or a run the current code does not
     reproduce (one line, exit 2, nothing written)."""
 
-def _stale_entries(store: ResultStore, only, profile) -> tuple[dict, list]:
+def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict, list]:
     """{(paper, old code): [(key, entry)]} of the selected finished runs made by another code
     version than the current one (and not stored under it already), and the store indexes
-    [(artifact, profile, runs)] they were selected through."""
+    [(artifact, profile, runs)] they were selected through.
+
+    Selected with `only`/`profile`: the runs recorded in the store's indexes for them, the runs of a
+    paper named in `only` (recorded or not: an archive made before runs were recorded, or a piece
+    trained by an exploration, records none), and the runs whose spec, in its current form, is one
+    of `needed` (run keys, the store's spec dicts: what the selected artifacts need at `profile`,
+    collected by the caller without training, as `fedpaper plan` does)."""
 
     from fedpaper.algorithms import legacy  # start-up time: torch (the CLI imports this module)
 
     indexes = []
     if only or profile is not None:
         indexes = [(a, p, store.recorded(a, p)) for a, p in _selected_indexes(store, only, profile)]
-        if not indexes:
-            what = " ".join(only or []) + (f" (profile {profile})" if profile else "")
-            raise RekeyError(f"no runs of {what.strip()} are recorded in the cache {store.root}; import their archive "
-                             "(`fedpaper cache import`) or run `fedpaper reproduce` for them first")
-        wanted = sorted({k for _, _, runs in indexes for k in runs})
+        recorded = {k for _, _, runs in indexes for k in runs}
+        papers = {o for o in only or [] if "/" not in o}
+        needed = {spec_json(k) for k in needed or ()}
+        wanted = sorted(recorded | set(store.keys())) if papers or needed else sorted(recorded)
     else:
+        recorded, papers, needed = set(), set(), set()
         wanted = store.keys()
     groups: dict[tuple, list] = {}
     for key in wanted:
@@ -81,12 +87,19 @@ def _stale_entries(store: ResultStore, only, profile) -> tuple[dict, list]:
             continue
         paper = _paper_of(entry)
         migrated = spec_json(legacy.run_spec(json.loads(entry["spec"])))  # a method in an old form: its parts
+        if (only or profile is not None) and key not in recorded and paper not in papers and migrated not in needed:
+            continue
         if entry["code"] == _current_code(paper, store) and migrated == entry["spec"]:
             continue
         entry = {**entry, "spec": migrated}
         if store.entry_path(store.key(json.loads(entry["spec"]))).is_file():
             continue  # already stored under the current code
         groups.setdefault((paper, entry["code"]), []).append((key, entry))
+    if (only or profile is not None) and not groups and not indexes and not papers and not needed:
+        what = " ".join(only or []) + (f" (profile {profile})" if profile else "")
+        raise RekeyError(f"no runs of {what.strip()} are recorded in the cache {store.root}; import their archive "
+                         "(`fedpaper cache import`) or run `fedpaper reproduce` for them first, or name the "
+                         "profile (`--profile P`) so that the runs they need are found by what they are")
     return groups, indexes
 
 
@@ -178,15 +191,17 @@ def retrain(key: str, entry: dict, data_root=None) -> dict:
 
 
 def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verify: int = 1, data_root=None,
-          say=print) -> dict:
+          needed=None, say=print) -> dict:
     """Check and rekey (see the module docstring); returns {(paper, old code): {"runs", "verified",
-    "to"}}. RekeyError (nothing written for that version or any after it) on the first failure."""
+    "to"}}. RekeyError (nothing written for that version or any after it) on the first failure.
+    `needed`: the run keys (spec dicts) the selected artifacts need at `profile` (the CLI collects
+    them, plan.record_runs), which selects their stale runs also where no index records them."""
 
     if int(verify) < 1:
         raise RekeyError(f"--verify {verify}: at least one run must be retrained to check the current code "
                          "reproduces the stored ones (to assert it unchecked, pin FEDPAPER_CODE_VERSION instead)")
     store = store if store is not None else ResultStore()
-    groups, indexes = _stale_entries(store, only, profile)
+    groups, indexes = _stale_entries(store, only, profile, needed)
     if not groups:
         raise RekeyError(f"nothing to rekey in {store.root}: every selected finished run is stored under the "
                          "current code version already")

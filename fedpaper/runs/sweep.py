@@ -23,13 +23,13 @@ from fedpaper.ground.progress import bar_label, collecting, on_rounds
 from fedpaper.runs.store import ResultStore
 
 _MISSING = object()  # store.get's default: not stored
-# The artifact being made (set by run_artifact): prefixes sweep bars, so that two artifacts whose
+# The artifact being made (set by the pipeline, fedpaper.outputs.pipeline): prefixes sweep bars, so that two artifacts whose
 # sweeps share a description ("privlabels cifar10") still get distinct bar labels.
 BAR_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_prefix", default="")
 # What a sweep repeated under another setting adds to its bar (e.g. a compute ladder's rung), so that
 # every bar of a notebook keeps its own label (papers/ladder.py).
 BAR_SUFFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_suffix", default="")
-# The (artifact id, profile) whose sweeps run now (set by run_artifact, None in an exploration):
+# The (artifact id, profile) whose sweeps run now (set by the pipeline, None in an exploration):
 # run_sweep records its runs' keys in the store's index under it.
 SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("fedpaper_sweep_owner", default=None)
 

@@ -1,4 +1,4 @@
-"""The output contract of run_artifact: four files, atomic writes, smoke stamp, missing data."""
+"""The output contract of the pipeline (fedpaper.outputs.pipeline): four files, atomic writes, smoke stamp, missing data."""
 import json
 
 import matplotlib
@@ -6,10 +6,17 @@ import pandas as pd
 import pytest
 
 from fedpaper.outputs import artifacts as A
+from fedpaper.outputs.pipeline import ArtifactJob, run_job
 from fedpaper.ground.errors import BadParameterError, DataMissingError, UnknownNameError
 from fedpaper.papers import catalog
 
 ART = "fedpals/table2"  # needs pacs, which no test data root holds
+
+
+def run_artifact(artifact_id, *, params=None, compute, draw, datasets=("none",), optional_datasets=(), **parameters):
+    """One job through the pipeline (these tests' shorthand for an ArtifactJob and run_job)."""
+    return run_job(ArtifactJob(artifact_id, {} if params is None else params, compute, draw, tuple(datasets),
+                               tuple(optional_datasets)), **parameters)
 
 
 def _table():
@@ -50,7 +57,7 @@ def _real_compute(params):
 
 
 def test_smoke_writes_four_files_stamped_in_cache(figures_tmp, cache_tmp, empty_data_root):
-    r = A.run_artifact(ART, profile="smoke", params={"rounds": 2}, compute=compute, draw=draw,
+    r = run_artifact(ART, profile="smoke", params={"rounds": 2}, compute=compute, draw=draw,
                        datasets=["pacs"], seeds=2)
     assert set(r.paths) == {"png", "pdf", "csv", "json"}
     for p in r.paths.values():
@@ -70,7 +77,7 @@ def test_smoke_writes_four_files_stamped_in_cache(figures_tmp, cache_tmp, empty_
 
 
 def test_quick_real_data_not_stamped(figures_tmp, fake_root):
-    r = A.run_artifact("fedpals/table1", profile="quick", params={}, compute=_real_compute, draw=draw,
+    r = run_artifact("fedpals/table1", profile="quick", params={}, compute=_real_compute, draw=draw,
                        datasets=["fashion-mnist", "cifar10", "pacs"], optional_datasets=["cifar10", "pacs"],
                        data_root=fake_root)
     assert r.paths["csv"].parent == figures_tmp / "fedpals"
@@ -85,7 +92,7 @@ def test_synthetic_info_stamps_even_at_quick(figures_tmp, fake_root, tmp_path):
         info["datasets"][0]["synthetic"] = True
         return t, info
 
-    r = A.run_artifact("fedpals/fig6a", profile="quick", params={}, compute=comp, draw=draw,
+    r = run_artifact("fedpals/fig6a", profile="quick", params={}, compute=comp, draw=draw,
                        datasets=["fashion-mnist"], data_root=fake_root, out_dir=tmp_path / "o")
     assert r.provenance["synthetic"] and "SYNTHETIC" in r.status
     assert A.SYNTHETIC_STAMP in [t.get_text() for t in r.figure.texts]
@@ -93,7 +100,7 @@ def test_synthetic_info_stamps_even_at_quick(figures_tmp, fake_root, tmp_path):
 
 def test_missing_data_without_committed_results_is_one_clear_error(figures_tmp, empty_data_root):
     with pytest.raises(DataMissingError) as e:
-        A.run_artifact(ART, profile="quick", params={}, compute=compute, draw=draw, datasets=["pacs"])
+        run_artifact(ART, profile="quick", params={}, compute=compute, draw=draw, datasets=["pacs"])
     msg = str(e.value)
     assert "\n" not in msg and "pacs" in msg and str(empty_data_root) in msg and "download" in msg
 
@@ -110,14 +117,14 @@ def test_missing_data_rerenders_from_committed(figures_tmp, empty_data_root, tmp
         calls.append(p)
         return compute(p)
 
-    r = A.run_artifact(ART, profile="quick", params={}, compute=comp, draw=draw, datasets=["pacs"])
+    r = run_artifact(ART, profile="quick", params={}, compute=comp, draw=draw, datasets=["pacs"])
     assert calls == []  # nothing retrained
     assert r.status == "re-rendered from committed results; pacs missing"
     assert r.provenance["profile"] == "paper" and r.provenance["rerendered"]["missing_datasets"] == ["pacs"]
     assert (committed / "table2.png").is_file() and (committed / "table2.pdf").is_file()
     assert (committed / "table2.json").read_bytes() == before  # committed provenance kept as is
     # elsewhere: all four files, provenance annotated
-    r2 = A.run_artifact(ART, profile="paper", params={}, compute=comp, draw=draw, datasets=["pacs"],
+    r2 = run_artifact(ART, profile="paper", params={}, compute=comp, draw=draw, datasets=["pacs"],
                         out_dir=tmp_path / "elsewhere")
     rec = json.loads(r2.paths["json"].read_text())
     assert rec["git"]["commit"] == "abc" and "rerendered" in rec
@@ -137,7 +144,7 @@ def test_rerender_draws_with_the_committed_runs_params_not_this_machines(figures
         seen.append(params["missing_datasets"])
         return draw(table, params)
 
-    A.run_artifact(ART, profile="quick", params={}, compute=compute, draw=drawing, datasets=["pacs"])
+    run_artifact(ART, profile="quick", params={}, compute=compute, draw=drawing, datasets=["pacs"])
     assert seen == [[]]
 
 
@@ -158,22 +165,22 @@ def test_rerender_flag_redraws_committed_results_with_the_data_present(figures_t
         calls.append(p)
         return _real_compute(p)
 
-    r = A.run_artifact("fedpals/table1", profile="quick", params={}, compute=comp, draw=draw,
+    r = run_artifact("fedpals/table1", profile="quick", params={}, compute=comp, draw=draw,
                        datasets=["fashion-mnist"], data_root=fake_root)
     assert calls == [] and r.status == "re-rendered from committed results (--rerender)"
     assert (committed / "table1.png").is_file()
     assert {s: (committed / f"table1.{s}").read_bytes() for s in ("csv", "json")} == before
     with pytest.raises(DataMissingError, match="without --rerender"):
-        A.run_artifact("fedpals/fig6a", profile="quick", params={}, compute=comp, draw=draw,
+        run_artifact("fedpals/fig6a", profile="quick", params={}, compute=comp, draw=draw,
                        datasets=["fashion-mnist"], data_root=fake_root)
     monkeypatch.setenv(A.RERENDER_ENV, "0")
-    A.run_artifact("fedpals/table1", profile="quick", params={}, compute=comp, draw=draw,
+    run_artifact("fedpals/table1", profile="quick", params={}, compute=comp, draw=draw,
                    datasets=["fashion-mnist"], data_root=fake_root, out_dir=tmp_path / "o")
     assert len(calls) == 1  # without the flag it computes
 
 
 def test_smoke_ignores_missing_data(figures_tmp, empty_data_root):
-    r = A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"])
+    r = run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"])
     assert "smoke" in r.status
 
 
@@ -184,14 +191,14 @@ def test_failed_draw_or_compute_leaves_no_files(figures_tmp, tmp_path, empty_dat
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=bad_draw,
+        run_artifact(ART, profile="smoke", params={}, compute=compute, draw=bad_draw,
                        datasets=["pacs"], out_dir=out)
     assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
 
 
 def test_failed_write_keeps_old_files_and_no_temp(figures_tmp, tmp_path, monkeypatch, empty_data_root):
     out = tmp_path / "out"
-    r = A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"],
+    r = run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"],
                        out_dir=out)
     old = {k: p.read_bytes() for k, p in r.paths.items()}
 
@@ -200,7 +207,7 @@ def test_failed_write_keeps_old_files_and_no_temp(figures_tmp, tmp_path, monkeyp
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", exploding_to_csv)
     with pytest.raises(OSError):
-        A.run_artifact(ART, profile="smoke", params={"x": 1}, compute=compute, draw=draw,
+        run_artifact(ART, profile="smoke", params={"x": 1}, compute=compute, draw=draw,
                        datasets=["pacs"], out_dir=out)
     assert {k: p.read_bytes() for k, p in r.paths.items()} == old
     assert sorted(p.name for p in (out / "fedpals").iterdir()) == sorted(p.name for p in r.paths.values())
@@ -208,15 +215,15 @@ def test_failed_write_keeps_old_files_and_no_temp(figures_tmp, tmp_path, monkeyp
 
 def test_bad_inputs(figures_tmp):
     with pytest.raises(UnknownNameError) as e:
-        A.run_artifact(ART, profile="fast", params={}, compute=compute, draw=draw, datasets=["pacs"])
+        run_artifact(ART, profile="fast", params={}, compute=compute, draw=draw, datasets=["pacs"])
     assert "smoke, quick, long, paper" in str(e.value)
     with pytest.raises(UnknownNameError) as e:
-        A.run_artifact("fedpals/tabel1", profile="smoke", params={}, compute=compute, draw=draw, datasets=[])
+        run_artifact("fedpals/tabel1", profile="smoke", params={}, compute=compute, draw=draw, datasets=[])
     assert "fedpals/table1" in str(e.value)
     with pytest.raises(UnknownNameError):
-        A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["cifar11"])
+        run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["cifar11"])
     with pytest.raises(BadParameterError):
-        A.run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"],
+        run_artifact(ART, profile="smoke", params={}, compute=compute, draw=draw, datasets=["pacs"],
                        out_dir=figures_tmp)
 
 
@@ -258,9 +265,9 @@ def test_long_results_kept_apart_from_quick_and_preferred(figures_tmp, fake_root
 
     kw = dict(params={}, draw=draw, datasets=["fashion-mnist", "cifar10", "pacs"],
               optional_datasets=["cifar10", "pacs"], data_root=fake_root)
-    long_r = A.run_artifact("fedpals/table1", profile="long", compute=compute_with(70.0), **kw)
+    long_r = run_artifact("fedpals/table1", profile="long", compute=compute_with(70.0), **kw)
     assert long_r.paths["csv"].parent == figures_tmp / "long" / "fedpals"
-    quick_r = A.run_artifact("fedpals/table1", profile="quick", compute=compute_with(50.0), **kw)
+    quick_r = run_artifact("fedpals/table1", profile="quick", compute=compute_with(50.0), **kw)
     assert quick_r.paths["csv"].parent == figures_tmp / "fedpals"
     assert pd.read_csv(long_r.paths["csv"])["mean"].tolist() == [70.0]
     assert A.committed_profile("fedpals/table1") == "long"

@@ -181,11 +181,12 @@ def test_dry_run_one_artifact_per_paper(paper, tmp_path, figures_tmp, cache_tmp)
 def test_cut_leaves_out_settings_an_artifact_does_not_have():
     """fedpals fig1 has no settings and fig9 its own: the paper's cut applies where it names one
     (a plain exploration with the same overrides is still one line of bad input)."""
-    from fedpaper.outputs.parameters import apply_overrides, using
+    from fedpaper.outputs.parameters import apply_overrides, validate
 
-    with using(profile="paper", seeds=1, overrides=dryrun.cut("fedpals")):
-        assert apply_overrides({"rounds": 150, "deltas": [0.1]})["rounds"] == 1
-        assert apply_overrides({})["overrides"]["rounds"] == 1
-    with using(profile="paper", overrides=dryrun.CUTS["fedpals"]):
-        with pytest.raises(BadParameterError, match="unknown override 'data_fraction'"):
-            apply_overrides({"rounds": 150})
+    cut = validate(profile="paper", seeds=1, overrides=dryrun.cut("fedpals")).to_apply()
+    assert cut.dry_run
+    assert apply_overrides({"rounds": 150, "deltas": [0.1]}, cut)["rounds"] == 1
+    assert apply_overrides({}, cut)["overrides"]["rounds"] == 1
+    plain = validate(profile="paper", overrides=dryrun.CUTS["fedpals"]).to_apply()
+    with pytest.raises(BadParameterError, match="unknown override 'data_fraction'"):
+        apply_overrides({"rounds": 150}, plain)

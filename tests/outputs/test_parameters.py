@@ -106,14 +106,14 @@ def test_a_bad_row_override_in_a_notebook_call_is_one_line_before_any_run(cache_
 def test_overrides_apply_to_nested_and_broadcast_and_papermill_strings():
     from fedpaper.papers import fedpals, privlabels
 
-    with P.using(overrides="{rounds: 7, mu: 0.1, 'data_fraction.cifar10': 0.5}"):
-        p = fedpals._params("smoke")
+    ov = P.validate(overrides="{rounds: 7, mu: 0.1, 'data_fraction.cifar10': 0.5}").to_apply()
+    p = fedpals._params("smoke", overrides=ov)
     assert p["rounds"] == {"fashion-mnist": 7, "cifar10": 7}
     assert p["hyper"]["mu"] == 0.1 and p["data_fraction"]["cifar10"] == 0.5
     assert p["data_fraction"]["fashion-mnist"] == fedpals._params("smoke")["data_fraction"]["fashion-mnist"]
     assert p["overrides"] == {"rounds": 7, "mu": 0.1, "data_fraction.cifar10": 0.5}
-    with P.using(overrides={"mu": 0.5, "widths": [4, 4, 8, 8]}, seeds=3):
-        q = privlabels._params("smoke", seeds=3)
+    ov = P.validate(overrides={"mu": 0.5, "widths": [4, 4, 8, 8]}, seeds=3).to_apply()
+    q = privlabels._params("smoke", seeds=3, overrides=ov)
     assert q["mu"] == 0.5 and q["widths"] == [4, 4, 8, 8] and q["seeds"] == [0, 1, 2]
     assert "overrides" not in fedpals._params("smoke")  # outside an exploration: the profile as is
 
@@ -124,8 +124,7 @@ def _fedavg_run(rounds):
     from fedpaper.papers.fedpals import train as TR
     from fedpaper.runs.store import ResultStore
 
-    with P.using(overrides={"rounds": rounds}):
-        p = fedpals._params("smoke")
+    p = fedpals._params("smoke", overrides={"rounds": rounds})
     p["seeds"] = [0]
     setting = {"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg"]}
     specs, results = TR.train_settings(p, [setting])

@@ -15,7 +15,7 @@ from fedpaper import papers
 from fedpaper.papers import catalog
 from fedpaper.papers import ladder as LD
 from fedpaper.papers._common import scaling as S
-from fedpaper.outputs.parameters import current
+from fedpaper.outputs.pipeline import run_job
 from fedpaper.runs.versions import PACKAGE_DIR, read_only_modules
 
 PAPERS = ("fedpals", "privlabels", "fedmt", "fednca")
@@ -55,8 +55,7 @@ def _fake_artifact(calls):
     """An artifact function of a pretend paper: FedPALS - FedAvg grows with log10(rounds)."""
     def fn(*, profile, data_root=None, out_dir=None, seeds=None, overrides=None):
         rounds = (overrides or {}).get("rounds", 4)
-        calls.append({"seeds": list(seeds), "overrides": copy.deepcopy(overrides), "profile": profile,
-                      "outer": dict(current().overrides)})
+        calls.append({"seeds": list(seeds), "overrides": copy.deepcopy(overrides), "profile": profile})
         rows = []
         for m, gain in (("FedPALS", 6.0), ("FedAvg", 1.0)):
             per = [20 + gain * math.log10(rounds) + 0.4 * s * (-1) ** (s + rounds) for s in seeds]
@@ -72,7 +71,7 @@ def _margin(tabs):
     return LD.as_cell(LD.seeds_of(m["FedPALS"]) - LD.seeds_of(m["FedAvg"]))
 
 
-def test_run_ladder_writes_rows_fit_figure_and_provenance(tmp_path):
+def test_ladder_job_writes_rows_fit_figure_and_provenance(tmp_path):
     calls = []
     rungs = (LD.Rung("a", {"rounds": 1}), LD.Rung("b"), LD.Rung("c", {"rounds": 40}))
     lad = LD.Ladder(
@@ -80,7 +79,7 @@ def test_run_ladder_writes_rows_fit_figure_and_provenance(tmp_path):
         quantities=(LD.Quantity("claim 4: FedPALS - FedAvg", (4,), 1, _margin),),
         settings=lambda profile: {"rounds": {"quick": 20, "paper": 150}.get(profile, 4), "seeds": 3},
         work=lambda p: p["rounds"], work_unit="rounds", datasets=("cifar10",))
-    res = LD.run_ladder(lad, profile="smoke", out_dir=tmp_path)
+    res = run_job(LD.ladder_job(lad, profile="smoke"), profile="smoke", out_dir=tmp_path)
     t = pd.read_csv(res.paths["csv"])
     assert list(t.columns) == S.COLUMNS
     seeds = t[t["row"] == "seed"]
@@ -125,7 +124,7 @@ def test_a_committed_rung_is_read_from_its_profiles_committed_table_never_traine
         (folder / "table1.json").write_text(json.dumps({"seeds": [0, 1, 2] if case == "committed" else [3, 4, 5],
                                                         "git": {"commit": "abc"}, "timestamp": "t", "wall_time_s": 9}))
     calls.clear()
-    res = LD.run_ladder(lad, profile="smoke", out_dir=tmp_path)
+    res = run_job(LD.ladder_job(lad, profile="smoke"), profile="smoke", out_dir=tmp_path)
     assert [c["overrides"] for c in calls] == [{"rounds": 1}, None, {"rounds": 40}]  # d trains nothing
     t = pd.read_csv(res.paths["csv"])
     seeds = t[t["row"] == "seed"]
@@ -170,10 +169,10 @@ def test_a_ladder_at_the_paper_profile_is_one_line_and_skipped_by_reproduce(caps
     from fedpaper import cli
     from fedpaper.ground.errors import BadParameterError
     from fedpaper.papers.fedpals import ladder as L
-    from fedpaper.papers.ladder import run_ladder
+    from fedpaper.papers.ladder import ladder_job
 
     with pytest.raises(BadParameterError, match="no rungs at the paper profile") as e:
-        run_ladder(L.LADDER, profile="paper")
+        ladder_job(L.LADDER, profile="paper")
     assert "\n" not in str(e.value)
     plan = cli.plan_run(["fedpals/scaling"], "paper", cli._resolve_data_root(None))
     assert "fedpals/scaling" in plan.skipped and not plan.notebooks

@@ -37,11 +37,13 @@ def test_committed_provenance_matches_its_csv(path):
 def test_new_provenance_matches_its_table(tmp_path, monkeypatch):
     """fig2a at smoke scale, with more partition seeds than run seeds (as at the quick profile, where
     fig2a listed 3 seeds for 8): the record lists the seeds used."""
+    from fedpaper.outputs.pipeline import run_job
     from fedpaper.papers import fedpals
     from fedpaper.papers.fedpals import profiles as P
 
     monkeypatch.setitem(P.GRIDS["smoke"], "marginal_seeds", 3)
-    results = [fedpals._dist_artifact("fedpals/fig2a", "cifar10", "sparsity", "smoke", None, tmp_path, None)]
+    results = [run_job(fedpals._dist_artifact("fedpals/fig2a", "cifar10", "sparsity", "smoke", None, None, None),
+                       profile="smoke", out_dir=tmp_path)]
     for r in results:
         table, rec = pd.read_csv(r.paths["csv"]), prov.load(r.paths["json"])
         assert _problems(table, rec) == [], r.artifact_id

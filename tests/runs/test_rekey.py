@@ -70,6 +70,29 @@ def test_rekey_retrains_the_cheapest_and_moves_every_run_only_when_equal(tmp_pat
         R.rekey(cur, only=["fedpals"], verify=1, say=said.append)
 
 
+def test_runs_no_index_records_are_found_by_their_paper_or_by_what_they_are(tmp_path):
+    """An archive made before runs were recorded (FedPALS fig8a's, from a GPU) records no run under
+    any artifact: `--only ARTIFACT --profile P` finds its stale runs by their specs (the CLI collects
+    what the artifact needs, `needed`), `--only PAPER` by their paper (the import note's command)."""
+    specs = _specs()
+    old = ResultStore(tmp_path, code="old0000000000000+old")
+    X.run_specs(specs, execution=FR.execution(), store=old, progress=False)  # no sweep owner: no record
+    cur = ResultStore(tmp_path)
+    assert cur.recorded("fedpals/table1", "smoke") == {}
+    with pytest.raises(R.RekeyError, match=r"no runs of fedpals/table1 \(profile smoke\).*--profile P"):
+        R.rekey(cur, only=["fedpals/table1"], profile="smoke", verify=1, say=lambda *_: None)
+    first = E.store_key(specs[0])
+    out = R.rekey(cur, only=["fedpals/table1"], profile="smoke", verify=1, needed=[first],
+                  say=lambda *_: None)
+    assert [c["runs"] for c in out.values()] == [1]
+    assert E.store_key(specs[0]) in cur and E.store_key(specs[1]) not in cur
+    out = R.rekey(cur, only=["fedpals"], verify=1, say=lambda *_: None)  # the rest of the paper's runs
+    assert [c["runs"] for c in out.values()] == [1]
+    assert E.store_key(specs[1]) in cur
+    with pytest.raises(R.RekeyError, match="nothing to rekey"):
+        R.rekey(cur, only=["privlabels"], verify=1, say=lambda *_: None)
+
+
 def test_a_run_the_current_code_does_not_reproduce_stops_everything(tmp_path, capsys):
     specs = _specs()
     old, _ = _old_store(tmp_path, specs)

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fedpaper.outputs.artifacts import run_artifact
-from fedpaper.outputs.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.parameters import apply_overrides
+from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 from fedpaper.papers.fedmt import draw as D
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt import runs as R
@@ -45,8 +45,8 @@ RESULTS_READ_ONLY = ("claims", "draw", "ladder")
 PAPER = "fedmt"
 
 
-def _params(profile: str, seeds=None) -> dict:
-    p = apply_overrides(P.settings(profile), where=f"the {PAPER} {profile} profile")
+def _params(profile: str, seeds=None, overrides=None) -> dict:
+    p = apply_overrides(P.settings(profile), overrides, where=f"the {PAPER} {profile} profile")
     p["profile"] = profile
     n = seeds if seeds is not None else p["seeds"]
     p["seeds"] = list(range(n)) if isinstance(n, int) else [int(s) for s in n]
@@ -61,9 +61,8 @@ def _info(p, data_root) -> dict:
             "backbone": p["backbone_label"]}
 
 
-def _run(name, p, compute, draw_fn, data_root, out_dir):
-    return run_artifact(f"{PAPER}/{name}", profile=p["profile"], params=p, compute=compute, draw=draw_fn,
-                        datasets=["cifar100"], data_root=data_root, out_dir=out_dir)
+def _job(name, p, compute, draw_fn):
+    return ArtifactJob(f"{PAPER}/{name}", p, compute, draw_fn, ("cifar100",))
 
 
 def _table(p, specs, data_root, desc, keys, **setting):
@@ -81,10 +80,10 @@ def _main_specs(p):
 
 
 @artifact_function
-def main(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def main(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 2 (100-class accuracy vs n), Fig. 2a (20-class accuracy vs n) and Table 6 (the
     baselines from random initialisation), from one set of runs (Sec. 4.2, App. D.1-D.2)."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
     sub = P.subtitle(p)
 
     def table(q):
@@ -92,12 +91,12 @@ def main(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         return t, _info(q, data_root)
 
     keep2 = ("test_acc_100class",) + R.SFIX_METRICS  # + the clients' last-round S_fix: explains FedMT vs Single
-    t2 = _run("table2", p, lambda q: (lambda t, i: (t[t["metric"].isin(keep2)].reset_index(drop=True), i))(*table(q)),
+    t2 = _job("table2", p, lambda q: (lambda t, i: (t[t["metric"].isin(keep2)].reset_index(drop=True), i))(*table(q)),
               lambda t, q: D.lines(t, "n", "test_acc_100class", "Table 2: 100-class accuracy vs server images per class n",
-                                   sub, "n (server images per fine class)"), data_root, out_dir)
-    f2a = _run("fig2a", p, lambda q: (lambda t, i: (t[t["metric"] == "test_acc_20class"].reset_index(drop=True), i))(*table(q)),
+                                   sub, "n (server images per fine class)"))
+    f2a = _job("fig2a", p, lambda q: (lambda t, i: (t[t["metric"] == "test_acc_20class"].reset_index(drop=True), i))(*table(q)),
                lambda t, q: D.lines(t, "n", "test_acc_20class", "Fig. 2a: 20-class accuracy vs n", sub,
-                                    "n (server images per fine class)"), data_root, out_dir)
+                                    "n (server images per fine class)"))
 
     def t6(q):
         t, i = table(q)
@@ -105,18 +104,18 @@ def main(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         i["notes"] = list(i["notes"]) + ["only the random-initialisation column is run: ImageNet weights are absent "
                                          "offline (the paper's ImageNet column is Table 2's baselines)"]
         return t.reset_index(drop=True), i
-    t6r = _run("table6", p, t6, lambda t, q: D.lines(t, "n", "test_acc_100class",
+    t6r = _job("table6", p, t6, lambda t, q: D.lines(t, "n", "test_acc_100class",
                                                      "Table 6: baselines from random initialisation", sub,
-                                                     "n (server images per fine class)"), data_root, out_dir)
+                                                     "n (server images per fine class)"))
     return [t2, f2a, t6r]
 
 
 # ------------------------------------------------------------------ Fig 2b, 2c
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig. 2b (accuracy vs label skew gamma, App. C.1.1 split) and Fig. 2c (accuracy vs number of
     clients C with N_c x C fixed), SemiFL and FedMT (E), n = n_default."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
     sub = P.subtitle(p)
     methods = ["SemiFL", "FedMT (E)"]
 
@@ -135,19 +134,18 @@ def scaling(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         t = t.assign(skew=t["gamma"].fillna(0.0))
         return D.lines(t, "skew", "test_acc_100class", "Fig. 2b: accuracy vs label skew gamma (0 = IID)", sub, "gamma")
 
-    b = _run("fig2b", p, f2b, draw_b, data_root, out_dir)
-    c = _run("fig2c", p, f2c, lambda t, q: D.lines(t, "C", "test_acc_100class",
-                                                   "Fig. 2c: accuracy vs clients C (N_c x C fixed)", sub, "C", logx=True),
-             data_root, out_dir)
+    b = _job("fig2b", p, f2b, draw_b)
+    c = _job("fig2c", p, f2c, lambda t, q: D.lines(t, "C", "test_acc_100class",
+                                                   "Fig. 2c: accuracy vs clients C (N_c x C fixed)", sub, "C", logx=True))
     return [b, c]
 
 
 # ------------------------------------------------------------------ Fig 3
 @artifact_function
-def estimation(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def estimation(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig. 3: Frobenius error of each client's eq. (4) estimate per round, mean and sd over the
     clients, for several client sizes N_c, and of the learnable M at the largest N_c (App. D.4)."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
 
     def compute(q):
         specs = [R.spec(q, "FedMT (E)", s, N_c=nc) for nc in q["fig3_sizes"] for s in q["seeds"]]
@@ -158,16 +156,16 @@ def estimation(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
                                                "at the largest N_c"]
         return R.round_errors(specs, res), info
 
-    return [_run("fig3", p, compute, lambda t, q: D.error_curves(t, "Fig. 3: estimation error of M per round",
-                                                                 P.subtitle(q)), data_root, out_dir)]
+    return [_job("fig3", p, compute, lambda t, q: D.error_curves(t, "Fig. 3: estimation error of M per round",
+                                                                 P.subtitle(q)))]
 
 
 # ------------------------------------------------------------------ Tables 7-9
 @artifact_function
-def ablations(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def ablations(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 7 (threshold xi, with lambda2 = 1: targets vague-4), Table 8 (lambda2) and Table 9
     (estimators: FedMT (E) and FedMT (E) + Average, IID and non-IID gamma), n = n_default."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
     sub = P.subtitle(p)
 
     def t7(q):
@@ -192,15 +190,12 @@ def ablations(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
                                                "trained with the network by the same SGD (vague-16)"]
         return t[t["metric"] == "test_acc_100class"].reset_index(drop=True), info
 
-    a = _run("table7", p, t7, lambda t, q: D.lines(t, "threshold", "test_acc_100class",
-                                                   "Table 7: accuracy vs pseudo-label threshold", sub, "threshold"),
-             data_root, out_dir)
-    b = _run("table8", p, t8, lambda t, q: D.lines(t, "lambda2", "test_acc_100class",
-                                                   "Table 8: accuracy vs lambda2", sub, "lambda2", logx=True),
-             data_root, out_dir)
-    c = _run("table9", p, t9, lambda t, q: D.bars(t.assign(gamma=t["gamma"].fillna("IID")), "gamma",
-                                                  "test_acc_100class", "Table 9: estimators of M", sub),
-             data_root, out_dir)
+    a = _job("table7", p, t7, lambda t, q: D.lines(t, "threshold", "test_acc_100class",
+                                                   "Table 7: accuracy vs pseudo-label threshold", sub, "threshold"))
+    b = _job("table8", p, t8, lambda t, q: D.lines(t, "lambda2", "test_acc_100class",
+                                                   "Table 8: accuracy vs lambda2", sub, "lambda2", logx=True))
+    c = _job("table9", p, t9, lambda t, q: D.bars(t.assign(gamma=t["gamma"].fillna("IID")), "gamma",
+                                                  "test_acc_100class", "Table 9: estimators of M", sub))
     return [a, b, c]
 
 

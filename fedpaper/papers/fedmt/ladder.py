@@ -45,9 +45,9 @@ from fedpaper.papers import fedmt as FM
 from fedpaper.papers import load_reported
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt.claims import ACC, BASE, E, T, chance
-from fedpaper.outputs.parameters import artifact_function
+from fedpaper.outputs.pipeline import artifact_function
 from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, differ, gap_to_paper, learned, method_cells,
-                                    run_ladder, seeds_of, testable, worst)
+                                    ladder_job, seeds_of, testable, worst)
 
 
 def _sized(rounds: int, spc: int) -> dict:
@@ -112,9 +112,9 @@ LADDER = Ladder(
 
 
 @artifact_function
-def ladder_artifact(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def ladder_artifact(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """The `fedmt/scaling` artifact: the compute ladder (module docstring)."""
-    return run_ladder(LADDER, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)
+    return ladder_job(LADDER, profile=profile, data_root=data_root, seeds=seeds, overrides=overrides)
 
 
 scaling = ladder_artifact  # the name every paper's ladder module gives its artifact function

@@ -17,8 +17,8 @@ initialisation with a small CNN backbone, named on every figure and in provenanc
 """
 from __future__ import annotations
 
-from fedpaper.outputs.artifacts import run_artifact
-from fedpaper.outputs.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.parameters import apply_overrides
+from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 
 from fedpaper.papers.catalog import load_reported
 
@@ -38,8 +38,8 @@ TABLE_NOTES = ["numbers compared with the paper: over the whole test set (mean, 
                "FedLGT not regenerated: " + methods.NOT_REGENERATED[methods.FEDLGT]]
 
 
-def _params(profile: str, seeds=None) -> dict:
-    p = apply_overrides(settings(profile), where=f"the {PAPER} {profile} profile")
+def _params(profile: str, seeds=None, overrides=None) -> dict:
+    p = apply_overrides(settings(profile), overrides, where=f"the {PAPER} {profile} profile")
     p["profile"] = profile
     n = seeds if seeds is not None else p["seeds"]
     p["seeds"] = list(range(n)) if isinstance(n, int) else [int(s) for s in n]
@@ -52,7 +52,7 @@ def _info(p, dataset, data_root, **extra) -> dict:
             "device": pl.x_train.device.type, "backbone": backbone_name(p), **extra}
 
 
-def _table(table_id: str, rows_fn, row_keys, data_root, out_dir, p):
+def _table(table_id: str, rows_fn, row_keys, data_root, p):
     from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a table is drawn, not with the package
 
     ds = p["settings"][table_id]["dataset"]
@@ -71,8 +71,7 @@ def _table(table_id: str, rows_fn, row_keys, data_root, out_dir, p):
         return draw.results_table(tab, load_reported(aid), row_keys, f"FedNCA-ML {table_id}", subtitle(pp, ds),
                                   pp.get("notes", []) + TABLE_NOTES)
 
-    return run_artifact(aid, profile=p["profile"], params=p, compute=compute, draw=draw_fn, datasets=[ds],
-                        data_root=data_root, out_dir=out_dir)
+    return ArtifactJob(aid, p, compute, draw_fn, (ds,))
 
 
 def _main_rows(p, table_id):
@@ -80,84 +79,84 @@ def _main_rows(p, table_id):
 
 
 @artifact_function
-def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 1: multi-label CIFAR-10, beta 0.5 / 0.1, gamma 0.5, every method."""
-    return _table("table1", _main_rows, ["beta", "method"], data_root, out_dir, _params(profile, seeds))
+    return _table("table1", _main_rows, ["beta", "method"], data_root, _params(profile, seeds, overrides))
 
 
 @artifact_function
-def table2(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def table2(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 2: multi-label DermaMNIST, beta 0.5 / 0.1, gamma 0.71, every method."""
-    return _table("table2", _main_rows, ["beta", "method"], data_root, out_dir, _params(profile, seeds))
+    return _table("table2", _main_rows, ["beta", "method"], data_root, _params(profile, seeds, overrides))
 
 
 @artifact_function
-def table5(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def table5(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 5: component ablation on DermaMNIST (beta 0.1, gamma 0.71)."""
-    return _table("table5", runs.component_specs, ["components"], data_root, out_dir, _params(profile, seeds))
+    return _table("table5", runs.component_specs, ["components"], data_root, _params(profile, seeds, overrides))
 
 
 @artifact_function
-def table6(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def table6(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 6: LADM query ablation on DermaMNIST."""
-    return _table("table6", runs.query_specs, ["query_type", "query_init"], data_root, out_dir,
-                  _params(profile, seeds))
+    return _table("table6", runs.query_specs, ["query_type", "query_init"], data_root,
+                  _params(profile, seeds, overrides))
 
 
 @artifact_function
-def table7(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def table7(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 7: component ablation on CIFAR-10 (beta 0.5, gamma 0.5)."""
-    return _table("table7", runs.component_specs, ["components"], data_root, out_dir, _params(profile, seeds))
+    return _table("table7", runs.component_specs, ["components"], data_root, _params(profile, seeds, overrides))
 
 
 @artifact_function
-def table8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def table8(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 8: LADM query ablation on CIFAR-10."""
-    return _table("table8", runs.query_specs, ["query_type", "query_init"], data_root, out_dir,
-                  _params(profile, seeds))
+    return _table("table8", runs.query_specs, ["query_type", "query_init"], data_root,
+                  _params(profile, seeds, overrides))
 
 
 @artifact_function
-def fig8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    return figures.composite_figure(_params(profile, seeds), data_root, out_dir)
+def fig8(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+    return figures.composite_figure(_params(profile, seeds, overrides), data_root)
 
 
 @artifact_function
-def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    return figures.counts_figures("cifar10", _params(profile, seeds), data_root, out_dir)
+def fig9(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+    return figures.counts_figures("cifar10", _params(profile, seeds, overrides), data_root)
 
 
 @artifact_function
-def fig10(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    return figures.counts_figures("dermamnist", _params(profile, seeds), data_root, out_dir)
+def fig10(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+    return figures.counts_figures("dermamnist", _params(profile, seeds, overrides), data_root)
 
 
 @artifact_function
-def fig11(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    return figures.counts_figures("voc2007", _params(profile, seeds), data_root, out_dir)
+def fig11(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+    return figures.counts_figures("voc2007", _params(profile, seeds, overrides), data_root)
 
 
 @artifact_function
-def fig12(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
-    return figures.counts_figures("chestxray14", _params(profile, seeds), data_root, out_dir)
+def fig12(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+    return figures.counts_figures("chestxray14", _params(profile, seeds, overrides), data_root)
 
 
 @artifact_function
-def fig3_fig4(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig3_fig4(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Figs 3a-c (t-SNE) and 4a-c (cosine maps): DermaMNIST, Table 5 variants 1, 3, 6."""
-    return figures.feature_figures("table5", "fig3", "fig4", _params(profile, seeds), data_root, out_dir)
+    return figures.feature_figures("table5", "fig3", "fig4", _params(profile, seeds, overrides), data_root)
 
 
 @artifact_function
-def fig6_fig7(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig6_fig7(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Figs 6a-c (t-SNE) and 7a-c (cosine maps): CIFAR-10, Table 7 variants 1, 3, 6."""
-    return figures.feature_figures("table7", "fig6", "fig7", _params(profile, seeds), data_root, out_dir)
+    return figures.feature_figures("table7", "fig6", "fig7", _params(profile, seeds, overrides), data_root)
 
 
 @artifact_function
-def fig5(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig5(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig. 5: LADM attention maps of FedNCA-ML on DermaMNIST composites."""
-    return figures.attention_figure(_params(profile, seeds), data_root, out_dir)
+    return figures.attention_figure(_params(profile, seeds, overrides), data_root)
 
 
 # ------------------------------------------------------------------ registration (papers.load_papers)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedpaper.outputs.artifacts import run_artifact
+from fedpaper.outputs.pipeline import ArtifactJob
 from fedpaper.blocks.data import label_tables as lt
 from fedpaper.blocks.partition import Partition, class_presence_partition
 
@@ -80,7 +80,7 @@ def split_rows(dataset: str, beta, gamma, data_root) -> list:
     return rows
 
 
-def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
+def counts_figures(dataset: str, p: dict, data_root) -> list:
     """figXa / figXb: per-client class counts at the paper's two beta values."""
     from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
@@ -120,8 +120,7 @@ def counts_figures(dataset: str, p: dict, data_root, out_dir) -> list:
                                       f"FedNCA-ML {fig_id}{panel}: images per class per client, {TITLES[dataset]}",
                                       _sub(pp, dataset), [] if label_table else pp.get("notes", []))
 
-        out.append(run_artifact(aid, profile=p["profile"], params=p, compute=compute, draw=draw_fn, datasets=needs,
-                                data_root=data_root, out_dir=out_dir))
+        out.append(ArtifactJob(aid, p, compute, draw_fn, tuple(needs)))
     return out
 
 
@@ -132,7 +131,7 @@ def _sub(p, dataset):
         "smoke profile: synthetic label matrix"
 
 
-def composite_figure(p: dict, data_root, out_dir):
+def composite_figure(p: dict, data_root):
     """fig8: example DermaMNIST composites with their label sets (App. C)."""
     from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
 
@@ -169,12 +168,11 @@ def composite_figure(p: dict, data_root, out_dir):
         return draw.composite_examples(x, y, names, "FedNCA-ML fig8: multi-label DermaMNIST composites",
                                        subtitle(pp, "dermamnist"), pp.get("notes", []))
 
-    return run_artifact(f"{PAPER}/fig8", profile=p["profile"], params=p, compute=compute, draw=draw_fn,
-                        datasets=["dermamnist"], data_root=data_root, out_dir=out_dir)
+    return ArtifactJob(f"{PAPER}/fig8", p, compute, draw_fn, ("dermamnist",))
 
 
 # ------------------------------------------------------------------ feature figures (figs 3, 4, 6, 7)
-def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root, out_dir) -> list:
+def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root) -> list:
     """<tsne_fig>a-c (t-SNE) and <cos_fig>a-c (cosine maps) of the Table 5 / 7 variants 1, 3, 6."""
     import pandas as pd
 
@@ -210,8 +208,7 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
             return draw.tsne_panel(tab, f"FedNCA-ML {tsne_fig}{panel}: t-SNE of test features, {what}",
                                    subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
 
-        out.append(run_artifact(f"{PAPER}/{tsne_fig}{panel}", profile=p["profile"], params=p, compute=compute_tsne,
-                                draw=draw_tsne, datasets=[ds], data_root=data_root, out_dir=out_dir))
+        out.append(ArtifactJob(f"{PAPER}/{tsne_fig}{panel}", p, compute_tsne, draw_tsne, (ds,)))
 
         def compute_cos(pp, panel=panel, label=label):
             net, pl, _ = model(pp, panel)
@@ -226,13 +223,12 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root,
             return draw.cosine_panel(tab, f"FedNCA-ML {cos_fig}{panel}: cosine of class-wise mean features, {what}",
                                      subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
 
-        out.append(run_artifact(f"{PAPER}/{cos_fig}{panel}", profile=p["profile"], params=p, compute=compute_cos,
-                                draw=draw_cos, datasets=[ds], data_root=data_root, out_dir=out_dir))
+        out.append(ArtifactJob(f"{PAPER}/{cos_fig}{panel}", p, compute_cos, draw_cos, (ds,)))
     return out
 
 
 # ------------------------------------------------------------------ fig 5: LADM attention maps
-def attention_figure(p: dict, data_root, out_dir):
+def attention_figure(p: dict, data_root):
     """fig5: LADM attention of the full FedNCA-ML model (DermaMNIST, Table 5 setting) on two-class
     test composites, per ground-truth class, with the share of attention in that class's quadrant."""
     import pandas as pd
@@ -258,5 +254,4 @@ def attention_figure(p: dict, data_root, out_dir):
                                     "FedNCA-ML fig5: LADM attention per ground-truth class (two-class composites)",
                                     subtitle(pp, "dermamnist"), pp.get("notes", []) + [F.MODEL_NOTE])
 
-    return run_artifact(f"{PAPER}/fig5", profile=p["profile"], params=p, compute=compute, draw=draw_fn,
-                        datasets=["dermamnist"], data_root=data_root, out_dir=out_dir)
+    return ArtifactJob(f"{PAPER}/fig5", p, compute, draw_fn, ("dermamnist",))

@@ -41,9 +41,9 @@ from fedpaper.papers import fednca as FN
 from fedpaper.papers import load_reported
 from fedpaper.papers.fednca import profiles as P
 from fedpaper.papers.fednca.claims import CENTRAL, FEDNCA, FULL, LADM, chance
-from fedpaper.outputs.parameters import artifact_function
+from fedpaper.outputs.pipeline import artifact_function
 from fedpaper.papers.ladder import (GAP, TAU, Ladder, Quantity, Rung, as_cell, gap_to_paper, learned, method_cells,
-                                    run_ladder, seeds_of, testable, worst)
+                                    ladder_job, seeds_of, testable, worst)
 from fedpaper.papers._common.rows import Missing
 
 AUC = "macro-AUC"
@@ -139,6 +139,6 @@ LADDER = Ladder(
 
 
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """The `fednca/scaling` artifact: the compute ladder (module docstring)."""
-    return run_ladder(LADDER, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)
+    return ladder_job(LADDER, profile=profile, data_root=data_root, seeds=seeds, overrides=overrides)

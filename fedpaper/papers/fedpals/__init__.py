@@ -54,11 +54,13 @@ Choices where the paper is vague (targets/fedpals.md section 4; defaults unless 
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 
-from fedpaper.outputs.artifacts import run_artifact
-from fedpaper.outputs.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.parameters import apply_overrides
+from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 from fedpaper.papers import load_reported
 from fedpaper.papers.fedpals.claims import CLAIMS  # noqa: F401  (a table papers.load_papers reads)
 from fedpaper.papers.fedpals import geometry as G, real as RL
@@ -83,22 +85,21 @@ CHOICES = {"table1_rows": [[d, R.label_setting(s)] for d, s in TR.TABLE1_SETTING
            **{k: R.TABLE1_METHODS for k in ("shift_methods", "fig7_methods", "fig8_methods")}}
 
 
-def _params(profile: str, section: str | None = None, **extra) -> dict:
+def _params(profile: str, section: str | None = None, overrides=None, **extra) -> dict:
     p = P.runs(profile)
     p.update(P.grid(profile))
     p["notes"] = P.notes(profile, section)
     p.update(extra)
-    return apply_overrides(p, where=f"the {PAPER} {profile} profile", choices=CHOICES)
+    return apply_overrides(p, overrides, where=f"the {PAPER} {profile} profile", choices=CHOICES)
 
 
-def _run(aid, profile, p, compute, draw, datasets, data_root, out_dir, seeds, optional=()):
-    return run_artifact(aid, profile=profile, params=p, compute=compute, draw=draw, datasets=datasets,
-                        data_root=data_root, out_dir=out_dir, seeds=seeds, optional_datasets=list(optional))
+def _job(aid, p, compute, draw, datasets, optional=()):
+    return ArtifactJob(aid, p, compute, draw, tuple(datasets), tuple(optional))
 
 
 # ============================================================================= Fig 1
 @artifact_function
-def fig1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 1: ternary simplex, T outside (A) / inside (B) Conv(S) (Sec 3, eq. 8; vague-24)."""
     def compute(p):
         return G.fig1_table(), {"notes": ["illustrative label marginals (vague-24); exact, no data"]}
@@ -114,7 +115,7 @@ def fig1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         axes[1].legend(fontsize=7, loc="upper right", frameon=False)
         return fig
 
-    return _run("fedpals/fig1", profile, {}, compute, draw, ["none"], data_root, out_dir, seeds)
+    return _job("fedpals/fig1", apply_overrides({}, overrides, where="fedpals/fig1"), compute, draw, ["none"])
 
 
 # ============================================================================= label marginals
@@ -131,7 +132,7 @@ def _class_names(p, dataset, data_root):
     return load_dataset(dataset, root=data_root).classes
 
 
-def _dist_artifact(aid, dataset, scheme, profile, data_root, out_dir, seeds):
+def _dist_artifact(aid, dataset, scheme, profile, data_root, seeds, overrides):
     xname = "C" if scheme == "sparsity" else "beta"
     grid_key = "marginal_C" if scheme == "sparsity" else "marginal_beta"
 
@@ -154,8 +155,8 @@ def _dist_artifact(aid, dataset, scheme, profile, data_root, out_dir, seeds):
         TR.subtitle(fig, {"notes": p["marginal_notes"]})
         return fig
 
-    p = _params(profile, marginal_notes=_marginal_notes(profile))
-    return _run(aid, profile, p, compute, draw, [dataset], data_root, out_dir, seeds)
+    p = _params(profile, overrides=overrides, marginal_notes=_marginal_notes(profile))
+    return _job(aid, p, compute, draw, [dataset])
 
 
 def _marginal_notes(profile):
@@ -165,7 +166,7 @@ def _marginal_notes(profile):
             f"{P.GRIDS[profile]['marginal_seeds']} seeds"]
 
 
-def _bars_artifact(aid, dataset, split, profile, data_root, out_dir, seeds):
+def _bars_artifact(aid, dataset, split, profile, data_root, overrides):
     def compute(p):
         part = _partitions(p, dataset, split, [0], data_root)[0]
         rows = G.marginal_rows(part, R.DISPLAY[dataset], R.label_setting(split), _class_names(p, dataset, data_root))
@@ -184,20 +185,20 @@ def _bars_artifact(aid, dataset, split, profile, data_root, out_dir, seeds):
                   title=f"{R.DISPLAY[dataset]}, {R.label_setting(split)}: label marginals (seed 0)")
         return fig
 
-    p = _params(profile, marginal_notes=_marginal_notes(profile))
-    return _run(aid, profile, p, compute, draw, [dataset], data_root, out_dir, seeds)
+    p = _params(profile, overrides=overrides, marginal_notes=_marginal_notes(profile))
+    return _job(aid, p, compute, draw, [dataset])
 
 
 @artifact_function
-def label_marginals(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def label_marginals(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Figs 2a, 2b, 5a, 5b, 6a: partition statistics (Sec 5.1, App. B.1-B.2), no training."""
     return [
-        _dist_artifact("fedpals/fig2a", "cifar10", "sparsity", profile, data_root, out_dir, seeds),
-        _bars_artifact("fedpals/fig2b", "cifar10", {"scheme": "sparsity", "C": 6}, profile, data_root, out_dir, seeds),
-        _dist_artifact("fedpals/fig5a", "cifar10", "dirichlet", profile, data_root, out_dir, seeds),
+        _dist_artifact("fedpals/fig2a", "cifar10", "sparsity", profile, data_root, seeds, overrides),
+        _bars_artifact("fedpals/fig2b", "cifar10", {"scheme": "sparsity", "C": 6}, profile, data_root, overrides),
+        _dist_artifact("fedpals/fig5a", "cifar10", "dirichlet", profile, data_root, seeds, overrides),
         _bars_artifact("fedpals/fig5b", "cifar10", {"scheme": "dirichlet", "beta": 0.1}, profile, data_root,
-                       out_dir, seeds),
-        _dist_artifact("fedpals/fig6a", "fashion-mnist", "sparsity", profile, data_root, out_dir, seeds),
+                       overrides),
+        _dist_artifact("fedpals/fig6a", "fashion-mnist", "sparsity", profile, data_root, seeds, overrides),
     ]
 
 
@@ -222,7 +223,7 @@ FIG9["long"] = FIG9["paper"]
 
 
 @artifact_function
-def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig9(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 9: synthetic Gaussians, accuracy vs d(T_delta, S) (App. A.5, B.4; vague-18)."""
     def compute(p):
         runs = G.fig9_runs(p)
@@ -247,12 +248,13 @@ def fig9(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         ax.grid(alpha=0.3)
         return fig
 
-    return _run("fedpals/fig9", profile, dict(FIG9[profile]), compute, draw, ["none"], data_root, out_dir, seeds)
+    p = apply_overrides(copy.deepcopy(FIG9[profile]), overrides, where=f"the {PAPER} fig9 settings")
+    return _job("fedpals/fig9", p, compute, draw, ["none"])
 
 
 # ============================================================================= Table 1
 @artifact_function
-def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Table 1 (Sec 5.1): target accuracy, FMNIST C=3/2, CIFAR-10 C=3/2/beta=0.1 (+ PACS C=6)."""
 
     def compute(p):
@@ -268,17 +270,16 @@ def table1(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         return TR.draw_table(tab, p, load_reported("fedpals/table1"),
                              "Table 1: target test accuracy (%), ours ± std (paper)")
 
-    p = _params(profile)
+    p = _params(profile, overrides=overrides)
     datasets = list(dict.fromkeys(d for d, _ in TR.table1_settings(p)))  # table1_rows may leave one out
-    return _run("fedpals/table1", profile, p, compute, draw, datasets + ["pacs"], data_root, out_dir, seeds,
-                optional=["pacs"])
+    return _job("fedpals/table1", p, compute, draw, datasets + ["pacs"], optional=["pacs"])
 
 
 # ============================================================================= accuracy vs shift
 @artifact_function
-def accuracy_vs_shift(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def accuracy_vs_shift(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Figs 2c, 6b (accuracy vs C) and 5c (accuracy vs beta) (Sec 5.1, App. B.1-B.2)."""
-    p0 = _params(profile, "shift")
+    p0 = _params(profile, "shift", overrides)
     out = []
     titles = {"fig2c": "CIFAR-10: target accuracy vs labels per client C",
               "fig6b": "Fashion-MNIST: target accuracy vs labels per client C",
@@ -293,22 +294,21 @@ def accuracy_vs_shift(*, profile="smoke", data_root=None, out_dir=None, seeds=No
         def draw(tab, p, xcol=xcol, name=name):
             return TR.draw_curve(tab, p, xcol, titles[name], logx=xcol == "beta")
 
-        out.append(_run(f"fedpals/{name}", profile, dict(p0), compute, draw, [ds], data_root, out_dir, seeds))
+        out.append(_job(f"fedpals/{name}", dict(p0), compute, draw, [ds]))
     return out
 
 
 # ============================================================================= Fig 7
 @artifact_function
-def fig7(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig7(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 7 (App. B.2): target accuracy over rounds, FMNIST C=6 and CIFAR-10 beta=0.2."""
-    p = _params(profile, "fig7")
-    return _run("fedpals/fig7", profile, p, lambda q: TR.fig7_compute(q, data_root), TR.draw_fig7, _DATA,
-                data_root, out_dir, seeds)
+    p = _params(profile, "fig7", overrides)
+    return _job("fedpals/fig7", p, lambda q: TR.fig7_compute(q, data_root), TR.draw_fig7, _DATA)
 
 
 # ============================================================================= Fig 8
-def _fig8_panel(name, profile, data_root, out_dir, seeds):
-    p = _params(profile, "fig8")
+def _fig8_panel(name, profile, data_root, overrides):
+    p = _params(profile, "fig8", overrides)
     settings = TR.fig8_settings(p)[name]
 
     def compute(q):
@@ -317,37 +317,38 @@ def _fig8_panel(name, profile, data_root, out_dir, seeds):
     def draw(tab, q):
         return TR.draw_fig8(tab, q, name)
 
-    return _run(f"fedpals/{name}", profile, p, compute, draw, ["cifar10"], data_root, out_dir, seeds)
+    return _job(f"fedpals/{name}", p, compute, draw, ["cifar10"])
 
 
 @artifact_function
-def fig8a(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig8a(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 8a (App. B.3): 100 training clients, 10% participating, lambda = 1000, per label split."""
-    return _fig8_panel("fig8a", profile, data_root, out_dir, seeds)
+    return _fig8_panel("fig8a", profile, data_root, overrides)
 
 
 @artifact_function
-def fig8b(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig8b(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 8b (App. B.3): local epochs E with T = round(150 / E) rounds."""
-    return _fig8_panel("fig8b", profile, data_root, out_dir, seeds)
+    return _fig8_panel("fig8b", profile, data_root, overrides)
 
 
 @artifact_function
-def fig8c(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig8c(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 8c (App. B.3): 10, 20, 50, 100 training clients (10% participating from 50)."""
-    return _fig8_panel("fig8c", profile, data_root, out_dir, seeds)
+    return _fig8_panel("fig8c", profile, data_root, overrides)
 
 
 @artifact_function
-def fig8(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def fig8(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 8 (App. B.3): 100 clients (a), local epochs (b), number of clients (c), CIFAR-10; each panel
     is also an artifact function of its own (fig8a, fig8b, fig8c: a panel's runs alone)."""
-    return [_fig8_panel(name, profile, data_root, out_dir, seeds) for name in ("fig8a", "fig8b", "fig8c")]
+    return [_fig8_panel(name, profile, data_root, overrides) for name in ("fig8a", "fig8b", "fig8c")]
 
 
 # ============================================================================= PACS, iWildCam
-def _real(group, profile, seeds):
-    return RL.profile_params(group, profile, seeds), RL
+def _real(group, profile, seeds, overrides):
+    p = apply_overrides(RL.profile_params(group, profile, seeds), overrides, where=f"the {PAPER} {group} {profile} profile")
+    return p, RL
 
 
 def _real_info(p, RL, group, data_root):
@@ -359,9 +360,9 @@ def _real_info(p, RL, group, data_root):
 
 
 @artifact_function
-def pacs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def pacs(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 3a, Table 2, Table 4 (Sec 5.1, App. A.4, A.6): PACS, 3 clients, C=6."""
-    p, RL = _real("pacs", profile, seeds)
+    p, RL = _real("pacs", profile, seeds, overrides)
     cache = {}
 
     def runs(q):
@@ -376,14 +377,14 @@ def pacs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         "table4": (lambda q: RL.table4_table(runs(q), q),
                    lambda t, q: draw_real_table(t, q, "fedpals/table4", "lambda", "Table 4: PACS, all variants")),
     }
-    return [_run(f"fedpals/{k}", profile, p, lambda q, f=f: (f(q), _real_info(q, RL, "pacs", data_root)), d,
-                 ["pacs"], data_root, out_dir, seeds) for k, (f, d) in arts.items()]
+    return [_job(f"fedpals/{k}", p, lambda q, f=f: (f(q), _real_info(q, RL, "pacs", data_root)), d, ["pacs"])
+            for k, (f, d) in arts.items()]
 
 
 @artifact_function
-def iwildcam(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def iwildcam(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 3b, Fig 4, Table 3 (Sec 5.1, App. A.7): iWildCam, 100 clients."""
-    p, RL = _real("iwildcam", profile, seeds)
+    p, RL = _real("iwildcam", profile, seeds, overrides)
     cache = {}
 
     def runs(q):
@@ -398,8 +399,8 @@ def iwildcam(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         "table3": (lambda q: RL.table3_table(runs(q)),
                    lambda t, q: draw_real_table(t, q, "fedpals/table3", "lambda", "Table 3: iWildCam macro F1")),
     }
-    return [_run(f"fedpals/{k}", profile, p, lambda q, f=f: (f(q), _real_info(q, RL, "iwildcam", data_root)), d,
-                 ["iwildcam"], data_root, out_dir, seeds) for k, (f, d) in arts.items()]
+    return [_job(f"fedpals/{k}", p, lambda q, f=f: (f(q), _real_info(q, RL, "iwildcam", data_root)), d,
+                 ["iwildcam"]) for k, (f, d) in arts.items()]
 
 
 def draw_rounds(tab, p, title, metric="accuracy_pct"):

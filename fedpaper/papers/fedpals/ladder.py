@@ -43,8 +43,8 @@ from fedpaper.papers import load_reported
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers._common.chance import chance_level
 from fedpaper.papers.fedpals.claims import BASELINES, NON_ORACLE
-from fedpaper.outputs.parameters import artifact_function
-from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, run_ladder,
+from fedpaper.outputs.pipeline import artifact_function
+from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, ladder_job,
                                     seeds_of, testable, worst)
 
 #: claim 4's margin as its check states it ("here: at least 10 points"; fedpals/claims.py)
@@ -111,6 +111,6 @@ LADDER = Ladder(
 
 
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """The `fedpals/scaling` artifact: the compute ladder (module docstring)."""
-    return run_ladder(LADDER, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)
+    return ladder_job(LADDER, profile=profile, data_root=data_root, seeds=seeds, overrides=overrides)

@@ -47,8 +47,8 @@ figure's subtitle and in every provenance json.
 """
 from __future__ import annotations
 
-from fedpaper.outputs.artifacts import run_artifact
-from fedpaper.outputs.parameters import apply_overrides, artifact_function
+from fedpaper.outputs.parameters import apply_overrides
+from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 from fedpaper.papers.privlabels import appendix_b as appb_mod
 from fedpaper.papers.privlabels import draw as draw
 from fedpaper.papers.privlabels import runs as runs
@@ -69,8 +69,8 @@ LINES = {"fig2": "cifar10", "fig3": "fashion-mnist"}
 KEYS = ["dataset", "setting", "labels_per_client", "method"]
 
 
-def _params(profile: str, seeds=None) -> dict:
-    p = apply_overrides(settings(profile), where=f"the {PAPER} {profile} profile")
+def _params(profile: str, seeds=None, overrides=None) -> dict:
+    p = apply_overrides(settings(profile), overrides, where=f"the {PAPER} {profile} profile")
     p["profile"] = profile
     n = seeds if seeds is not None else p["seeds"]
     p["seeds"] = list(range(n)) if isinstance(n, int) else [int(s) for s in n]
@@ -85,9 +85,8 @@ def _info(p, datasets, data_root, **extra) -> dict:
             **extra} if datasets else {"notes": p["notes"], **extra}
 
 
-def _run(name, p, compute, draw_fn, datasets, data_root, out_dir):
-    return run_artifact(f"{PAPER}/{name}", profile=p["profile"], params=p, compute=compute, draw=draw_fn,
-                        datasets=datasets or ["none"], data_root=data_root, out_dir=out_dir)
+def _job(name, p, compute, draw_fn, datasets):
+    return ArtifactJob(f"{PAPER}/{name}", p, compute, draw_fn, tuple(datasets or ["none"]))
 
 
 def _seed_table(p, dataset, labels, data_root, methods=None):
@@ -126,24 +125,24 @@ def _lines_compute(dataset, data_root):
 
 
 @artifact_function
-def accuracy_vs_labels(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def accuracy_vs_labels(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Figs 2 (CIFAR-10) and 3 (Fashion-MNIST): test accuracy vs labels per client, private | public."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
     out = []
     for name, ds in LINES.items():
         def draw_fn(t, q, ds=ds):
             t = t[t["metric"] == "accuracy"]
             return draw.lines(t, "labels_per_client", f"{NAMES[ds]}: test accuracy vs labels per client",
                               subtitle(q), "labels per client L")
-        out.append(_run(name, p, _lines_compute(ds, data_root), draw_fn, [ds], data_root, out_dir))
+        out.append(_job(name, p, _lines_compute(ds, data_root), draw_fn, [ds]))
     return out
 
 
 # ------------------------------------------------------------------------ Figs 1b, 4, 9, 10 (bars)
 @artifact_function
-def bars(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def bars(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Bar plots at one L (the same runs as Figs 2/3): Fig 1b, 4, 9, 10."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
     out = []
     for name, (ds, L) in BARS.items():
         def compute(q, ds=ds, L=L):
@@ -152,15 +151,15 @@ def bars(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
 
         def draw_fn(t, q, ds=ds, L=L):
             return draw.bars(t, f"{NAMES[ds]}, L = {L} labels per client", subtitle(q))
-        out.append(_run(name, p, compute, draw_fn, [ds], data_root, out_dir))
+        out.append(_job(name, p, compute, draw_fn, [ds]))
     return out
 
 
 # ------------------------------------------------------------------------ Figs 5-8 (rounds)
 @artifact_function
-def rounds(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def rounds(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Test accuracy per round at L = rounds_L (vague-12), mean and 95% CI band over seeds."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
     out = []
     for name, (ds, setting) in CURVES.items():
         def compute(q, ds=ds, setting=setting):
@@ -173,7 +172,7 @@ def rounds(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
         def draw_fn(t, q, ds=ds, setting=setting):
             return draw.curves(t, f"{NAMES[ds]}, {setting} label sets, L = {q['rounds_L']}: test accuracy per round",
                                subtitle(q))
-        out.append(_run(name, p, compute, draw_fn, [ds], data_root, out_dir))
+        out.append(_job(name, p, compute, draw_fn, [ds]))
     return out
 
 
@@ -193,9 +192,9 @@ def _fig_E(p, which):
 
 
 @artifact_function
-def epochs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def epochs(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Local-epoch ablation on CIFAR-10 with SGD central tuning (App C.3, vague-13)."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
     out = []
     for name in ("fig11", "fig12", "fig13"):
         def compute(q, name=name):
@@ -215,33 +214,33 @@ def epochs(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
             E = _fig_E(q, name)
             return draw.lines(t, "labels_per_client", f"CIFAR-10, E = {E} local epochs: test accuracy vs labels "
                               "per client (SGD central tuning)", subtitle(q, epochs=True), "labels per client L")
-        out.append(_run(name, p, compute, draw_fn, ["cifar10"], data_root, out_dir))
+        out.append(_job(name, p, compute, draw_fn, ["cifar10"]))
     return out
 
 
 # ------------------------------------------------------------------------ App B, Tables 1-2
 @artifact_function
-def appb(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def appb(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """App B demonstration: exact losses and gradients when label 9 is held by no client."""
-    p = _params(profile, seeds)
+    p = _params(profile, seeds, overrides)
 
     def compute(q):
         return appb_mod.compute(), {"notes": ["exact computation on synthetic probability vectors; identical in "
                                               "every profile"], "label_sets": appb_mod.LABEL_SETS}
-    return _run("appB", p, compute, lambda t, q: appb_mod.draw(t), [], data_root, out_dir)
+    return _job("appB", p, compute, lambda t, q: appb_mod.draw(t), [])
 
 
 @artifact_function
-def tables(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def tables(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Tables 1 and 2: the configuration of this profile next to the paper's."""
-    p = _params(profile, seeds)
-    t1 = _run("table1", p, lambda q: (tabs.table1(q), {"notes": q["notes"]}),
+    p = _params(profile, seeds, overrides)
+    t1 = _job("table1", p, lambda q: (tabs.table1(q), {"notes": q["notes"]}),
               lambda t, q: draw.table_figure(t, "Table 1: the CNN (paper's layer list | the model we build)",
                                              subtitle(q)),
-              [], data_root, out_dir)
-    t2 = _run("table2", p, lambda q: (tabs.table2(q), {"notes": q["notes"]}),
+              [])
+    t2 = _job("table2", p, lambda q: (tabs.table2(q), {"notes": q["notes"]}),
               lambda t, q: draw.table_figure(t, "Table 2: hyperparameters (paper | ours)", subtitle(q)),
-              [], data_root, out_dir)
+              [])
     return [t1, t2]
 
 

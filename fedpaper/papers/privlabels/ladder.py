@@ -39,8 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from fedpaper.papers import privlabels as PL
-from fedpaper.outputs.parameters import artifact_function
-from fedpaper.papers.ladder import (Ladder, Quantity, Rung, as_cell, learned, method_cells, run_ladder, seeds_of,
+from fedpaper.outputs.pipeline import artifact_function
+from fedpaper.papers.ladder import (Ladder, Quantity, Rung, as_cell, learned, method_cells, ladder_job, seeds_of,
                                     testable, worst)
 from fedpaper.papers.privlabels import profiles as P
 from fedpaper.papers.privlabels.claims import ADAPT, CHANCE, TUNE
@@ -128,6 +128,6 @@ LADDER = Ladder(
 
 
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, out_dir=None, seeds=None):
+def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """The `privlabels/scaling` artifact: the compute ladder (module docstring)."""
-    return run_ladder(LADDER, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)
+    return ladder_job(LADDER, profile=profile, data_root=data_root, seeds=seeds, overrides=overrides)

@@ -1,0 +1,294 @@
+"""The one pipeline every artifact goes through: an artifact function returns what to make
+(`ArtifactJob`: its id, its settings, how to compute its table, how to draw it, the data it
+needs), and `artifact_function` runs each job: check the parameters, compute (the sweep) ->
+table -> draw -> write the four files (fedpaper.outputs.artifacts' output contract) -> check the
+paper's claims on the figure. A paper module writes::
+
+    @artifact_function
+    def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+        params = apply_overrides(settings(profile), overrides, where="the fedpals profile")
+        return ArtifactJob("fedpals/table1", params, compute=lambda p: _compute(p, data_root), draw=_draw,
+                           datasets=("fashion-mnist", "cifar10", "pacs"), optional_datasets=("pacs",))
+
+and its users call `table1(profile="quick", out_dir=..., seeds=..., overrides={...})`, which
+returns an ArtifactResult (a list of them where the function returns a list of jobs). The
+overrides are an explicit argument (`parameters.Overrides`), applied once, by the paper, where it
+builds its settings; the pipeline refuses a job whose settings do not carry them.
+
+`compute(params) -> (table, info)`; `info` may hold `datasets` (list of dicts like
+`ImageDataset.describe()`: name, source, lossy, synthetic), `seeds`, `device`, `notes` (list of
+strings, e.g. shrinkage relative to the paper). `draw(table, params) -> matplotlib Figure`.
+`params` reaches compute and draw as given, plus `profile`, `seeds` (resolved) and
+`missing_datasets` (optional data sets that are absent) when not already set. `datasets`: the
+data sets the artifact needs ("none" for none; "voc2007:labels" for labels only);
+`optional_datasets`: a subset whose absence still lets the artifact be regenerated in part
+(compute sees them in params["missing_datasets"] and leaves their rows out).
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import pandas as pd
+
+from fedpaper.blocks.data.registry import dataset_available, dataset_info, missing_message, split_need
+from fedpaper.ground.errors import BadParameterError, DataMissingError
+from fedpaper.ground.paths import data_root as _data_root, dry_run_scratch
+from fedpaper.ground.progress import warnings_once
+from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, caption_failed_claims, check_output_folder,
+                                        close_figure, exploration_dir, output_paths, report_status, rerender_or_fail,
+                                        rerender_requested, resolve_out_dir, stamp_exploration, stamp_figure,
+                                        write_outputs)
+from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, using
+from fedpaper.papers.catalog import get_artifact, reported_path
+from fedpaper.runs import provenance as prov
+from fedpaper.runs.sweep import BAR_PREFIX, SWEEP_OWNER
+
+#: While set (by `fedpaper plan`, fedpaper.plan), the pipeline hands `hook(artifact_id, compute,
+#: params, missing_datasets)` the artifact instead of computing, drawing and writing it, and returns
+#: what the hook returns: nothing is written, data sets may be absent.
+COMPUTE_HOOK: "contextvars.ContextVar[Optional[Callable]]" = contextvars.ContextVar("fedpaper_compute_hook",
+                                                                                      default=None)
+
+
+@dataclass(frozen=True)
+class ArtifactJob:
+    """One artifact, declared: what an artifact function returns (see the module docstring)."""
+
+    artifact_id: str
+    params: dict
+    compute: Callable  # params -> (table, info)
+    draw: Callable  # (table, params) -> Figure
+    datasets: Sequence[str] = ("none",)
+    optional_datasets: Sequence[str] = ()
+
+
+def _public(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
+    """The signature every artifact function shows its users."""
+
+
+def artifact_function(fn):
+    """Decorator for a paper's artifact function `fn(*, profile, data_root, seeds, overrides)`
+    returning an ArtifactJob or a list of them: its users call it with
+    `(*, profile, data_root, out_dir, seeds, overrides)`; every parameter is checked first
+    (parameters.validate: one line for a bad one), then `fn` declares its jobs (`overrides` as an
+    explicit `parameters.Overrides`) and the pipeline runs them, in order."""
+
+    @functools.wraps(fn)
+    def wrapper(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
+        with using(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides) as p:
+            jobs = fn(profile=p.profile, data_root=p.data_root, seeds=p.seeds, overrides=p.to_apply())
+            if isinstance(jobs, ArtifactJob):
+                return _run_job(jobs, p)
+            if isinstance(jobs, (list, tuple)) and jobs and all(isinstance(j, ArtifactJob) for j in jobs):
+                return [_run_job(j, p) for j in jobs]
+            raise BadParameterError(f"{fn.__qualname__} returned a {type(jobs).__name__}; an artifact function "
+                                    "returns an ArtifactJob or a list of them (fedpaper.outputs.pipeline)")
+
+    wrapper.__signature__ = inspect.signature(_public)
+    wrapper.fedpaper_artifact_function = True
+    return wrapper
+
+
+def run_job(job: ArtifactJob, **parameters) -> ArtifactResult:
+    """One job through the pipeline, with the parameters of an artifact function (profile,
+    data_root, out_dir, seeds; overrides must already be applied to `job.params`)."""
+    with using(**parameters) as p:
+        return _run_job(job, p)
+
+
+def _resolve_seeds(seeds, params: dict):
+    s = seeds if seeds is not None else params.get("seeds")
+    if s is None:
+        return None
+    if isinstance(s, int) and not isinstance(s, bool):
+        if s < 1:
+            raise BadParameterError(f"seeds={s} is out of range; give a number of seeds >= 1 or a list")
+        return list(range(s))
+    return [int(x) for x in s]
+
+
+def _follow_seeds(notes: list, n: int) -> list:
+    """A profile's notes (figure footnote, provenance) name its seed count ("2 seeds"); with
+    explicit seeds they name the actual count."""
+    return [re.sub(r"\b\d+ seeds\b", f"{n} seeds", x) if isinstance(x, str) else x for x in notes]
+
+
+def _column_notes(artifact_id: str, table: pd.DataFrame) -> list[str]:
+    rp = reported_path(artifact_id)
+    notes = []
+    if {"mean"} <= set(table.columns) and not {"method", "metric"} <= set(table.columns):
+        notes.append("table has 'mean' but lacks 'method'/'metric' columns")
+    if rp is not None and rp.is_file():
+        cols = list(pd.read_csv(rp, nrows=0).columns)
+        missing = [c for c in cols if c not in table.columns and c not in ("source",)]
+        if missing:
+            notes.append(f"columns of the reported csv missing from ours: {', '.join(missing)}")
+    return notes
+
+
+def _dataset_records(needed: Sequence[str], root: Path, info_datasets) -> list[dict]:
+    """Catalog view (which copy) merged with what the loader reported (source, lossy, synthetic)."""
+    given = info_datasets or []
+    if isinstance(given, dict):
+        given = [dict(v, name=v.get("name", k)) if isinstance(v, dict) else {"name": k, "source": v}
+                 for k, v in given.items()]
+    given = [prov.jsonable(g) if isinstance(g, dict) else prov.jsonable(getattr(g, "describe", lambda: {"name": str(g)})())
+             for g in given]
+    out = []
+    seen = set()
+    for need in needed:
+        base, labels_only = split_need(need)
+        meta = dataset_info(base)
+        rec = {"name": base, "labels_only": labels_only, "data_root": str(root),
+               "available": dataset_available(need, root), "offline_copy_note": meta.copy_note}
+        for g in given:
+            if g.get("name") in (base, need):
+                rec.update(g)
+                rec["name"] = base
+                seen.add(id(g))
+        out.append(rec)
+    out.extend(g for g in given if id(g) not in seen)
+    return out
+
+
+def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
+    """The pipeline for one job under the checked parameters `p` (see the module docstring)."""
+    artifact_id, profile, data_root, out_dir, seeds = job.artifact_id, p.profile, p.data_root, p.out_dir, p.seeds
+    compute, draw = job.compute, job.draw
+    datasets, optional_datasets = list(job.datasets), list(job.optional_datasets)
+    art = get_artifact(artifact_id)
+    check_profile(profile)
+    if not callable(compute) or not callable(draw):
+        raise BadParameterError("compute and draw must be callables: compute(params) -> (table, info), "
+                                "draw(table, params) -> Figure")
+    for d in list(datasets) + list(optional_datasets):
+        if d != "none":
+            dataset_info(d)  # validates the name
+    unknown_opt = [d for d in optional_datasets if d not in datasets]
+    if unknown_opt:
+        raise BadParameterError(f"optional_datasets {unknown_opt} must also be listed in datasets")
+    params = job.params
+    if p.overrides and params.get(APPLIED_KEY) != p.overrides:
+        raise BadParameterError(f"{artifact_id}: the overrides ({p.describe()}) were not applied to its settings; "
+                                "its artifact function must pass its `overrides` argument to "
+                                "fedpaper.outputs.parameters.apply_overrides where it builds its settings")
+    if p.dry_run and out_dir is None:
+        out = check_output_folder(dry_run_scratch(), "the dry run's scratch folder")
+    elif p.exploration and out_dir is None:
+        out = exploration_dir(profile, p.changes())
+    else:
+        out = resolve_out_dir(profile, out_dir)
+    root = _data_root(data_root)
+    paths = output_paths(artifact_id, out)
+    params = dict(params)
+    resolved_seeds = _resolve_seeds(seeds, params)
+    params.setdefault("profile", profile)
+    if resolved_seeds is not None:
+        params["seeds"] = resolved_seeds
+    n_seeds = len(resolved_seeds) if p.seeds is not None and resolved_seeds else None
+    if n_seeds and isinstance(params.get("notes"), list):
+        params["notes"] = _follow_seeds(params["notes"], n_seeds)
+    explore_note = (f"DRY RUN of the {profile} profile: cut {p.describe()}; every other setting is the "
+                    f"{profile} profile's; not a result" if p.dry_run else
+                    f"EXPLORATION: changed {p.describe()}; other notes describe the {profile} profile"
+                    if p.exploration else None)
+    if explore_note and isinstance(params.get("notes"), list):
+        params["notes"] = [explore_note] + params["notes"]  # figure footnotes drawn from the notes say it too
+
+    needed = [d for d in datasets if d != "none"]
+    missing = [d for d in needed if not dataset_available(d, root)]
+    missing_required = [d for d in missing if d not in optional_datasets]
+    hook = COMPUTE_HOOK.get()
+    if hook is not None:
+        params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
+        return hook(artifact_id, compute, params, missing)
+    if rerender_requested() and profile != "smoke" and not p.exploration:
+        return rerender_or_fail(art, profile, params, draw, missing_required, root, paths, asked=True)
+    if profile != "smoke" and missing_required and p.exploration:
+        raise DataMissingError(f"{artifact_id}: {missing_message(missing_required[0], root)}; an exploration "
+                               f"({p.describe()}) needs the data (committed results are not re-rendered)")
+    if profile != "smoke" and missing_required:
+        return rerender_or_fail(art, profile, params, draw, missing_required, root, paths)
+    params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
+
+    t0 = time.perf_counter()
+    token = BAR_PREFIX.set(artifact_id)
+    owner = SWEEP_OWNER.set(None if p.exploration else (artifact_id, profile))  # the store's index
+    try:
+        with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars
+            result = compute(params)
+    finally:
+        SWEEP_OWNER.reset(owner)
+        BAR_PREFIX.reset(token)
+    wall = time.perf_counter() - t0
+    try:
+        table, info = result
+    except (TypeError, ValueError):
+        raise BadParameterError("compute(params) must return (table: DataFrame, info: dict)") from None
+    if not isinstance(table, pd.DataFrame):
+        raise BadParameterError(f"compute(params) returned a {type(table).__name__} as table; "
+                                "return a pandas DataFrame")
+    info = dict(info or {})
+    ds_records = _dataset_records(needed, root, info.get("datasets"))
+    synthetic = profile == "smoke" or any(d.get("synthetic") for d in ds_records)
+    notes = list(info.get("notes") or [])
+    if isinstance(info.get("notes"), str):
+        notes = [info["notes"]]
+    if n_seeds:
+        notes = _follow_seeds(notes, n_seeds)
+    if explore_note and explore_note not in notes:
+        notes = [explore_note] + notes
+    notes += _column_notes(artifact_id, table)
+
+    if p.dry_run:
+        status = f"dry run of the {profile} profile (cut: {p.describe()}; not a result)"
+    elif profile == "smoke":
+        status = "regenerated at smoke profile (synthetic/tiny stand-in; not a result)"
+    elif synthetic:
+        status = "regenerated on SYNTHETIC stand-in data (not a result)"
+    elif profile != "smoke" and missing:
+        status = f"regenerated without {', '.join(missing)} (missing)"
+    else:
+        status = "regenerated"
+    lossy = [d["name"] for d in ds_records if d.get("lossy")]
+
+    fig = draw(table, params)
+    exploration = ({"changes": p.changes(), "out_dir": str(out),
+                    "note": "exploration: parameters differ from the profile's; never scored in the report"}
+                   if p.exploration else None)
+    dry_run = ({"profile": profile, "cut": p.changes(),
+                "note": f"dry run (fedpaper reproduce --profile {profile} --dry-run): the {profile} profile's settings "
+                        "and code paths, cut only in the settings named in `cut`; not a result"}
+               if p.dry_run else None)
+    try:
+        if synthetic:
+            stamp_figure(fig)
+        else:
+            notes += [CLAIM_NOTE_PREFIX + t for t in caption_failed_claims(fig, artifact_id, table, profile)]
+        if exploration:
+            stamp_exploration(fig, p.describe(), above_banner=synthetic, dry_run=p.dry_run)
+        record = prov.collect(
+            artifact_id=artifact_id, profile=profile, params=params, datasets=ds_records,
+            seeds=info.get("seeds", resolved_seeds), device=info.get("device"), wall_time_s=wall,
+            notes=notes,
+            extra={"paper": art.paper, "title": art.title, "status": status, "synthetic": synthetic,
+                   "stamped": synthetic, "lossy_datasets": lossy, "methods": prov.table_methods(table),
+                   "missing_datasets": missing if profile != "smoke" else [],
+                   "info": {k: v for k, v in info.items() if k not in ("datasets", "notes", "seeds", "device")},
+                   **({"exploration": exploration} if exploration else {}),
+                   **({"dry_run": dry_run} if dry_run else {})},
+        )
+        write_outputs(paths, fig=fig, table=table, record=record)
+    finally:
+        close_figure(fig)
+    report_status(artifact_id, "regenerated", status, paths)
+    return ArtifactResult(artifact_id, table, fig, record, paths, status)
+
+
