@@ -93,6 +93,24 @@ def test_runs_no_index_records_are_found_by_their_paper_or_by_what_they_are(tmp_
         R.rekey(cur, only=["privlabels"], verify=1, say=lambda *_: None)
 
 
+def test_cli_rekey_of_an_artifact_finds_runs_its_exploration_left_unrecorded(tmp_path, monkeypatch, capsys):
+    """End to end: fedpals fig9's smoke runs made by an "older code" (a pinned version) in an
+    exploration (explicit seeds, the profile's own, so the same runs: nothing recorded), then `fedpaper cache rekey --only fedpals/fig9
+    --profile smoke` finds them by what the artifact needs, retrains the cheapest, stores them all."""
+    from fedpaper.papers import fedpals
+    from fedpaper.runs.versions import CODE_VERSION_ENV
+
+    monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path))
+    monkeypatch.setenv(CODE_VERSION_ENV, "old0000000000000")
+    fedpals.fig9(profile="smoke", seeds=[0, 1], out_dir=tmp_path / "out")
+    made = sorted(p.name for p in (tmp_path / "results").rglob("*.pkl"))
+    assert made and ResultStore(tmp_path / "results").indexes() == []
+    monkeypatch.delenv(CODE_VERSION_ENV)
+    assert cli.main(["cache", "rekey", "--only", "fedpals/fig9", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert f"rekeyed {len(made)} fedpals runs from code old0000000000000+old0000000000000" in out, out
+
+
 def test_a_run_the_current_code_does_not_reproduce_stops_everything(tmp_path, capsys):
     specs = _specs()
     old, _ = _old_store(tmp_path, specs)
