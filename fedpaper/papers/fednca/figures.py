@@ -108,7 +108,7 @@ def counts_figures(dataset: str, p: dict, data_root) -> list:
                 notes.append(desc.get("split", ""))
             return tab, {"datasets": [desc], "notes": notes, "allowed_sets": part.meta["allowed_sets"]}
 
-        def draw_fn(tab, pp, beta=beta):
+        def draw_fn(tab, pp, beta=beta, panel=panel):
             import pandas as pd
 
             t = tab[(tab["class"] != "(no label: No Finding)") & (tab["client"].astype(str) != SPLIT_CLIENT)]
