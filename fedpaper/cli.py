@@ -41,7 +41,6 @@ from fedpaper.runs.archive import ArchiveError, export_archive, import_archive, 
 from fedpaper.blocks.data.download import check_names
 from fedpaper.blocks.data.fetch import ensure_datasets
 from fedpaper.ground.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
-from fedpaper.runs.executors import EXECUTOR_ENV, check_available, get_executor
 from fedpaper.ground.files import clean_stale_temps
 from fedpaper.kernel import kernel_manager_class
 from fedpaper.papers import PAPERS, artifact, artifact_ids, dataset_available, get_artifact, missing_message, not_implemented_reason
@@ -286,6 +285,8 @@ def _one_line_error(e: BaseException) -> str:
 def _use_executor(name) -> None:
     """Check the executor (one line if unknown or its library is missing) and hand it to the
     notebooks' kernels through FEDPAPER_EXECUTOR."""
+
+    from fedpaper.runs.executors import EXECUTOR_ENV, check_available, get_executor  # start-up time: imports torch
 
     if name is None:
         name = os.environ.get(EXECUTOR_ENV)

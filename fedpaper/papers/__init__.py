@@ -44,7 +44,6 @@ from fedpaper.papers.catalog import (  # noqa: F401  (re-exported)
     reported_path,
 )
 from fedpaper.blocks.data.registry import unknown_message
-from fedpaper.runs.experiment import register_tables
 
 
 @dataclass
@@ -92,6 +91,8 @@ def add_claims(claims: Iterable[Claim]) -> None:
 def load_papers() -> None:
     """Import every paper module that exists and register its tables (NOTEBOOKS, NOT_IMPLEMENTED,
     CLAIMS here; LAYOUTS, POOLS_BUILDERS in fedpaper.runs.experiment: see the module docstring)."""
+    from fedpaper.runs.experiment import register_tables  # start-up time: torch (the CLI imports this package)
+
     global _LOADED
     if _LOADED:
         return
