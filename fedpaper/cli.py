@@ -542,20 +542,28 @@ def _print_stopped(stopped: list, plan: Plan, args) -> None:
           f"(exit code {EXIT_STOPPED})")
 
 
+def _needed_runs(args) -> "list | None":
+    """`cache export/rekey --only IDS --profile P`: every run the selected artifacts need at P, collected
+    without training and recorded in the store's index as their sweeps would (plan.record_runs), so that
+    runs nothing recorded are found by what they are (pieces trained by an exploration, an archive made
+    before runs were recorded). None without both options; unknown ids or profile: one line."""
+    selected = _select(args.only)[0] if args.only else None
+    if args.profile is not None:
+        check_profile(args.profile)
+    if not (args.only and args.profile is not None):
+        return None
+    from fedpaper.plan import record_runs  # start-up time: imports torch
+
+    print(f"collecting the runs of {len(selected)} artifact(s) at the {args.profile} profile (nothing is trained)",
+          flush=True)
+    recorded = record_runs(selected, args.profile, _resolve_data_root(getattr(args, "data_root", None)))
+    return [k for keys in recorded.values() for k in keys]
+
+
 def cmd_cache(args) -> int:
     try:
         if args.cache_command == "export":
-            selected = _select(args.only)[0] if args.only else None  # unknown ids: one line
-            if args.profile is not None:
-                check_profile(args.profile)
-            if args.only and args.profile is not None:
-                # the runs these artifacts need, recorded as their sweeps would (pieces trained by an
-                # exploration record nothing themselves): plan.record_runs
-                from fedpaper.plan import record_runs  # start-up time: imports torch
-
-                print(f"collecting the runs of {len(selected)} artifact(s) at the {args.profile} profile "
-                      "(nothing is trained)", flush=True)
-                record_runs(selected, args.profile, _resolve_data_root(None))
+            _needed_runs(args)
             out = export_archive(args.archive, only=args.only, profile=args.profile)
             codes = "; ".join(f"{p} code {', '.join(v)}" for p, v in out["papers"].items())
             skipped = (f"; left out: {out['skipped_stale']} made by other code versions" if out["skipped_stale"] else "") + \
@@ -570,19 +578,7 @@ def cmd_cache(args) -> int:
                 print(f"fedpaper: note: {line}", file=sys.stderr)
             return 0
         if args.cache_command == "rekey":
-            selected = _select(args.only)[0] if args.only else None  # unknown ids: one line
-            if args.profile is not None:
-                check_profile(args.profile)
-            needed = None
-            if args.only and args.profile is not None:
-                # the runs these artifacts need, found by what they are: an archive made before runs were
-                # recorded (or a piece trained by an exploration) records none of its runs
-                from fedpaper.plan import record_runs  # start-up time: imports torch
-
-                print(f"collecting the runs of {len(selected)} artifact(s) at the {args.profile} profile "
-                      "(nothing is trained)", flush=True)
-                needed = [k for keys in record_runs(selected, args.profile, _resolve_data_root(args.data_root)).values()
-                          for k in keys]
+            needed = _needed_runs(args)
             out = rekey(only=args.only, profile=args.profile, verify=args.verify, data_root=args.data_root,
                         needed=needed)
             for (paper, old), c in out.items():
