@@ -9,15 +9,10 @@ from collections import namedtuple
 import pytest
 
 from fedpaper.outputs import artifacts as A
-from fedpaper.outputs.pipeline import ArtifactJob, run_job
+from pipeline_harness import run_artifact
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.ground.paths import unwritable_reason
 
-
-def run_artifact(artifact_id, *, params=None, compute, draw, datasets=("none",), optional_datasets=(), **parameters):
-    """One job through the pipeline (these tests' shorthand for an ArtifactJob and run_job)."""
-    return run_job(ArtifactJob(artifact_id, {} if params is None else params, compute, draw, tuple(datasets),
-                               tuple(optional_datasets)), **parameters)
 
 def _never(*a, **k):
     raise AssertionError("trained although the output folder cannot be written")
