@@ -22,7 +22,9 @@ runs_per_engine_call() (one run per call on CPU); `all-slots` = `after` with the
 passing every slot of a call at every step, finished clients too, as before session 16
 (`--configs all-slots after` measures what skipping them gives); `bf16` = `after` with every run in bf16
 autocast (its own results: the accuracy differences printed are not expected to be 0); `relu-first` = `after` with
-the grouped pass in the model's own layer order (engine.grouped.pool_before_relu bypassed: the same numbers). With `--estimate`, the measured `after` rate of
+the grouped pass in the model's own layer order (engine.grouped.pool_before_relu bypassed: the same numbers); `grouped-convs` = `after` with the
+model's convolutions grouped over the slots on every CPU (engine.grouped.per_slot_rule answering "none": on
+AVX2-only CPUs the numbers differ by float rounding, on AVX-512 ones they are the same). With `--estimate`, the measured `after` rate of
 the row is applied to the counted work of the whole artifact (`--only`, default table1).
 """
 import argparse
@@ -97,7 +99,8 @@ def count(p: dict, rate: dict, only=None, data_root=None, quiet=False) -> dict:
 
 # ----------------------------------------------------------------------------- measure
 CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call, "all-slots": TR.runs_per_engine_call,
-           "bf16": TR.runs_per_engine_call, "relu-first": TR.runs_per_engine_call}
+           "bf16": TR.runs_per_engine_call, "relu-first": TR.runs_per_engine_call,
+           "grouped-convs": TR.runs_per_engine_call}
 
 
 def _all_slots():
@@ -118,7 +121,15 @@ def _relu_first():
     return mock.patch.object(grouped, "pool_before_relu", list)
 
 
-PATCHES = {"all-slots": _all_slots, "relu-first": _relu_first}  # configurations that differ in the engine, not in the sweep
+def _grouped_convs():
+    """The grouped pass with every convolution grouped over the slots on every CPU (engine.grouped.per_slot_rule
+    answering "none", as before it ran them slot by slot on AVX2-only CPUs)."""
+    from fedpaper.driver import trainer
+
+    return mock.patch.object(trainer, "per_slot_rule", lambda *a, **k: ("none", "convolutions grouped (patched)"))
+
+
+PATCHES = {"all-slots": _all_slots, "relu-first": _relu_first, "grouped-convs": _grouped_convs}  # configurations that differ in the engine, not in the sweep
 
 
 def with_precision(spec, precision: str):

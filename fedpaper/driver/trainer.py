@@ -35,7 +35,7 @@ from fedpaper.engine.batching import epoch_batches, gather
 from fedpaper.engine.cpu import _tune_cpu_allocator, allocator_bytes, large_step, release_freed_memory
 from fedpaper.engine.evaluate import autocast, predict, split_metrics
 from fedpaper.engine.gradients import grouped_forward, per_run_grads
-from fedpaper.engine.grouped import GroupedForward, channels_last_ok, stacked_layout
+from fedpaper.engine.grouped import GroupedForward, channels_last_ok, per_slot_rule, stacked_layout
 from fedpaper.engine.memory import eval_batch_that_fits, slots_of, slots_that_fit, step_memory
 from fedpaper.engine.randomness import RunGenerators
 from fedpaper.engine.types import Pools, TrainConfig, TrainResult
@@ -105,7 +105,9 @@ class FederatedTrainer:
                 self._layout = stacked_layout
         self.cls_w, self.cls_b = classifier_param_names(self.template)
         self.buffers = {k: v for k, v in self.template.named_buffers()}
-        self.grouped = GroupedForward.build(self.template, tuple(pools.x_train.shape[1:]))  # None: not supported
+        shape = tuple(pools.x_train.shape[1:])
+        per_slot, self.slot_rule = per_slot_rule(shape[0] if len(shape) == 3 else 0, self.device)
+        self.grouped = GroupedForward.build(self.template, shape, per_slot)  # None: not supported
         self.calibration = None  # kept for the benchmark's report: the backend is chosen by rule, not timed
         self.global_params, self.global_buffers = self._init_params()
         self._setup_label_info()
@@ -118,7 +120,6 @@ class FederatedTrainer:
         self.run_gens = RunGenerators(self.device)
         self.optim = self.algo.optimizer or config.optim()
         self.round_lr = self.optim.lr_at(1, config.rounds)
-        shape = tuple(pools.x_train.shape[1:])
         self.ctx = Context(config, pools, feds, self.R, self.M, self.K, self.device, self.counts, self.sizes,
                            self.present, (self.cls_w, self.cls_b), self.template, self.buffers,
                            has_batchnorm(self.template), self.global_params, self.predict, self.train_slots,
@@ -348,7 +349,7 @@ class FederatedTrainer:
         self.step_log = {"train_seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                          "runs": self.R, "samples": n_samples, "backend": self.backend,
                          "backend_rule": self.backend_rule, "precision": cfg.precision,
-                         "layout": self.layout_rule, "device": device_name(self.device), **self.step_log_extra}
+                         "layout": self.layout_rule + (f"; {self.slot_rule}" if self.backend == "grouped" else ""), "device": device_name(self.device), **self.step_log_extra}
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
         diverged = [int(d) if d else None for d in self.diverged]
         return TrainResult(pd.DataFrame(hist), final, self.step_log,

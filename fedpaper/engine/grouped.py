@@ -2,7 +2,8 @@
 
 CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout (conv
 weights are stacked so that each slot's weight is a channels_last view), except for models that
-`channels_last_ok` rules out (a oneDNN bug on AVX2-only CPUs, docs/onednn-avx2-1x1-stride2.md).
+`channels_last_ok` rules out (a oneDNN bug on AVX2-only CPUs, docs/onednn-avx2-1x1-stride2.md). On
+CPUs without AVX-512 the convolutions of 3-channel images run slot by slot (per_slot_rule).
 """
 from __future__ import annotations
 
@@ -76,6 +77,55 @@ def pool_before_relu(ops: list) -> list:
     return ops
 
 
+#: torch CPU capabilities (torch.backends.cpu.get_cpu_capability()) on which the grouped pass keeps every
+#: convolution grouped over the slots
+GROUPED_CONV_CAPABILITIES = ("AVX512",)
+PER_SLOT_MIN_CHANNELS = 3
+
+
+def per_slot_rule(in_channels: int, device, capability: str | None = None) -> tuple[str, str]:
+    """(per_slot, rule): which leading layers of the grouped pass run slot by slot (GroupedForward's
+    `per_slot`, per_slot_ops) for a model whose images have `in_channels` channels, on `device`.
+
+    On CPUs where torch runs AVX2 (not AVX-512) kernels, oneDNN's grouped convolution over G slots of
+    3 input channels each is about twice as slow as G ordinary convolutions (an ordinary 3-channel
+    convolution gets oneDNN's first-layer kernel), and the later grouped convolutions gain little over
+    ordinary ones: there a model on images with PER_SLOT_MIN_CHANNELS or more channels runs every
+    layer up to its Flatten slot by slot ("features"; the linear layers stay batched matrix products).
+    Measured on an AVX2-only AMD EPYC, one thread, one training step of the grouped pass
+    (benchmarks/results/first_conv_avx2.md): "features" 1.50x and 1.75x "none" for the FedPALS LeNet on
+    CIFAR-10 (9 and 20 slots), 1.34x and 1.18x for privlabels CNNs 8-8-16-16 and 16-16-32-32 on CIFAR-10,
+    each more than the first convolution alone ("first": 1.06-1.43x); on one-channel images it lost
+    (0.85x, 0.97x), so they keep the grouped convolutions ("none"), as do CPUs with AVX-512 (not measured).
+    A rule on the model's input and the CPU's reported kernels (`capability` overrides
+    torch.backends.cpu.get_cpu_capability(), which follows ATEN_CPU_CAPABILITY), never a timing, so
+    that every run on one machine computes the same. A slot's numbers stay independent of its
+    batch-mates either way (its own convolution sees its own rows only)."""
+    if torch.device(device).type != "cpu":
+        return "none", "convolutions grouped (not a CPU)"
+    cap = capability or torch.backends.cpu.get_cpu_capability()
+    if cap.startswith(GROUPED_CONV_CAPABILITIES):
+        return "none", f"convolutions grouped (torch capability {cap})"
+    if in_channels < PER_SLOT_MIN_CHANNELS:
+        return "none", f"convolutions grouped ({in_channels}-channel images, torch capability {cap})"
+    return "features", f"convolutions per slot ({in_channels}-channel images, torch capability {cap})"
+
+
+def per_slot_ops(ops: list, per_slot: str) -> int:
+    """How many leading `ops` (GroupedForward's) of an image input run slot by slot: "none" 0; "first" the
+    first convolution (1, where the first op is one); "features" every op up to and including the
+    Flatten (none of them a Dropout: its masks are drawn for the grouped layout), else as "first"."""
+    if per_slot not in ("none", "first", "features"):
+        raise ValueError(f"per_slot={per_slot!r}; choose 'none', 'first' or 'features'")
+    if per_slot == "none" or not ops or ops[0][0] != "conv":
+        return 0
+    if per_slot == "features":
+        kinds = [op[0] for op in ops]
+        if "flatten" in kinds and "dropout" not in kinds[:kinds.index("flatten")]:
+            return kinds.index("flatten") + 1
+    return 1
+
+
 GROUPED_SAMPLES = 640  # the grouped backend trains at most this many samples (slots x batch) per pass
 # (smaller passes stay in cache: on the 2-core benchmark CPU, 256-640 was ~25% faster than 2048 for LeNet)
 
@@ -89,15 +139,24 @@ class GroupedForward:
     block g*C..(g+1)*C-1: every Conv2d is one convolution with groups=G (channels_last is ~1.5-3x
     faster than the default layout on CPU), pooling and ReLU act per channel, and Flatten reorders
     to [G, B, C*H*W] in the model's own (C, H, W) order, after which Linear layers are batched
-    matmuls. `build` checks the result against functional_call on a random input before use."""
+    matmuls. With `per_slot` (per_slot_ops; per_slot_rule picks it), the leading layers run instead as G
+    ordinary ones, each slot's on its own [B, C, H, W] channels_last tensor, and their outputs are joined
+    into that layout (or, after the Flatten, into [G, B, C*H*W]). `build` checks the result against
+    functional_call on a random input before use."""
 
     LAYERS = "Conv2d, Linear, ReLU, MaxPool2d, AvgPool2d, Flatten, Dropout, Identity"
 
-    def __init__(self, ops):
+    def __init__(self, ops, per_slot: str = "none"):
         self.ops = ops  # [(kind, module, weight name, bias name)]
+        # how many leading ops of an image input run slot by slot (per_slot_ops; 0: none)
+        self.per_slot = per_slot
+        self.n_per_slot = per_slot_ops(ops, per_slot)
 
     @classmethod
-    def build(cls, model: nn.Module, input_shape: tuple):
+    def build(cls, model: nn.Module, input_shape: tuple, per_slot: str = "none"):
+        """The grouped pass of `model` for inputs of `input_shape` (one sample's), or None where the
+        model is not supported. per_slot: which leading layers of an image input run slot by slot
+        ("none", "first", "features": per_slot_ops)."""
         feats, head = getattr(model, "features", None), getattr(model, "classifier", None)
         if not isinstance(feats, nn.Module) or not isinstance(head, nn.Linear) or list(model.buffers()):
             return None
@@ -118,7 +177,7 @@ class GroupedForward:
                 ops.append(("dropout" if isinstance(mod, nn.Dropout) else "per_channel", mod, None, None))
             else:
                 return None
-        net = cls(pool_before_relu(ops))
+        net = cls(pool_before_relu(ops), per_slot if len(input_shape) == 3 else "none")
         try:  # the same function as the model itself? (eval mode: no dropout)
             model.eval()
             with torch.no_grad():
@@ -140,13 +199,26 @@ class GroupedForward:
         """Outputs [G, B, ...]. gens: one torch.Generator (or None) per slot for the dropout masks
         (randomness.slot_dropout); without it dropout draws from the global RNG."""
         G, B = x.shape[:2]
-        if x.dim() == 5:  # images [G, B, C, H, W] -> [B, G*C, H, W], channels_last
+        ops, flat = self.ops, x.dim() != 5
+        if x.dim() == 5 and self.n_per_slot:  # the leading ops slot by slot, as G ordinary models
+            hs = [fast_layout(x[g]) for g in range(G)]
+            for kind, mod, wn, bn in ops[:self.n_per_slot]:
+                if kind == "conv":
+                    hs = [F.conv2d(h, params[wn][g], params[bn][g] if bn else None, mod.stride, mod.padding,
+                                   mod.dilation, mod.groups) for g, h in enumerate(hs)]
+                elif kind == "flatten":  # -> [G, B, C*H*W] in the model's (C, H, W) order
+                    hs, flat = [h.reshape(B, -1) for h in hs], True
+                else:  # "per_channel"
+                    hs = [mod(h) for h in hs]
+            # joined: [G, B, features] after a flatten, else the grouped layout [B, G*C', H', W'], channels_last
+            h = torch.stack(hs) if flat else torch.cat(hs, 1).contiguous(memory_format=torch.channels_last)
+            ops = ops[self.n_per_slot:]
+        elif x.dim() == 5:  # images [G, B, C, H, W] -> [B, G*C, H, W], channels_last
             C, H, W = x.shape[2:]
             h = x.permute(1, 3, 4, 0, 2).contiguous().view(B, H, W, G * C).permute(0, 3, 1, 2)
         else:
             h = x
-        flat = x.dim() != 5
-        for kind, mod, wn, bn in self.ops:
+        for kind, mod, wn, bn in ops:
             if kind == "conv":
                 w = params[wn]
                 w = w.reshape(G * w.shape[1], *w.shape[2:])
