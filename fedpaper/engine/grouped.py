@@ -93,10 +93,11 @@ def per_slot_rule(in_channels: int, device, capability: str | None = None) -> tu
     ordinary ones: there a model on images with PER_SLOT_MIN_CHANNELS or more channels runs every
     layer up to its Flatten slot by slot ("features"; the linear layers stay batched matrix products).
     Measured on an AVX2-only AMD EPYC, one thread, one training step of the grouped pass
-    (benchmarks/results/first_conv_avx2.md): "features" 1.50x and 1.75x "none" for the FedPALS LeNet on
-    CIFAR-10 (9 and 20 slots), 1.34x and 1.18x for privlabels CNNs 8-8-16-16 and 16-16-32-32 on CIFAR-10,
-    each more than the first convolution alone ("first": 1.06-1.43x); on one-channel images it lost
-    (0.85x, 0.97x), so they keep the grouped convolutions ("none"), as do CPUs with AVX-512 (not measured).
+    (benchmarks/results/first_conv_avx2.md): "features" 1.53x and 1.65x "none" for the FedPALS LeNet on
+    CIFAR-10 (9 and 20 slots), 1.20x and 1.16x for privlabels CNNs 8-8-16-16 and 16-16-32-32 on CIFAR-10
+    (the first convolution alone, "first": 1.59x, 1.39x, 1.19x, 0.99x); the FedPALS CIFAR-10 sweep 1.35x
+    and 1.40x (fedpals_sweep_speed.md). On one-channel images it lost (0.83x, 0.80x), so they keep the
+    grouped convolutions ("none"), as do CPUs with AVX-512 (not measured).
     A rule on the model's input and the CPU's reported kernels (`capability` overrides
     torch.backends.cpu.get_cpu_capability(), which follows ATEN_CPU_CAPABILITY), never a timing, so
     that every run on one machine computes the same. A slot's numbers stay independent of its
