@@ -651,7 +651,9 @@ def main(argv=None):
         raise SystemExit(f"unknown contender {unknown[0]!r}; known: {', '.join(LABEL)}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"command": " ".join(["nice -n 10 .venv/bin/python benchmarks/bench_engine.py", *sys.argv[1:]]),
+    niceness = os.nice(0)  # the command as it ran: its nice level, if any
+    meta = {"command": " ".join([*(["nice", "-n", str(niceness)] if niceness else []),
+                                 ".venv/bin/python benchmarks/bench_engine.py", *sys.argv[1:]]),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "load_before": loadavg(), "machine": machine(), "isa_env": isa_env(args),
             "settings": {k: v for k, v in vars(args).items() if k not in ("worker", "model")}}
