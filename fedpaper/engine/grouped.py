@@ -150,7 +150,6 @@ class GroupedForward:
     def __init__(self, ops, per_slot: str = "none"):
         self.ops = ops  # [(kind, module, weight name, bias name)]
         # how many leading ops of an image input run slot by slot (per_slot_ops; 0: none)
-        self.per_slot = per_slot
         self.n_per_slot = per_slot_ops(ops, per_slot)
 
     @classmethod

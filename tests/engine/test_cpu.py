@@ -245,9 +245,10 @@ def test_the_same_numbers_on_avx2_and_avx512(fedmt_smoke):
             assert g[key] == r[key], (key, g, r)
         assert abs(g["train_loss"] - r["train_loss"]) <= 1e-4
 
+@pytest.mark.parametrize("per_slot", ["none", "first", "features"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("channels", [1, 3])
-def test_every_safe_width_gives_a_slot_the_same_gradient_bits(channels, threads):
+def test_every_safe_width_gives_a_slot_the_same_gradient_bits(channels, threads, per_slot):
     """safe_width's promise, checked on this CPU (and under the AVX2 emulation in `make test`): a
     LeNet slot's weight gradients in a grouped pass are the same bits at every width safe_width
     gives for 1-9 slots, whatever its group mates. Under oneDNN's AVX2 kernels a pass of 3
@@ -257,7 +258,7 @@ def test_every_safe_width_gives_a_slot_the_same_gradient_bits(channels, threads)
     from fedpaper.engine.grouped import GroupedForward, stacked_layout
 
     model = build_model("lenet", in_channels=channels, image_size=16, num_classes=4, c1=4, c2=6)
-    net = GroupedForward.build(model, (channels, 16, 16))
+    net = GroupedForward.build(model, (channels, 16, 16), per_slot)  # also with layers slot by slot (per_slot_rule)
     assert net is not None
     base = {k: v.detach() for k, v in model.named_parameters()}
     g = torch.Generator().manual_seed(0)

@@ -1,5 +1,6 @@
 """The grouped pass's convolutions slot by slot (engine.grouped.per_slot_rule, per_slot_ops): the rule, the
-same function as the model, a slot's bits independent of its batch-mates, and what the trainer records.
+same function as the model, a run's bits independent of its batch-mates, and what the trainer records (a slot's
+gradient bits at every safe width, per_slot included: tests/engine/test_cpu.py).
 `make test` runs this file again under the AVX2 emulation, where the trainer takes the per-slot path."""
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 import torch
 
 from fedpaper.blocks.models import build_model
-from fedpaper.engine.backends import safe_width
 from fedpaper.engine.grouped import GroupedForward, per_slot_ops, per_slot_rule, stacked_layout
 
 
@@ -71,36 +71,6 @@ def test_one_channel_images_keep_the_grouped_pass():
     lenet1 = build_model("lenet", in_channels=1, image_size=16, num_classes=4, c1=4, c2=6)
     assert per_slot_rule(1, "cpu")[0] == "none"
     assert GroupedForward.build(lenet1, (1, 16, 16), per_slot_rule(1, "cpu")[0]).n_per_slot == 0
-
-
-@pytest.mark.parametrize("per_slot", ["first", "features"])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_per_slot_convs_give_a_slot_the_same_gradient_bits_at_every_width(threads, per_slot):
-    """A slot's gradients are the same bits whatever its group mates, at every width safe_width gives
-    for 1-9 slots (tests/engine/test_cpu.py checks the grouped pass the same way)."""
-    model = _lenet3()
-    net = GroupedForward.build(model, (3, 16, 16), per_slot)
-    base = {k: v.detach() for k, v in model.named_parameters()}
-    x0 = torch.randn(8, 3, 16, 16, generator=torch.Generator().manual_seed(0))
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        seen = {}
-        for n in range(1, 10):
-            w = safe_width(n, threads, 3)
-            mates = torch.Generator().manual_seed(n)
-            x = torch.stack([x0] + [torch.randn(8, 3, 16, 16, generator=mates) for _ in range(w - 1)])
-            p = {k: stacked_layout(torch.stack([v] + [v + 0.1 * torch.randn(v.shape, generator=mates)
-                                                      for _ in range(w - 1)])).requires_grad_(True)
-                 for k, v in base.items()}
-            grads = torch.autograd.grad((net(p, x) ** 2).sum(), list(p.values()))
-            seen[w] = [gr[0].clone() for gr in grads]
-    finally:
-        torch.set_num_threads(old)
-    ref = seen[min(seen)]
-    for w, grads in seen.items():
-        for name, a, b in zip(base, grads, ref):
-            assert torch.equal(a, b), f"width {w}: slot 0's {name} gradient differs from width {min(seen)}"
 
 
 def test_trainer_records_the_rule_and_a_run_is_the_same_alone_and_in_a_group():
