@@ -47,6 +47,21 @@ def test_fednca_ladder_climbs_rounds_and_width():
     assert {"rounds", "model.width"} <= keys
 
 
+def test_privlabels_long_ladder_widens_the_cnn_above_the_profile():
+    """Below the long profile every compared model was at chance (2 rounds x 100 images): the long
+    ladder keeps the profile's rounds and data and climbs the CNN's width, one rung above it."""
+    lad = _ladder("privlabels")
+    rungs = lad.rungs["long"][1]
+    prof = lad.settings("long")
+    sets = [lad.rung_settings("long", r) for r in rungs]
+    assert all((s["rounds"], s["samples_per_client"], s["hidden"]) == (prof["rounds"], prof["samples_per_client"],
+                                                                       prof["hidden"]) for s in sets)
+    comp = [lad.compute("long", r) for r in rungs]
+    itself = comp[[not r.overrides for r in rungs].index(True)]
+    assert min(comp) < itself < max(comp)
+    assert [s["widths"][-1] for s in sets] == sorted(s["widths"][-1] for s in sets)
+
+
 def test_paper_compute_is_computed_from_the_profiles():
     assert _ladder("fedpals").paper_compute() == pytest.approx(75.0)  # 150 rounds x 1 / (20 x 0.1)
 
