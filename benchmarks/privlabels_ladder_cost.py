@@ -19,6 +19,7 @@ from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.papers.privlabels import runs
 from fedpaper.papers.privlabels.ladder import LADDER
 
+RATED_WIDTHS = [8, 8, 16, 16]  # the CNN the rates below were measured with
 CLIENT_RATE = {"cifar10": 10 * 150 / 0.60, "fashion-mnist": 10 * 150 / 0.39}
 TUNING_RATE = {"cifar10": 3 * 375 / (1.72 - 0.60), "fashion-mnist": 3 * 450 / (1.55 - 0.39)}
 
@@ -43,5 +44,7 @@ if __name__ == "__main__":
         for r in rungs:
             p = apply_overrides(dict(copy.deepcopy(LADDER.settings(base)), profile=base), copy.deepcopy(r.overrides))
             n, steps, secs = count(p)
+            rated = p["widths"] == RATED_WIDTHS
             print(f"{profile} {r.name} {r.overrides or 'profile itself'}: {n} runs, {steps / 1e6:.2f} M sample-steps, "
-                  f"~{secs:.0f} CPU s")
+                  + (f"~{secs:.0f} CPU s" if rated else f"CNN {p['widths']}: no rate (the rates are the "
+                     f"{RATED_WIDTHS} CNN's; ladder.py's docstring has the measured cost of each rung)"))
