@@ -34,13 +34,17 @@ counted 2,766 s here):
 | quick | r1 | 198 | 0.07 M | 35 |
 | quick | r2 | 198 | 0.42 M | 208 |
 | quick | r3 = quick | 198 | 0.83 M | 415 |
-| long | r1 | 198 | 0.55 M | 277 |
-| long | r2 | 198 | 2.77 M | 1,383 |
-| long | r3 = long | 198 | 5.54 M | 2,766 |
+| long | r1 (4-4-8-8) | 198 | 5.54 M | measured ~3,570 (29.7 min wall on 2 cores) |
+| long | r2 = long | 198 | 5.54 M | 2,766 counted; measured ~4,750 (39.6 min wall on 2 cores) |
+| long | r3 (16-16-32-32) | 198 | 5.54 M | measured > 9,600 (> 80 min wall on 2 cores) |
+
+The long rungs were measured on an AVX2-only AMD EPYC (fp32), two processes on one cache, one core
+each (2026-11-28; CPU s = 2 x wall): the small CNN's runs are dominated by per-run costs (evaluation,
+the tuning methods' server passes), so 4-4-8-8 costs ~0.75x the profile's CNN, not 1/4.
 
 The rung equal to the profile reuses its cached runs, so the quick ladder adds ~240 CPU s (~4 min) to
-the quick profile (747 s measured: ~17 min together), the long one ~1,660 CPU s (~28 min) to the long
-profile's ~75 min: ~1.7 h, inside 2.5 h.
+the quick profile (747 s measured: ~17 min together); the long one adds r1 and r3, ~3.7 CPU-hours on
+that CPU: over long's 2.5 h per paper on 2 cores, so it is made in pieces (README, compute ladders).
 """
 from __future__ import annotations
 
