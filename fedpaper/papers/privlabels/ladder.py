@@ -36,15 +36,16 @@ counted 2,766 s here):
 | quick | r3 = quick | 198 | 0.83 M | 415 |
 | long | r1 (4-4-8-8) | 198 | 5.54 M | measured ~3,570 (29.7 min wall on 2 cores) |
 | long | r2 = long | 198 | 5.54 M | 2,766 counted; measured ~4,750 (39.6 min wall on 2 cores) |
-| long | r3 (16-16-32-32) | 198 | 5.54 M | measured > 9,000 (> 75 min wall on 2 cores; 19 of 198 runs left at the first piece) |
+| long | r3 (16-16-32-32) | 198 | 5.54 M | > 75 min wall, partly on one core (19 of 198 runs left after the first piece) |
 
 The long rungs were measured on an AVX2-only AMD EPYC (fp32), two processes on one cache, one core
-each (2026-11-28; CPU s = 2 x wall): the small CNN's runs are dominated by per-run costs (evaluation,
-the tuning methods' server passes), so 4-4-8-8 costs ~0.75x the profile's CNN, not 1/4.
+each (2026-11-28; r1 and r2: CPU s = 2 x wall; wall from the cached runs' file times per rung): 4-4-8-8
+costs ~0.75x the profile's CNN, not 1/4, so costs that do not scale with the width dominate its runs
+(not profiled).
 
 The rung equal to the profile reuses its cached runs, so the quick ladder adds ~240 CPU s (~4 min) to
-the quick profile (747 s measured: ~17 min together); the long one adds r1 and r3, ~3.7 CPU-hours on
-that CPU: over long's 2.5 h per paper on 2 cores, so it is made in pieces (README, compute ladders).
+the quick profile (747 s measured: ~17 min together); the long one adds r1 and r3, more than 3.5 CPU-hours
+on that CPU: over long's 2.5 h per paper on 2 cores, so it is made in pieces (README, compute ladders).
 """
 from __future__ import annotations
 
@@ -69,9 +70,7 @@ RUNGS = {
     "smoke": ("smoke", (Rung("r1", {"rounds": 1, "samples_per_client": 8}), Rung("r2"),
                         Rung("r3", {"rounds": 4, "samples_per_client": 32}))),
     "quick": ("quick", (Rung("r1", _sized(1, 25)), Rung("r2", _sized(2, 75)), Rung("r3"))),
-    # the long ladder widens the CNN (the long profile's 8-8-16-16 halved and doubled; its hidden layer
-    # of 128 kept): at 2 rounds x 100 and 5 x 200 images (the rungs until 2026-11-28) every compared
-    # model was at chance or only two rungs were left, too few to classify a trend (module docstring)
+    # long: the CNN's width halved and doubled, hidden 128 kept (why: the module docstring)
     "long": ("long", (Rung("r1", {"widths": [4, 4, 8, 8]}), Rung("r2"), Rung("r3", {"widths": [16, 16, 32, 32]}))),
 }
 
