@@ -169,6 +169,8 @@ def run_specs(result) -> tuple[list[str], "object"]:
              f"data: {', '.join(data) or 'none'}"
              + (f"; made without {', '.join(rec['missing_datasets'])}" if rec.get("missing_datasets") else ""),
              f"device: {rec.get('device', '?')}; wall time {float(rec.get('wall_time_s') or 0):.0f} s"
+             + (f" ({runs['computed']} of {runs['runs']} runs computed, {runs['from_cache']} read from the cache)"
+                if (runs := rec.get("runs")) and runs.get("runs") else "")
              + (f"; code {str((rec.get('git') or {}).get('commit', ''))[:10]}" if rec.get("git") else "")]
     lines += [f"differs from the paper: {n}" for n in notes]
     keys = [k for k in _FIRST if k in params] + [k for k in params if k not in _FIRST and k not in ("notes", "seeds")]

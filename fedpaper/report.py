@@ -18,6 +18,7 @@ import pandas as pd
 from fedpaper.runs import provenance as prov
 from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, check_claims
+from fedpaper.papers._common.scaling import slope_text
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
 from fedpaper.papers._common.rows import norm
 from fedpaper.papers import (
@@ -295,7 +296,7 @@ def ladder_section() -> list[str]:
         if table is None or (rec or {}).get("exploration") or (rec or {}).get("synthetic"):
             continue
         rows = [[t.quantity, ", ".join(f"`{c}`" for c in t.claim.split(";") if c) or "–", t.trend,
-                 "–" if t.slope is None else f"{t.slope:+.2f} ± {t.se:.2f}" if t.se is not None else f"{t.slope:+.2f}",
+                 "–" if t.slope is None else slope_text(t.slope, t.se, decimals=2, pm="±"),
                  str(t.rungs),
                  f"not projected: {t.not_projected}" if t.not_projected else
                  "–" if t.projection is None else f"{t.projection:.3g} (projection)"] for t in read_trends(table)]

@@ -48,7 +48,7 @@ from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, capti
 from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, using
 from fedpaper.papers.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
-from fedpaper.runs.sweep import BAR_PREFIX, SWEEP_OWNER
+from fedpaper.runs.sweep import BAR_PREFIX, RUN_TALLY, SWEEP_OWNER, RunTally
 
 #: While set (by `fedpaper plan`, fedpaper.plan), the pipeline hands `hook(artifact_id, compute,
 #: params, missing_datasets)` the artifact instead of computing, drawing and writing it, and returns
@@ -221,10 +221,13 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
     t0 = time.perf_counter()
     token = BAR_PREFIX.set(artifact_id)
     owner = SWEEP_OWNER.set(None if p.exploration else (artifact_id, profile))  # the store's index
+    tally = RunTally()
+    tally_token = RUN_TALLY.set(tally)
     try:
         with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars
             result = compute(params)
     finally:
+        RUN_TALLY.reset(tally_token)
         SWEEP_OWNER.reset(owner)
         BAR_PREFIX.reset(token)
     wall = time.perf_counter() - t0
@@ -281,6 +284,9 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
             extra={"paper": art.paper, "title": art.title, "status": status, "synthetic": synthetic,
                    "stamped": synthetic, "lossy_datasets": lossy, "methods": prov.table_methods(table),
                    "missing_datasets": missing if profile != "smoke" else [],
+                   # wall_time_s is this invocation's: runs read from the results cache (made earlier, or
+                   # imported from an archive) took none of it
+                   "runs": tally.record(),
                    "info": {k: v for k, v in info.items() if k not in ("datasets", "notes", "seeds", "device")},
                    **({"exploration": exploration} if exploration else {}),
                    **({"dry_run": dry_run} if dry_run else {})},

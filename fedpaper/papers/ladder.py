@@ -364,7 +364,8 @@ def draw(table: pd.DataFrame, p: dict):
         ax.set_xscale("log")
         ax.set_xlabel("training compute per run (x quick profile)")
         ax.set_ylabel("margin (points)" if int(f["direction"]) > 0 else "|ours - paper| (points)")
-        slope = "" if pd.isna(f.get("slope")) else f", slope {float(f['slope']):+.2f} ± {float(f['slope_se']):.2f}/decade"
+        slope = "" if pd.isna(f.get("slope")) else \
+            ", slope " + S.slope_text(f["slope"], f["slope_se"], unit="/decade", decimals=2, pm="±")
         ax.set_title(f"{f['quantity']}\n{f['trend']}{slope}", fontsize=7.5)
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=6, frameon=False)

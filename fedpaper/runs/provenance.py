@@ -272,6 +272,9 @@ def summary(rec: dict) -> str:
         parts.append("data " + ", ".join(flags))
     if rec.get("wall_time_s") is not None:
         parts.append(f"{rec['wall_time_s']:.0f} s")
+    runs = rec.get("runs") or {}
+    if runs.get("from_cache"):
+        parts.append(f"{runs['from_cache']} of {runs['runs']} runs from the cache")
     return "; ".join(parts)
 
 

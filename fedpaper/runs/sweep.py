@@ -33,6 +33,29 @@ BAR_SUFFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_s
 # run_sweep records its runs' keys in the store's index under it.
 SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("fedpaper_sweep_owner", default=None)
 
+
+
+class RunTally:
+    """The distinct runs an artifact's sweeps asked for: read from the results cache when the sweep
+    started, or computed (here, or by a worker beside this one on the same cache) — what its
+    provenance says of how it was made (`fedpaper.outputs.pipeline` sets one per artifact)."""
+
+    def __init__(self):
+        self.cached: set[str] = set()
+        self.computed: set[str] = set()
+
+    def add(self, cached_keys, computed_keys):
+        self.computed.update(computed_keys)
+        self.cached.update(k for k in cached_keys if k not in self.computed)
+
+    def record(self) -> dict:
+        return {"runs": len(self.cached | self.computed), "from_cache": len(self.cached),
+                "computed": len(self.computed)}
+
+
+#: the tally of the artifact being made (None outside one)
+RUN_TALLY: contextvars.ContextVar[Optional[RunTally]] = contextvars.ContextVar("fedpaper_run_tally", default=None)
+
 # `fedpaper reproduce --max-hours H` sets this (seconds since the epoch) for the kernels it starts.
 DEADLINE_ENV = "FEDPAPER_DEADLINE"
 _clock = time.time  # tests replace it
@@ -189,6 +212,9 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
         else:
             done[k] = r
     n_unique = len(done) + len(pending)
+    tally = RUN_TALLY.get()
+    if tally is not None:  # counted up front: a sweep that fails or stops writes no provenance
+        tally.add(done, pending_keys)
     owner = SWEEP_OWNER.get()
     if owner is not None:
         store.record(*owner, specs)

@@ -70,6 +70,25 @@ def test_smoke_writes_four_files_stamped_in_cache(figures_tmp, cache_tmp, empty_
     assert pd.read_csv(r.paths["csv"]).shape == (2, 8)
 
 
+def test_provenance_counts_the_runs_computed_and_read_from_the_cache(figures_tmp, cache_tmp, empty_data_root):
+    """A figure made from cached runs (earlier pieces, an imported archive) says so: its wall time is
+    only this invocation's. Two sweeps sharing a run count it once."""
+    from fedpaper.runs.sweep import run_sweep
+
+    def compute_runs(params):
+        a = run_sweep([{"i": i} for i in range(3)], lambda s: {"x": s["i"]}, progress=False)
+        b = run_sweep([{"i": 2}, {"i": 3}], lambda s: {"x": s["i"]}, progress=False)
+        return compute(params)[0], dict(compute(params)[1], n=len(a) + len(b))
+
+    kw = dict(profile="smoke", params={"rounds": 2}, compute=compute_runs, draw=draw, datasets=["pacs"], seeds=2)
+    first = run_artifact(ART, **kw).provenance["runs"]
+    assert first == {"runs": 4, "from_cache": 0, "computed": 4}
+    again = run_artifact(ART, **kw)
+    assert again.provenance["runs"] == {"runs": 4, "from_cache": 4, "computed": 0}
+    from fedpaper.runs.provenance import summary
+    assert "4 of 4 runs from the cache" in summary(again.provenance)
+
+
 def test_quick_real_data_not_stamped(figures_tmp, fake_root):
     r = run_artifact("fedpals/table1", profile="quick", params={}, compute=_real_compute, draw=draw,
                        datasets=["fashion-mnist", "cifar10", "pacs"], optional_datasets=["cifar10", "pacs"],

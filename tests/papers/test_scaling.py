@@ -47,6 +47,18 @@ def test_two_rungs_are_too_few_to_classify_or_project():
     assert S.classify(f, +1) == S.TOO_FEW and S.projection(f, S.TOO_FEW, 1000.0) is None
 
 
+def test_a_fit_without_a_noise_estimate_says_so_instead_of_nan():
+    """Two of three rungs with a value: OLS on two seed means has no SE; no label may read "nan"."""
+    rungs = [{"name": f"r{i}", "compute": c} for i, c in enumerate(COMPUTE[:3])]
+    vals = {"r1": {0: -6.2, 1: -6.6, 2: -5.0}, "r2": {0: -10.1, 1: -7.0, 2: -2.2}}
+    (fit,) = [r for r in S.ladder_rows([{"quantity": "q", "claim": "", "direction": 1, "values": vals}], rungs, None)
+              if r["row"] == "fit"]
+    assert fit["trend"] == S.TOO_FEW and math.isnan(fit["slope_se"])
+    assert "nan" not in fit["label"] and "no noise estimate" in fit["label"]
+    assert S.slope_text(1.234, 0.56) == "+1.23 +- 0.56"
+    assert S.slope_text(-0.83, float("nan"), unit="/decade", decimals=2, pm="±") == "-0.83/decade (no noise estimate)"
+
+
 def test_one_seed_falls_back_to_ols_on_the_means():
     f = S.fit(COMPUTE, [[10.0], [13.1], [15.9], [19.0]])
     assert f.method == "OLS on seed means" and f.df == 2 and f.rungs == 4

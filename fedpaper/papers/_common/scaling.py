@@ -181,11 +181,19 @@ class Trend:
             proj = f"; no {PROJECTION}: {self.not_projected}"
         if self.slope is None:
             return f"{self.quantity}: {self.trend} ({self.rungs} rung(s) with a value)"
-        if self.se is None:
-            return (f"{self.quantity}: {self.trend}, slope {self.slope:+.3g} per decade of compute over {self.rungs} "
-                    f"rungs (no noise estimate){proj}")
-        return (f"{self.quantity}: {self.trend}, slope {self.slope:+.3g} +- {self.se:.2g} per decade of compute "
+        return (f"{self.quantity}: {self.trend}, slope {slope_text(self.slope, self.se, unit=' per decade of compute')} "
                 f"over {self.rungs} rungs{proj}")
+
+
+def slope_text(slope, se, unit: str = "", decimals: Optional[int] = None, pm: str = "+-") -> str:
+    """"+1.2 +- 0.3<unit>" (3 and 2 significant digits, or `decimals` places), or "+1.2<unit> (no
+    noise estimate)" where the fit has none (two rungs fitted on seed means: SE nan or None), so a
+    label never shows "nan"."""
+    s = f"{float(slope):+.3g}" if decimals is None else f"{float(slope):+.{decimals}f}"
+    if se is None or math.isnan(float(se)):
+        return f"{s}{unit} (no noise estimate)"
+    e = f"{float(se):.2g}" if decimals is None else f"{float(se):.{decimals}f}"
+    return f"{s} {pm} {e}{unit}"
 
 
 def ladder_rows(quantities: Sequence[dict], rungs: Sequence[dict], paper_compute: Optional[float]) -> list[dict]:
@@ -205,8 +213,8 @@ def ladder_rows(quantities: Sequence[dict], rungs: Sequence[dict], paper_compute
         trend = classify(f, q["direction"])
         bounds = tuple(q.get("bounds") or (-math.inf, math.inf))
         proj = projection(f, trend, paper_compute, bounds)
-        label = "" if f is None else (f"{trend}: slope {f.slope:+.3g} +- {f.se:.2g} per decade ({f.method}, "
-                                      f"{f.rungs} rungs)")
+        label = "" if f is None else (f"{trend}: slope {slope_text(f.slope, f.se, unit=' per decade')} "
+                                      f"({f.method}, {f.rungs} rungs)")
         if proj is not None:
             label += f"; {PROJECTION} at the paper's compute {proj:.3g}"
             c = crossing(f, bounds)
