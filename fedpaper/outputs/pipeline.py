@@ -221,7 +221,7 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
     t0 = time.perf_counter()
     token = BAR_PREFIX.set(artifact_id)
     owner = SWEEP_OWNER.set(None if p.exploration else (artifact_id, profile))  # the store's index
-    tally = RunTally()
+    tally = RunTally(parent=RUN_TALLY.get())  # a ladder's rungs count into the ladder's
     tally_token = RUN_TALLY.set(tally)
     try:
         with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars

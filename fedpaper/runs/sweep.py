@@ -38,15 +38,19 @@ SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("f
 class RunTally:
     """The distinct runs an artifact's sweeps asked for: read from the results cache when the sweep
     started, or computed (here, or by a worker beside this one on the same cache) — what its
-    provenance says of how it was made (`fedpaper.outputs.pipeline` sets one per artifact)."""
+    provenance says of how it was made (`fedpaper.outputs.pipeline` sets one per artifact). An
+    artifact made inside another's (a compute ladder's rungs) also counts into its `parent`'s."""
 
-    def __init__(self):
+    def __init__(self, parent: Optional["RunTally"] = None):
         self.cached: set[str] = set()
         self.computed: set[str] = set()
+        self.parent = parent
 
     def add(self, cached_keys, computed_keys):
         self.computed.update(computed_keys)
         self.cached.update(k for k in cached_keys if k not in self.computed)
+        if self.parent is not None:
+            self.parent.add(cached_keys, computed_keys)
 
     def record(self) -> dict:
         return {"runs": len(self.cached | self.computed), "from_cache": len(self.cached),

@@ -88,6 +88,13 @@ def test_provenance_counts_the_runs_computed_and_read_from_the_cache(figures_tmp
     from fedpaper.runs.provenance import summary
     assert "4 of 4 runs from the cache" in summary(again.provenance)
 
+    def outer(params):  # an artifact made inside another (a compute ladder's rung) counts into it too
+        run_artifact("fedpals/table1", **dict(kw, compute=compute_runs))
+        run_sweep([{"i": 9}], lambda s: {"x": 9}, progress=False)
+        return compute(params)
+    assert run_artifact(ART, **dict(kw, compute=outer)).provenance["runs"] == {"runs": 5, "from_cache": 4,
+                                                                               "computed": 1}
+
 
 def test_quick_real_data_not_stamped(figures_tmp, fake_root):
     r = run_artifact("fedpals/table1", profile="quick", params={}, compute=_real_compute, draw=draw,
