@@ -36,7 +36,7 @@ counted 2,766 s here):
 | quick | r3 = quick | 198 | 0.83 M | 415 |
 | long | r1 (4-4-8-8) | 198 | 5.54 M | measured ~3,570 (29.7 min wall on 2 cores) |
 | long | r2 = long | 198 | 5.54 M | 2,766 counted; measured ~4,750 (39.6 min wall on 2 cores) |
-| long | r3 (16-16-32-32) | 198 | 5.54 M | > 75 min wall, partly on one core (19 of 198 runs left after the first piece) |
+| long | r3 (16-16-32-32) | 198 | 5.54 M | > 75 min wall for 179 runs (partly on one core), 16.9 min for the last 19 |
 
 The long rungs were measured on an AVX2-only AMD EPYC (fp32), two processes on one cache, one core
 each (2026-11-28; r1 and r2: CPU s = 2 x wall; wall from the cached runs' file times per rung): 4-4-8-8
