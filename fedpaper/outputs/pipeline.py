@@ -220,7 +220,9 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
 
     t0 = time.perf_counter()
     token = BAR_PREFIX.set(artifact_id)
-    owner = SWEEP_OWNER.set(None if p.exploration else (artifact_id, profile))  # the store's index
+    # the store's index: an exploration's runs are nobody's, except inside another artifact (a compute
+    # ladder's rungs), whose runs they are, so that a stop (--max-hours) counts them and export finds them
+    owner = SWEEP_OWNER.set(SWEEP_OWNER.get() if p.exploration else (artifact_id, profile))
     tally = RunTally(parent=RUN_TALLY.get())  # a ladder's rungs count into the ladder's
     tally_token = RUN_TALLY.set(tally)
     try:

@@ -96,6 +96,28 @@ def test_provenance_counts_the_runs_computed_and_read_from_the_cache(figures_tmp
                                                                                "computed": 1}
 
 
+def test_a_nested_explorations_runs_are_recorded_under_the_outer_artifact(figures_tmp, cache_tmp, empty_data_root):
+    """A compute ladder's rungs are explorations (overrides, explicit seeds) run inside the ladder's
+    artifact: their runs go into the ladder's index as their sweeps start, so that a stopped ladder
+    (--max-hours) counts its runs done and left; a top-level exploration's runs stay unrecorded."""
+    from fedpaper.runs.store import ResultStore
+    from fedpaper.runs.sweep import run_sweep
+
+    def sweep(params):
+        run_sweep([{"i": i} for i in range(3)], lambda s: {"x": s["i"]}, progress=False)
+        return compute(params)
+
+    def ladder(params):
+        run_artifact("fedpals/table1", compute=sweep, draw=draw, datasets=["pacs"], profile="smoke", seeds=[0, 1])
+        return compute(params)
+
+    run_artifact("fedpals/table1", compute=sweep, draw=draw, datasets=["pacs"], profile="smoke", seeds=[0, 1])
+    assert ResultStore().progress("fedpals/table1", "smoke") is None  # an exploration alone: nobody's runs
+    run_artifact(ART, compute=ladder, draw=draw, datasets=["pacs"], profile="smoke")
+    assert ResultStore().progress(ART, "smoke") == (3, 3)
+    assert ResultStore().progress("fedpals/table1", "smoke") is None
+
+
 def test_quick_real_data_not_stamped(figures_tmp, fake_root):
     r = run_artifact("fedpals/table1", profile="quick", params={}, compute=_real_compute, draw=draw,
                        datasets=["fashion-mnist", "cifar10", "pacs"], optional_datasets=["cifar10", "pacs"],
