@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedpaper.ground.errors import FedpaperError
+from fedpaper.runs.provenance import runs_text
 from fedpaper.papers.catalog import get_artifact, load_reported
 from fedpaper.outputs import pipeline
 from fedpaper.ground import paths
@@ -169,8 +170,7 @@ def run_specs(result) -> tuple[list[str], "object"]:
              f"data: {', '.join(data) or 'none'}"
              + (f"; made without {', '.join(rec['missing_datasets'])}" if rec.get("missing_datasets") else ""),
              f"device: {rec.get('device', '?')}; wall time {float(rec.get('wall_time_s') or 0):.0f} s"
-             + (f" ({runs['computed']} of {runs['runs']} runs computed, {runs['from_cache']} read from the cache)"
-                if (runs := rec.get("runs")) and runs.get("runs") else "")
+             + (f" ({runs_text(rec)})" if runs_text(rec) else "")
              + (f"; code {str((rec.get('git') or {}).get('commit', ''))[:10]}" if rec.get("git") else "")]
     lines += [f"differs from the paper: {n}" for n in notes]
     keys = [k for k in _FIRST if k in params] + [k for k in params if k not in _FIRST and k not in ("notes", "seeds")]

@@ -272,10 +272,17 @@ def summary(rec: dict) -> str:
         parts.append("data " + ", ".join(flags))
     if rec.get("wall_time_s") is not None:
         parts.append(f"{rec['wall_time_s']:.0f} s")
-    runs = rec.get("runs") or {}
-    if runs.get("from_cache"):
-        parts.append(f"{runs['from_cache']} of {runs['runs']} runs from the cache")
+    if runs_text(rec):
+        parts.append(runs_text(rec))
     return "; ".join(parts)
+
+
+def runs_text(rec: dict) -> str:
+    """"3 computed, 591 of 594 runs from the cache" (the pipeline's `runs` count), or "" without runs."""
+    runs = rec.get("runs") or {}
+    if not runs.get("runs"):
+        return ""
+    return f"{runs['computed']} computed, {runs['from_cache']} of {runs['runs']} runs from the cache"
 
 
 def load(path: str | os.PathLike) -> dict | None:

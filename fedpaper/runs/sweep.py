@@ -34,7 +34,6 @@ BAR_SUFFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_s
 SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("fedpaper_sweep_owner", default=None)
 
 
-
 class RunTally:
     """The distinct runs an artifact's sweeps asked for: read from the results cache when the sweep
     started, or computed (here, or by a worker beside this one on the same cache) — what its
