@@ -14,8 +14,10 @@ and data pool: experiment.plan_groups, the one planner of both), so a run sees t
 any group: the engine is batch-invariant on CPU, checked with 1 and 2 threads, tests/engine/test_cpu.py).
 A task (`run_group`) skips itself when all its keys are stored, else claims its keys with leases
 (`fedpaper.runs.leases`), trains the whole group and writes each result with the store's atomic
-writes. The submitting side keeps one progress bar over the tasks, resubmits a task whose worker
-died (up to `retries` times) and finally reads every result back from the store.
+writes. A group that runs out of device memory is split in halves and goes on: every executor
+trains a group through fedpaper.runs.oom.train_in_parts and stores each part as it ends. The
+submitting side keeps one progress bar over the tasks, resubmits a task whose worker died (up to
+`retries` times) and finally reads every result back from the store.
 
 Resources per task: FEDPAPER_RAY_CPUS (default 1) and FEDPAPER_RAY_GPUS (default 0), or the
 `RayExecutor(num_cpus=, num_gpus=)` arguments. The store folder (FEDPAPER_CACHE) must be the same
@@ -34,8 +36,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from fedpaper.ground.errors import BadParameterError, FedpaperError
-from fedpaper.runs.experiment import (Execution, RunSpec, build_stored, plan_groups, progress_enabled, run_cost, store_key,
-                                 train_group)
+from fedpaper.runs.experiment import (Execution, RunSpec, build_stored, plan_groups, progress_enabled, run_cost,
+                                      store_key)
+from fedpaper.runs.oom import train_in_parts
 from fedpaper.ground.files import atomic_write_text
 from fedpaper.runs.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
 from fedpaper.runs.store import DRY_RUN, ResultStore, spec_json
@@ -147,11 +150,11 @@ def run_group(specs: list, build: Callable, store_root: str, code: str, *, force
         if not missing:  # another worker finished the group while we waited for its leases
             return {"group": gid, "computed": 0, "runs": len(specs), "lost_lease": False}
         _audit("started", gid)
-        results = train_group([build(s) for s in specs], progress=False)
+        # each part's runs stored as it ends: a part that runs out of memory is split (runs.oom)
+        for i, r in train_in_parts([build(s) for s in specs], False):
+            if force or specs[i] not in store:
+                store.put(specs[i], r)
         _audit("computed", gid)
-        for s, r in zip(specs, results):
-            if force or s not in store:
-                store.put(s, r)
     return {"group": gid, "computed": 1, "runs": len(specs), "lost_lease": claim.lost}
 
 
@@ -196,8 +199,10 @@ class LocalExecutor:
             """(position in chunk, result) of every run, engine call by engine call as each finishes."""
             for group in plan_groups(chunk, setup, max_batch, desc):
                 positions, setups = zip(*group)
-                # the sweep's own bar is the one bar; the engine's per-method bar stays off here
-                yield from zip(positions, train_group(list(setups), False))
+                # the sweep's own bar is the one bar; the engine's per-method bar stays off here;
+                # a group that runs out of device memory trains in parts, each yielded as it ends
+                for i, r in train_in_parts(list(setups), False, desc):
+                    yield positions[i], r
 
         store = store if store is not None else ResultStore()
         return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
