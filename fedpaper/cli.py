@@ -494,7 +494,8 @@ def cmd_reproduce(args) -> int:
                                             "the same command resumes")
     for aid, (kind, detail) in outcomes.items():
         print(f"{OUTCOME_LABELS[kind]:<15} {aid}: {detail}")
-    if not args.dry_run and not args.rerender and args.out_dir is None:
+    if not args.dry_run and not args.rerender and args.out_dir is None and args.profile != "smoke":
+        # smoke results are never committed: no committed figure carries a claim stamp to redraw
         _restamp_claims(plan, args.profile, [aid for aid, (kind, _) in outcomes.items() if kind == "regenerated"])
     if not args.no_report:
         from fedpaper.report import write_report  # start-up time: imports pandas

@@ -211,8 +211,10 @@ def stale_claim_stamps(artifact_ids: Sequence[str], profile: str) -> dict:
     committed figure (this profile's folder) names others: the stamp is drawn with the figure, and a
     later artifact of the same `fedpaper reproduce` can change a claim it shares (FedMT's quick Fig.
     2b named claim 33 after Table 9 had changed it). Synthetic results and figures that draw the data
-    are left alone."""
+    are left alone, and so is the smoke profile (its results are never committed)."""
     out = {}
+    if profile not in FAITHFUL_ORDER:
+        return out
     for aid in artifact_ids:
         if aid in DRAWS_DATA:
             continue
