@@ -9,7 +9,7 @@
     fedpaper cache export ARCHIVE [--only ID_OR_PAPER ...] [--profile P]
     fedpaper cache import ARCHIVE
     fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K]
-    fedpaper plan      --profile P [--only ID_OR_PAPER ...] [--data-root PATH] [--csv PATH]
+    fedpaper plan      --profile P [--only ID_OR_PAPER ...] [--data-root PATH] [--csv PATH] [--gpus N]
 
 Bad input (unknown artifact, profile or paper, a data root that does not exist, an artifact that
 cannot be regenerated here, a missing, foreign or corrupt archive) gives one line naming the
@@ -152,6 +152,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="artifact ids (fedpals/table1) or paper names (fedpals); default: all")
     pl.add_argument("--data-root", default=None, help="folder with the data sets (as for reproduce)")
     pl.add_argument("--csv", default=None, metavar="PATH", help="also write the table (and totals) here as CSV")
+    pl.add_argument("--gpus", type=int, default=None, metavar="N",
+                    help="also the wall time on N GPUs (the groups of runs packed longest first onto the least loaded)")
     pl.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -634,6 +636,8 @@ def cmd_plan(args) -> int:
     from fedpaper import plan as P  # start-up time: imports torch
 
     check_profile(args.profile)
+    if args.gpus is not None and args.gpus < 1:
+        raise UsageError(f"--gpus {args.gpus} must be a number of GPUs >= 1 (e.g. --gpus 8)")
     root = _resolve_data_root(args.data_root)
     selected, _ = _select(args.only)
     print(f"fedpaper plan: profile {args.profile}, data root {root}, {len(selected)} artifact(s); "
@@ -649,6 +653,8 @@ def cmd_plan(args) -> int:
     fits = P.fits_line(totals)
     if fits:
         print(fits)
+    if args.gpus is not None:
+        print(P.gpu_wall_line(plans, P.gpu_rates()[1], args.gpus))
     if args.csv:
         print(f"csv: {P.write_csv(args.csv, rows, totals)}")
     return 0

@@ -1,6 +1,6 @@
 """`fedpaper plan`: what a profile's artifacts cost, counted without training them.
 
-    fedpaper plan --profile paper [--only ID_OR_PAPER ...] [--csv PATH]
+    fedpaper plan --profile paper [--only ID_OR_PAPER ...] [--csv PATH] [--gpus N]
 
 Per artifact: its runs (distinct; "new" = not needed by an artifact planned before it), rounds,
 training samples (each run's client images x local epochs x participation x rounds, summed over
@@ -9,7 +9,8 @@ multiply-accumulates (training and evaluation), the peak memory of one training 
 at the profile's batch size, the memory of its data pools, and the time it would take: here, from
 a short measured timing of its model, and on a GPU from a measured throughput where
 benchmarks/results/gpu.json has one (else "not measured"). Totals per paper at the end, over the
-distinct runs of the paper.
+distinct runs of the paper. `--gpus N`: the wall time on N GPUs next to the GPU-hours (`gpu_wall`:
+the groups of runs the sweeps form, packed longest first onto the least loaded GPU).
 
 How the runs are found (no artifact logic is repeated here): each artifact's notebook function is
 called as the notebook calls it, with `fedpaper.outputs.pipeline.COMPUTE_HOOK` set, so the pipeline
@@ -50,6 +51,7 @@ from fedpaper.outputs.pipeline import COMPUTE_HOOK
 from fedpaper.driver import trainer as T
 from fedpaper.runs.executors import using_executor
 from fedpaper.runs.experiment import get_pools, run_samples
+from fedpaper.ground.errors import BadParameterError
 from fedpaper.ground.files import atomic_path
 from fedpaper import notebook
 from fedpaper.papers import artifact, not_implemented_reason
@@ -510,3 +512,99 @@ def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return Path(path)
+
+
+# ----------------------------------------------------------------------------- wall time on N GPUs
+def _run_gpu_s(r: RunCount, gpu: dict) -> Optional[float]:
+    """GPU seconds of one run at the measured rates of its model (as costs_of counts them)."""
+    g = gpu.get(r.model.signature()) if r.model is not None else None
+    if g is None or r.train_samples is None:
+        return None
+    return r.train_samples / g["train_samples_per_s"] + (r.eval_samples or 0.0) / g["eval_samples_per_s"]
+
+
+def _group_of(ident: str) -> str:
+    """What a run shares with the runs the engine trains beside it (experiment.group_setups: method,
+    TrainConfig, data pool), read from its store key; a run collected at a trainer's constructor
+    ("direct:") is a group of its own."""
+    if ident.startswith("direct:"):
+        return ident
+    run = json.loads(ident)["run"]
+    return _canon([run.get("method"), run.get("training"), run.get("data")])
+
+
+def gpu_groups(runs: list[RunCount], gpu: dict, max_batch: int = 16) -> tuple[list[float], int]:
+    """(GPU seconds of each group of runs, runs whose GPU rate is unknown) of `runs` (distinct, in
+    the order the sweeps meet them), grouped as the local sweep groups a run_specs call: chunks of
+    `max_batch` runs, each split by method, training settings and data (experiment.plan_groups; the
+    memory cap is not applied). A group's time is the sum of its runs' (per-sample rates); a group
+    with a run of unknown rate is left out and its unknown runs counted."""
+    out, unknown = [], 0
+    for c in range(0, len(runs), max_batch):
+        groups: dict = {}
+        for r in runs[c:c + max_batch]:
+            groups.setdefault(_group_of(r.ident), []).append(_run_gpu_s(r, gpu))
+        for times in groups.values():
+            if any(t is None for t in times):
+                unknown += sum(1 for t in times if t is None)
+            else:
+                out.append(float(sum(times)))
+    return out, unknown
+
+
+def pack_longest_first(seconds: list[float], n_gpus: int) -> list[float]:
+    """Each GPU's load when the groups (`seconds` each) are placed longest first onto the least
+    loaded of `n_gpus` GPUs (LPT scheduling: within 4/3 of the best makespan)."""
+    import heapq
+
+    if n_gpus < 1:
+        raise BadParameterError(f"--gpus {n_gpus}: give a number of GPUs >= 1 (e.g. --gpus 8)")
+    loads = [(0.0, i) for i in range(n_gpus)]
+    for s in sorted(seconds, reverse=True):
+        load, i = heapq.heappop(loads)
+        heapq.heappush(loads, (load + s, i))
+    return [load for load, _ in sorted(loads, key=lambda x: x[1])]
+
+
+def gpu_wall(plans: list[ArtifactPlan], gpu: dict, n_gpus: int, max_batch: int = 16) -> dict:
+    """{paper or "all": {"wall_h", "gpu_h", "groups", "longest_h", "unknown_runs"}}: the wall time of
+    each paper's distinct runs (and of all papers' together) on `n_gpus` GPUs, one group of runs
+    (`gpu_groups`) per GPU at a time, packed longest first onto the least loaded GPU, every group
+    ready at the start (the executor's tasks of one sweep, e.g. `--executor ray` with one GPU per
+    task; sweeps that wait on one another's results take longer)."""
+    by_paper: dict = {}
+    for p in plans:
+        for r in p.runs:
+            by_paper.setdefault(p.paper, {}).setdefault(r.ident, r)
+    out = {}
+    every: list = []
+    unknown_all = 0
+    for paper, runs in by_paper.items():
+        secs, unknown = gpu_groups(list(runs.values()), gpu, max_batch)
+        every += secs
+        unknown_all += unknown
+        out[paper] = _wall_entry(secs, n_gpus, unknown)
+    out["all"] = _wall_entry(every, n_gpus, unknown_all)
+    return out
+
+
+def _wall_entry(secs: list[float], n_gpus: int, unknown: int) -> dict:
+    loads = pack_longest_first(secs, n_gpus)
+    return {"wall_h": max(loads) / 3600.0, "gpu_h": sum(secs) / 3600.0, "groups": len(secs),
+            "longest_h": max(secs, default=0.0) / 3600.0, "unknown_runs": unknown}
+
+
+def gpu_wall_line(plans: list[ArtifactPlan], gpu: dict, n_gpus: int, max_batch: int = 16) -> str:
+    """One line: each paper's and all papers' wall time on `n_gpus` GPUs next to their GPU-hours."""
+    w = gpu_wall(plans, gpu, n_gpus, max_batch)
+
+    def one(name, e):
+        if not e["groups"]:
+            return f"{name} {NOT_MEASURED}"
+        more = f", {e['unknown_runs']} run(s) without a GPU rate left out" if e["unknown_runs"] else ""
+        return (f"{name} {_hours(e['wall_h'])} wall ({_hours(e['gpu_h'])} GPU, {e['groups']} group(s), longest "
+                f"{_hours(e['longest_h'])}{more})")
+
+    return (f"on {n_gpus} GPU(s), one group of runs per GPU at a time, longest first onto the least loaded, "
+            "every group ready at the start: " + "; ".join(one(k, e) for k, e in w.items() if k != "all")
+            + "; " + one("all papers", w["all"]))
