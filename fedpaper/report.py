@@ -17,7 +17,7 @@ import pandas as pd
 
 from fedpaper.runs import provenance as prov
 from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed
-from fedpaper.papers._common import CAUSES, CHANCE_RULE, NOISE_RULE, Verdict, check_claims
+from fedpaper.papers._common import CAUSES, CHANCE_RULE, CONTEST_RULE, NOISE_RULE, Verdict, check_claims
 from fedpaper.papers._common.scaling import slope_text
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
 from fedpaper.papers._common.rows import norm
@@ -370,7 +370,7 @@ RULES = [
     "",
     f"- **Noise.** {NOISE_RULE}.",
     f"- **At chance.** {CHANCE_RULE}. A comparison whose models sit at chance is \"not testable at this "
-    "scale\": neither pass nor fail would test the claim.",
+    f"scale\": neither pass nor fail would test the claim. A comparative claim checked with `contest` (FedPALS's today) follows a second rule: {CONTEST_RULE}.",
     "- **partial**: an every-row claim holds in the rows we can test, other rows being not testable or not "
     "checkable. **not checkable**: its data are not here.",
     "- **Cause** of every verdict other than pass, chosen by code from one vocabulary (" + "; ".join(CAUSES)

@@ -37,18 +37,25 @@ SHARED_REPORTED = Path("/work/shared/papers/reported")
 RENAME: dict = {}
 
 
-def _z(n: int) -> np.ndarray:
-    """n fixed offsets with sample mean 0 and sample std 1 (ddof 1); n = 1 gives [0]."""
-    if n <= 1:
+def standardised(shape) -> np.ndarray:
+    """`shape` shifted and scaled to sample mean 0 and sample std 1 (ddof 1); one value gives [0]."""
+    z = np.asarray(shape, dtype=float)
+    if len(z) <= 1:
         return np.zeros(1)
-    z = np.linspace(-1.0, 1.0, n)
+    z = z - z.mean()
     return z / z.std(ddof=1)
 
 
-def synth_seeds(mean: float, std: Optional[float], n: int) -> np.ndarray:
-    """Per-seed values whose mean is `mean` and sample std is `std` (0 when std is missing)."""
+def _z(n: int) -> np.ndarray:
+    """n fixed offsets with sample mean 0 and sample std 1 (ddof 1); n = 1 gives [0]."""
+    return standardised(np.linspace(-1.0, 1.0, max(int(n), 1)))
+
+
+def synth_seeds(mean: float, std: Optional[float], n: int, z=None) -> np.ndarray:
+    """Per-seed values whose mean is `mean` and sample std is `std` (0 when std is missing); `z`:
+    a function n -> offsets of sample mean 0 and std 1 (default `_z`, evenly spaced)."""
     s = 0.0 if std is None or (isinstance(std, float) and math.isnan(std)) else float(std)
-    return float(mean) + s * _z(int(n))
+    return float(mean) + s * (z or _z)(int(n))
 
 
 def _schema(artifact_id: str) -> Optional[list]:
@@ -74,8 +81,9 @@ def reported_files() -> dict:
     return out
 
 
-def convert(artifact_id: str, reported: pd.DataFrame) -> pd.DataFrame:
-    """One reported table in our committed schema with synthetic per-seed values (see module doc)."""
+def convert(artifact_id: str, reported: pd.DataFrame, z=None) -> pd.DataFrame:
+    """One reported table in our committed schema with synthetic per-seed values (see module doc);
+    `z(n, row)`: the offsets of one row (default: `_z(n)` for every row)."""
     rep = reported.drop(columns=[c for c in ("source",) if c in reported]).rename(columns=RENAME)
     cols = _schema(artifact_id) or list(rep.columns) + ["per_seed"]
     cols = cols + [c for c in rep.columns if c not in cols]
@@ -86,7 +94,7 @@ def convert(artifact_id: str, reported: pd.DataFrame) -> pd.DataFrame:
         out = {c: (r[c] if c in rep else np.nan) for c in cols}
         n_rep = r.get("n_seeds")
         n = int(n_rep) if n_rep is not None and not pd.isna(n_rep) else 3
-        seeds = synth_seeds(r["mean"], r.get("std"), n)
+        seeds = synth_seeds(r["mean"], r.get("std"), n, None if z is None else (lambda k: z(k, r)))
         out["per_seed"] = ";".join(f"{v:.6f}" for v in seeds)
         out["n_seeds"] = n
         std = r.get("std")
@@ -105,6 +113,11 @@ def _paper_tables_cached() -> tuple:
 def paper_tables(paper: Optional[str] = None) -> dict:
     """{artifact id: the paper's numbers in our schema} (fresh copies, safe to modify)."""
     return {aid: t.copy() for aid, t in _paper_tables_cached() if paper is None or aid.startswith(paper + "/")}
+
+
+def synthesised(artifact_id: str, z) -> pd.DataFrame:
+    """The paper's table of one artifact in our schema with the per-seed offsets `z(n, row)`."""
+    return convert(artifact_id, pd.read_csv(reported_files()[artifact_id]), z)
 
 
 def shuffled(tables: dict, seed: int) -> dict:

@@ -49,7 +49,9 @@ At chance (``chance``), one rule for all papers: CHANCE_RULE (printed once in RE
   CHANCE_MARGIN points. Scores in percent. ``chance_level(label_split, num_classes)`` -> the
   one-class score or None; ``at_chance({name: Cell}, chance)`` -> names at chance;
   ``learning(cells, chance, subjects, others)`` -> (kept cells, NOT_TESTABLE Verdict or None,
-  note on the others left out); ``chance_cause`` builds the "models at chance" cause.
+  note on the others left out); ``contest(cells, chance, winners, losers)`` -> the same for a claim
+  that names a winner (CONTEST_RULE: only the winners must learn; a loser at chance stays in the
+  comparison, as evidence for the claim); ``chance_cause`` builds the "models at chance" cause.
 
 Noise (``noise``), one rule for all papers: NOISE_RULE (printed once in REPORT.md).
   ``diff(a, b)`` -> Diff (paired per-seed differences, mean, SE); ``beats(a, b, names)``,
@@ -85,7 +87,16 @@ Compute-ladder trends (``scaling``, issue 29): ``fit(compute, per_seed)`` -> Fit
   ``<paper>/scaling`` csv); ``causes.ladder_trends`` / ``ladder_cause`` turn them into the
   "compute-limited" / "not compute-limited" causes.
 """
-from fedpaper.papers._common.chance import CHANCE_MARGIN, CHANCE_RULE, at_chance, chance_cause, chance_level, learning  # noqa: F401
+from fedpaper.papers._common.chance import (  # noqa: F401
+    CHANCE_MARGIN,
+    CHANCE_RULE,
+    CONTEST_RULE,
+    at_chance,
+    chance_cause,
+    chance_level,
+    contest,
+    learning,
+)
 from fedpaper.papers._common.noise import (  # noqa: F401
     NOISE_RULE,
     STATED_REL,

@@ -2,7 +2,10 @@
 
 Scores are in percent (privlabels' fractions are scaled by 100 first; an AUC's chance is 50).
 A comparison whose models sit at chance says nothing about a claim: `learning` turns it into
-NOT_TESTABLE with the cause "models at chance" and the scores behind it."""
+NOT_TESTABLE with the cause "models at chance" and the scores behind it. A claim that names a
+winner ("a beats b", "b is well below a") needs only its winner to learn: `contest` keeps a loser
+at chance in the comparison, since a loser that learns nothing while the winner learns is what the
+claim says (CONTEST_RULE)."""
 from __future__ import annotations
 
 import math
@@ -22,6 +25,13 @@ CHANCE_RULE = (
     "the best score of that seed (degenerate models that predict the same few classes score the same "
     "share; models that agree on the best score, a 100% score included, are never at chance); "
     "without per-seed values the mean is tested the same way (no shared-score test)")
+
+
+CONTEST_RULE = (
+    "in a claim that names a winner (\"a beats b\", \"b is well below a\", \"a is the best\") the claimed "
+    "winner must be above chance, else the claim is not testable; a loser at chance stays in the comparison "
+    "as evidence for the claim (a model that learns nothing while the winner learns is what the claim says), "
+    "so whether a loser counts as at chance never changes the verdict")
 
 
 def chance_level(label_split: Optional[str] = None, num_classes: Optional[int] = None) -> Optional[float]:
@@ -87,4 +97,23 @@ def learning(cells: dict, chance: Optional[float], subjects, others=(), where: s
     dropped = [m for m in others if m in low]
     kept = {m: cells[m] for m in subj + [m for m in others if m not in low]}
     note = f" [left out at chance: {chance_cause(dropped, cells, chance).evidence}]" if dropped else ""
+    return kept, None, note
+
+
+def contest(cells: dict, chance: Optional[float], winners, losers, where: str = ""):
+    """(kept, verdict, note) for a claim that `winners` beat (or lie above) `losers` on one test set
+    (CONTEST_RULE): `verdict` is NOT_TESTABLE (cause "models at chance") when a claimed winner is at
+    chance, else None; `kept` maps the winners and every loser to their Cells, the losers at chance
+    included (evidence for the claim, named in `note`; '' if none)."""
+    low = at_chance(cells, chance)
+    win = [m for m in winners if m in cells]
+    lose = [m for m in losers if m in cells and m not in win]
+    bad = [m for m in win if m in low]
+    if bad:
+        cause = chance_cause(bad, cells, chance, where)
+        return None, Verdict(NOT_TESTABLE, "claimed winner at chance: " + cause.evidence, (cause,)), ""
+    at = [m for m in lose if m in low]
+    kept = {m: cells[m] for m in win + lose}
+    note = (f" [losers at chance, kept as evidence for the claim: {chance_cause(at, cells, chance).evidence}]"
+            if at else "")
     return kept, None, note

@@ -1,6 +1,7 @@
 """The 32 claims of targets/fedpals.md section 3, each checked on OUR committed numbers.
 
-Only the claims' logic is here; rows by key, the at-chance rule (CHANCE_RULE), the noise rule
+Only the claims' logic is here; rows by key, the at-chance rules (CHANCE_RULE; CONTEST_RULE for a
+claim that names a winner: `duel`), the noise rule
 (NOISE_RULE), missing data and the causes of a non-pass verdict are the toolkit's
 (fedpaper/papers/_common). Tolerances that turn the paper's words into numbers are stated in
 each claim's text ("well below" / "wide margin": at least 10 points; "similar": within 5 points;
@@ -27,6 +28,7 @@ from fedpaper.papers._common import (
     chance_level,
     at_chance,
     const,
+    contest,
     exceeds,
     guarded,
     learning,
@@ -80,9 +82,18 @@ def compare(t, subjects, others, test, where, **key) -> Verdict:
     return untestable or test(kept).note(note)
 
 
-def per_table1_row(t, subjects, others, test, what) -> Verdict:
-    return all_of([(f"{d} {s}", guarded(lambda: compare(t["table1"], subjects, others, test, f"at {d} {s}",
-                                                        dataset=d, label_split=s, metric="accuracy_pct")))
+def duel(t, winners, losers, test, where, **key) -> Verdict:
+    """test(kept cells) on the rows matching `key` for a claim that `winners` beat `losers`: NOT_TESTABLE
+    when a claimed winner sits at chance; losers at chance stay in the comparison (CONTEST_RULE)."""
+    runs = plain(t, **key)
+    split = select(t, **key)["label_split"].iloc[0] if "label_split" in t else None
+    kept, untestable, note = contest(runs, chance_level(split), winners, losers, where)
+    return untestable or test(kept).note(note)
+
+
+def per_table1_row(t, winners, losers, test, what) -> Verdict:
+    return all_of([(f"{d} {s}", guarded(lambda: duel(t["table1"], winners, losers, test, f"at {d} {s}",
+                                                     dataset=d, label_split=s, metric="accuracy_pct")))
                    for d, s in T1_ROWS], what)
 
 
@@ -98,13 +109,13 @@ def c2(t):
 
 @claim(3, ["table1"], "In every Table 1 row FedAvg is well below the Oracle (here: by at least 10 points; paper 17.1-43.6).")
 def c3(t):
-    return per_table1_row(t, ["Oracle", "FedAvg"], [], lambda m: exceeds(m["Oracle"], m["FedAvg"], 10, "Oracle - FedAvg"),
+    return per_table1_row(t, ["Oracle"], ["FedAvg"], lambda m: exceeds(m["Oracle"], m["FedAvg"], 10, "Oracle - FedAvg"),
                           "Oracle - FedAvg > 10 points")
 
 
 @claim(4, ["table1"], "In every Table 1 row FedPALS beats FedAvg by a wide margin (here: at least 10 points; paper 12.6-26.7).")
 def c4(t):
-    return per_table1_row(t, ["FedPALS", "FedAvg"], [],
+    return per_table1_row(t, ["FedPALS"], ["FedAvg"],
                           lambda m: exceeds(m["FedPALS"], m["FedAvg"], 10, "FedPALS - FedAvg"), "FedPALS - FedAvg > 10 points")
 
 
@@ -138,8 +149,8 @@ def falls_with_C(t) -> Verdict:
         parts.append((f"{b} trend", beats(runs[ok[-1]][b], runs[ok[0]][b], (f"{b}@C={ok[-1]:g}", f"{b}@C={ok[0]:g}"))))
     for x in (2.0, 3.0):
         if x in runs:
-            parts.append((f"C={x:g}", compare(t, ["FedPALS"], BASELINES, lambda m: best(m, "FedPALS"), f"at C={x:g}",
-                                              C=x, metric="accuracy_pct")))
+            parts.append((f"C={x:g}", duel(t, ["FedPALS"], BASELINES, lambda m: best(m, "FedPALS"), f"at C={x:g}",
+                                           C=x, metric="accuracy_pct")))
     return all_of(parts, "parts")
 
 
@@ -228,7 +239,7 @@ def c13(t):
 
 @claim(14, ["table1"], "PACS: FedPALS (source-validation selected, lambda=0) outperforms all baselines.")
 def c14(t):
-    return compare(t["table1"], ["FedPALS"], BASELINES, lambda m: best(m, "FedPALS"), "at PACS",
+    return duel(t["table1"], ["FedPALS"], BASELINES, lambda m: best(m, "FedPALS"), "at PACS",
                    dataset="PACS", metric="accuracy_pct")
 
 
@@ -341,7 +352,7 @@ def c24(t):
 @claim(25, ["fig8b"], "CIFAR-10, 10 clients, C=3: at the largest E (paper: 40) FedAvg beats FedProx and SCAFFOLD.")
 def c25(t):
     e = max(values(t["fig8b"], "local_epochs"))
-    return compare(t["fig8b"], ["FedAvg", "FedProx", "SCAFFOLD"], [], lambda m: all_of(
+    return duel(t["fig8b"], ["FedAvg"], ["FedProx", "SCAFFOLD"], lambda m: all_of(
         [(b, beats(m["FedAvg"], m[b], ("FedAvg", b))) for b in ("FedProx", "SCAFFOLD")], f"at E={e:g} (largest here)"),
         f"at E={e:g}", local_epochs=e, metric="accuracy_pct")
 
@@ -351,8 +362,8 @@ def c26(t):
     parts = []
     for aid, x in (("fig8b", "local_epochs"), ("fig8c", "training_clients")):
         for v in values(t[aid], x):
-            parts.append((f"{x}={v:g}", guarded(lambda: compare(
-                t[aid], ["FedPALS", "FedAvg"], [], lambda m: beats(m["FedPALS"], m["FedAvg"], ("FedPALS", "FedAvg")),
+            parts.append((f"{x}={v:g}", guarded(lambda: duel(
+                t[aid], ["FedPALS"], ["FedAvg"], lambda m: beats(m["FedPALS"], m["FedAvg"], ("FedPALS", "FedAvg")),
                 f"at {x}={v:g}", metric="accuracy_pct", **{x: v}))))
     return all_of(parts, "FedPALS > FedAvg")
 
