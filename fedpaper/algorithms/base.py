@@ -16,10 +16,10 @@ functions"; Flower's "one class per aggregation rule") over stacked slots (run x
 - declared state (`init_state`, kept in `state[part.key]` across rounds: per-run or per-client
   tensors such as control variates), and parameters that never train (`frozen`).
 
-Hooks see a `Context` (the runs' layout, label counts and a few engine functions), never the
-trainer, and return new values instead of mutating the trainer. Parts compose in order; each
-algorithm module (fedprox, scaffold, fedrs, afl, fedpals, privlabels, tuning, server_training,
-semisup) defines one or two parts and cites the equation it implements. FedAvg's weight rule
+Hooks see a frozen `Context` (the runs' layout, label counts, the round and its learning rate, a
+few engine functions), never the trainer, and return new values instead of mutating the trainer.
+Parts compose in order; each algorithm module (fedprox, scaffold, fedrs, afl, fedpals, privlabels,
+tuning, server_training, semisup) defines one or two parts and cites the equation it implements. FedAvg's weight rule
 (`FedAvgWeights`) is here: it is every algorithm's default.
 """
 from __future__ import annotations
@@ -28,19 +28,34 @@ import functools
 import inspect
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from fedpaper.blocks.models import logits_of
 from fedpaper.algorithms import weights as W
 
+if TYPE_CHECKING:  # annotations only
+    from fedpaper.engine.types import Federation, Pools, TrainConfig
 
-@dataclass
+
+Params = dict[str, torch.Tensor]  # parameter name -> tensor stacked over runs [R, ...] or slots [G, ...]
+Slots = np.ndarray                 # [G, 2] int: the rows (run, client) trained together
+State = dict[str, Any]             # the algorithm's declared state, one entry per part key
+
+
+@dataclass(frozen=True, kw_only=True)
 class Context:
-    """What the hooks may read: the runs trained together and a few engine functions.
+    """What the hooks may read: the runs trained together, the round, and a few engine functions.
+
+    Frozen, made by keyword: the driver builds one before the first round (round 0: `check`,
+    `init_state`) and a new one per round with `dataclasses.replace(ctx, round=r, lr=...)`, so a
+    part reads the round it is in (`round`, 1-based: 1..cfg.rounds, as the history's "round"
+    column and the lr schedule count) and never counts rounds itself; what a part keeps across
+    rounds lives in its declared state (`Part.init_state`), not here.
 
     counts [R, M, K] (numpy) label counts per client; sizes [R, M] their sums; present [R, M, K]
     (bool tensor) each client's label set; classifier: the names of the classifier's weight and
@@ -48,15 +63,15 @@ class Context:
     train_slots(params, rows, present, rngs, algorithm, epochs, buffers) -> (params, anchor,
     steps, loss), the clients' local training applied to any stacked models (server training);
     init_params: the runs' initial global params [R, ...] (shapes and layouts for declared state);
-    round_lr(): the clients' learning rate in the current round (the lr schedule's value);
+    lr: the clients' learning rate in this round (the lr schedule's value at `round`);
     run_grads(gfn, params, args, masks, gens) -> {name: [R, ...]}: each run's gradient of a part's
     own loss, computed as the runs' backend computes the clients' steps (engine.gradients);
     grouped_forward() -> a GroupedForward of the template when the runs' gradients go in one
     grouped pass, else None. A part never asks which backend trains it."""
 
-    cfg: Any
-    pools: Any
-    feds: list
+    cfg: TrainConfig | None
+    pools: Pools | None
+    feds: Sequence[Federation]
     R: int
     M: int
     K: int
@@ -64,16 +79,17 @@ class Context:
     counts: np.ndarray
     sizes: np.ndarray
     present: torch.Tensor
-    classifier: tuple
-    template: Any
-    buffers: dict
+    classifier: tuple[str, str]
+    template: nn.Module | None
+    buffers: Params
     has_batchnorm: bool
-    init_params: dict
-    predict: Callable
-    train_slots: Callable
-    round_lr: Callable = None
-    run_grads: Callable = None
-    grouped_forward: Callable = None
+    init_params: Params
+    predict: Callable[..., list[torch.Tensor]] | None
+    train_slots: Callable[..., tuple] | None
+    round: int = 0
+    lr: float | None = None
+    run_grads: Callable[..., Params] | None = None
+    grouped_forward: Callable[[], Any] | None = None
 
 
 @dataclass
@@ -126,67 +142,76 @@ class Part:
     def check(self, ctx: Context) -> None:
         """Raise BadParameterError when the runs cannot train with this part."""
 
-    def init_state(self, ctx: Context):
-        """Declared state kept across rounds (None: none)."""
+    def init_state(self, ctx: Context) -> Any:
+        """Declared state kept across rounds, in state[self.key] (None: none)."""
         return None
 
     # ---- client side
-    def broadcast(self, ctx, state, params, slots):
+    def broadcast(self, ctx: Context, state: State, params: Params, slots: Slots) -> Params:
+        """What each slot receives (params [G, ...]: its run's global model)."""
         return params
 
-    def restrict(self, logits, present):
+    def restrict(self, logits: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
         return logits
 
-    def penalty(self, params, anchor, lead, classifier):
+    def penalty(self, params: Params, anchor: Params, lead: int, classifier: tuple[str, str]) -> torch.Tensor | None:
         """A per-slot loss term ([] for one slot, [G] for stacked slots: lead 0 or 1), or None."""
         return None
 
-    def batch_loss(self, outputs, batch, params, anchor, lead):
+    def batch_loss(self, outputs: Any, batch: dict, params: Params, anchor: Params, lead: int) -> torch.Tensor | None:
         """A per-slot loss term ([] or [G]) that reads the model's outputs (a dict's auxiliary
         tensors, e.g. class-wise features) and the batch (y, mask, entries `augment` added), or None."""
         return None
 
-    def prepare_round(self, ctx, state, params, slots, buffers):
+    def prepare_round(self, ctx: Context, state: State, params: Params, slots: Slots, buffers: Params) -> Any:
+        """The round's per-slot data (e.g. pseudo-labels), kept in the round's data under the part's key, or None."""
         return None
 
-    def min_steps(self, data, batch_size):
+    def min_steps(self, data: Any, batch_size: int) -> int | None:
         return None
 
-    def begin_epoch(self, data, steps, aug_rngs, batch_size, device):
+    def begin_epoch(self, data: Any, steps: int, aug_rngs: list[np.random.Generator], batch_size: int,
+                    device: torch.device) -> Any:
         return None
 
-    def augment(self, ctx, batch, mask_np, aug_rngs, data, epoch, step):
+    def augment(self, ctx: Context, batch: dict, mask_np: np.ndarray, aug_rngs: list[np.random.Generator], data: Any,
+                epoch: Any, step: int) -> torch.Tensor | None:
         """Change `batch` in place; return a [G] bool tensor of slots made active, or None."""
         return None
 
-    def grad_correction(self, ctx, state, slots):
+    def grad_correction(self, ctx: Context, state: State, slots: Slots) -> Params | None:
+        """A term added to every local step's gradients ([G, ...] per parameter), or None."""
         return None
 
     # ---- hooks added for FedMT (mixed-type labels); the defaults change nothing
     label_space = None     # the pool label space the clients' batches read ("coarse"); None: default
     batch_rows = False     # True: batches carry their pool rows as batch["rows"] (e.g. per-row pseudo-labels)
 
-    def client_objective(self, classifier):
+    def client_objective(self, classifier: tuple[str, str]) -> Callable | None:
         """The clients' objective, replacing `Objective` (same call signature), or None."""
         return None
 
-    def round_rows(self, ctx, data, slots, rows):
+    def round_rows(self, ctx: Context, data: Any, slots: Slots, rows: list[np.ndarray]) -> list[np.ndarray] | None:
         """The rows each slot trains on this round (e.g. its confident pseudo-labelled rows), or None."""
         return None
 
-    def round_metrics(self, ctx, state, glob, bufs) -> list | None:
+    def round_metrics(self, ctx: Context, state: State, glob: Params, bufs: Params) -> list[dict] | None:
         """Extra history values after an evaluated round: one dict per run, or None."""
         return None
 
     # ---- server side
-    def weights(self, ctx, state, slots, part, losses):
+    def weights(self, ctx: Context, state: State, slots: Slots, part: np.ndarray,
+                losses: torch.Tensor) -> np.ndarray | None:
         """Aggregation weight of each slot (numpy [G], summing to one per run), or None."""
         return None
 
-    def aggregate(self, ctx, state, agg: Aggregation, glob: dict) -> dict:
+    def aggregate(self, ctx: Context, state: State, agg: Aggregation, glob: Params) -> Params:
+        """The runs' new global params [R, ...] (glob: the weighted sum, or the previous part's result)."""
         return glob
 
-    def server_step(self, ctx, state, glob, bufs, agg: Aggregation, rngs):
+    def server_step(self, ctx: Context, state: State, glob: Params, bufs: Params, agg: Aggregation,
+                    rngs: list[np.random.Generator]) -> tuple[Params, Params]:
+        """After the aggregation: new global params and buffers (server training, central tuning)."""
         return glob, bufs
 
 

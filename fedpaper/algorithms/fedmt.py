@@ -172,14 +172,13 @@ class FixMixClient(Part):
         M = torch.as_tensor(ctx.pools.correspondence, dtype=torch.float32)
         J, K = M.shape
         return {"M": M, "M_hat": torch.full((ctx.R, ctx.M, J, K), 1.0 / J), "err": torch.full((ctx.R, ctx.M), np.nan),
-                "n_fix": None, "rounds": 0, "fix_count": np.zeros((ctx.R, ctx.M), dtype=np.int64)}
+                "n_fix": None, "fix_count": np.zeros((ctx.R, ctx.M), dtype=np.int64)}
 
     def prepare_round(self, ctx, state, params, slots, buffers):
         """Pseudo-labels, S_fix, the eq. (4) estimates and S_mix of every participating slot."""
         state = state[self.key]
         M = state["M"]
         J, K = M.shape
-        state["rounds"] += 1
         rows = [np.asarray(ctx.feds[r].client_indices[c], dtype=np.int64) for r, c in slots]
         logits = ctx.predict(params, ctx.pools.x_train, rows, buffers=buffers)
         coarse_pool = ctx.pools.labels["coarse"][0]
@@ -197,7 +196,7 @@ class FixMixClient(Part):
                 state["err"][r, c] = torch.linalg.norm(state["M_hat"][r, c] - M).item()
             fix.append(rr[keep])
             n_fix.append(int(keep.sum()))
-        aug = [np.random.default_rng([ctx.feds[r].seed, 104729, int(c), state["rounds"]]) for r, c in slots]
+        aug = [np.random.default_rng([ctx.feds[r].seed, 104729, int(c), ctx.round]) for r, c in slots]
         for g, rr in enumerate(rows):
             mix.append(rr[aug[g].integers(0, len(rr), size=n_fix[g])] if n_fix[g] else rr[:0])
         state["n_fix"] = np.array(n_fix)
@@ -269,7 +268,7 @@ class FixMixClient(Part):
         targets vague-22)."""
         state = state[self.key]
         out = []
-        final = state["rounds"] >= ctx.cfg.rounds
+        final = ctx.round >= ctx.cfg.rounds
         if final:
             test = [f.test_indices for f in ctx.feds]
             logits = ctx.predict(glob, ctx.pools.x_test, test)
@@ -326,7 +325,7 @@ class LearnableCorrespondence(Part):
         for r, f in enumerate(ctx.feds):
             gen = torch.Generator().manual_seed(int(f.seed) * 1000 + 7)
             logits[r] = torch.randn(ctx.M, J, K, generator=gen) * 0.01  # targets vague-16
-        return {"logits": logits.to(ctx.device), "rounds": 0}
+        return {"logits": logits.to(ctx.device)}
 
     def broadcast(self, ctx, state, params, slots):
         state = state[self.key]
@@ -336,7 +335,6 @@ class LearnableCorrespondence(Part):
 
     def aggregate(self, ctx, state, agg, glob):
         state = state[self.key]
-        state["rounds"] += 1
         new = agg.new[self.PARAM].detach()
         if self.average:
             for r in np.unique(agg.slots[:, 0]):
@@ -352,7 +350,7 @@ class LearnableCorrespondence(Part):
         st = state[self.key]
         M = torch.as_tensor(ctx.pools.correspondence, dtype=torch.float32, device=ctx.device)
         learned = torch.softmax(st["logits"], 2)  # [R, M, J, K]
-        final = st["rounds"] >= ctx.cfg.rounds
+        final = ctx.round >= ctx.cfg.rounds
         if final:
             test = [f.test_indices for f in ctx.feds]
             logits = ctx.predict(glob, ctx.pools.x_test, test)

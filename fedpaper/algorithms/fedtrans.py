@@ -62,12 +62,11 @@ class CoarsePretrainThenFinetune(Part):
         return CoarseObjective()
 
     def init_state(self, ctx):
-        return {"rounds": 0, "coarse_acc": [float("nan")] * ctx.R}
+        return {"coarse_acc": [float("nan")] * ctx.R}
 
     def server_step(self, ctx, state, glob, bufs, agg, rngs):
         state = state[self.key]
-        state["rounds"] += 1
-        if state["rounds"] < ctx.cfg.rounds:
+        if ctx.round < ctx.cfg.rounds:  # phase 2 runs once, after the last round's aggregation
             return glob, bufs
         glob = {k: v.clone() for k, v in glob.items()}
         bufs = {k: v.clone() for k, v in bufs.items()}
@@ -89,7 +88,7 @@ class CoarsePretrainThenFinetune(Part):
 
     def round_metrics(self, ctx, state, glob, bufs):
         state = state[self.key]
-        if state["rounds"] < ctx.cfg.rounds:
+        if ctx.round < ctx.cfg.rounds:
             return None
         return [{"test_acc_coarse": a} for a in state["coarse_acc"]]
 

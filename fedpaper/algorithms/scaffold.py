@@ -24,7 +24,7 @@ class ControlVariates(Part):
         return {k: st["c"][k][r] - st["c_i"][k][r, c] for k in st["c"]}
 
     def aggregate(self, ctx, state, agg, glob):
-        st, lr = state[self.key], ctx.round_lr()
+        st, lr = state[self.key], ctx.lr
         r, c = agg.slots[:, 0], agg.slots[:, 1]
         run = torch.as_tensor(r, device=ctx.device)
         for k in st["c"]:

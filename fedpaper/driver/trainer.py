@@ -21,6 +21,7 @@ the GPU default, draws dropout from the global RNG and is not covered).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -120,10 +121,13 @@ class FederatedTrainer:
         self.run_gens = RunGenerators(self.device)
         self.optim = self.algo.optimizer or config.optim()
         self.round_lr = self.optim.lr_at(1, config.rounds)
-        self.ctx = Context(config, pools, feds, self.R, self.M, self.K, self.device, self.counts, self.sizes,
-                           self.present, (self.cls_w, self.cls_b), self.template, self.buffers,
-                           has_batchnorm(self.template), self.global_params, self.predict, self.train_slots,
-                           round_lr=lambda: self.round_lr, run_grads=functools.partial(per_run_grads, self.backend),
+        # round 0: before the first round (check, init_state); run() makes one Context per round
+        self.ctx = Context(cfg=config, pools=pools, feds=feds, R=self.R, M=self.M, K=self.K, device=self.device,
+                           counts=self.counts, sizes=self.sizes, present=self.present,
+                           classifier=(self.cls_w, self.cls_b), template=self.template, buffers=self.buffers,
+                           has_batchnorm=has_batchnorm(self.template), init_params=self.global_params,
+                           predict=self.predict, train_slots=self.train_slots, round=0, lr=self.round_lr,
+                           run_grads=functools.partial(per_run_grads, self.backend),
                            grouped_forward=lambda: grouped_forward(self.backend, self.template, shape))
         self.algo.check(self.ctx)
         self.objective = self.algo.objective((self.cls_w, self.cls_b))
@@ -312,6 +316,7 @@ class FederatedTrainer:
                    leave=False)
         for rnd in bar:
             self.round_lr = self.optim.lr_at(rnd, cfg.rounds)
+            self.ctx = dataclasses.replace(self.ctx, round=rnd, lr=self.round_lr)  # what the parts see this round
             part = self._participants(rngs)  # [R, m']
             slots = np.array([(r, c) for r in range(self.R) for c in part[r]])
             params = self.algo.broadcast(self.ctx, self.state, self._slot_starts(slots), slots)

@@ -269,9 +269,10 @@ def test_fixmix_estimate_keeps_a_clients_last_column_where_nothing_is_confident(
 
 
 def test_learnable_m_reports_the_projected_accuracy_after_the_last_round_only():
-    """LearnableCorrespondence counts its rounds: after round 1 of 2 no test_acc_coarse_est, after
+    """LearnableCorrespondence reads the Context's round: after round 1 of 2 no test_acc_coarse_est, after
     round 2 the 20-class accuracy with the clients' mean learned matrix (by hand: learned M ~ I, the
     fine predictions 0, 1, 1 project to coarse 0, 1, 1, all right: 1.0)."""
+    import dataclasses
     from types import SimpleNamespace
 
     from part_harness import aggregation, full_slots, make_ctx
@@ -290,6 +291,7 @@ def test_learnable_m_reports_the_projected_accuracy_after_the_last_round_only():
     slots, part_idx = full_slots(1, 2)
     new = {"m_logits": (10.0 * torch.eye(2)).expand(2, 2, 2).clone()}
     for rnd in (1, 2):
+        ctx = dataclasses.replace(ctx, round=rnd)  # the driver's Context of round rnd
         agg = aggregation(new, slots, part_idx, {"m_logits": torch.zeros(1, 2, 2)})
         glob = part.aggregate(ctx, state, agg, {})
         metrics = part.round_metrics(ctx, state, glob, {})

@@ -8,7 +8,7 @@ from fedpaper.algorithms.scaffold import ControlVariates
 
 def test_control_variate_update_and_correction():
     params = {"w": torch.zeros(1, 2)}
-    ctx = make_ctx([[[1, 0], [0, 1]]], params=params, round_lr=lambda: 0.5)
+    ctx = make_ctx([[[1, 0], [0, 1]]], params=params, lr=0.5)
     part_ = ControlVariates()
     state = {part_.key: part_.init_state(ctx)}
     slots, part = full_slots(1, 2)

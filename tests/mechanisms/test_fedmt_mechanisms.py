@@ -79,7 +79,7 @@ def _ctx(conf_rows, K=4, J=2, device="cpu"):
     pools = SimpleNamespace(x_train=torch.zeros(n, 1, 2, 2), correspondence=M.numpy(),
                             labels={"coarse": (torch.arange(n) % J, J)})
     fed = SimpleNamespace(client_indices=[np.arange(n)], seed=0)
-    ctx = SimpleNamespace(R=1, M=1, pools=pools, feds=[fed], device=device,
+    ctx = SimpleNamespace(R=1, M=1, pools=pools, feds=[fed], device=device, round=1,
                           predict=lambda params, x, rows, buffers=None: [logits[torch.as_tensor(r)] for r in rows])
     return ctx, logits
 
