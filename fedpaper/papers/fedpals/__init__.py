@@ -85,11 +85,15 @@ CHOICES = {"table1_rows": [[d, R.label_setting(s)] for d, s in TR.TABLE1_SETTING
            **{k: R.TABLE1_METHODS for k in ("shift_methods", "fig7_methods", "fig8_methods")}}
 
 
-def _params(profile: str, section: str | None = None, overrides=None, **extra) -> dict:
+def _params(profile: str, section: str | None = None, overrides=None, pacs_seeds=False, **extra) -> dict:
+    """The profile's settings (plus Table 1's PACS row's when `pacs_seeds` is not False: the
+    explicit seeds or None), the overrides applied once to all of them."""
     p = P.runs(profile)
     p.update(P.grid(profile))
     p["notes"] = P.notes(profile, section)
     p.update(extra)
+    if pacs_seeds is not False:
+        RL.add_table1_pacs(p, profile, pacs_seeds)
     return apply_overrides(p, overrides, where=f"the {PAPER} {profile} profile", choices=CHOICES)
 
 
@@ -259,7 +263,7 @@ def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
 
     def compute(p):
         tab, inf = TR.table1_compute(p, data_root)
-        pacs = RL.table1_pacs_rows(profile, data_root, p["missing_datasets"], p.get("seeds_pacs"))
+        pacs = RL.table1_pacs_rows(p, data_root, p["missing_datasets"])
         if pacs is not None:
             tab = pd.concat([tab, pacs], ignore_index=True)
         else:
@@ -270,7 +274,7 @@ def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
         return TR.draw_table(tab, p, load_reported("fedpals/table1"),
                              "Table 1: target test accuracy (%), ours ± std (paper)")
 
-    p = _params(profile, overrides=overrides)
+    p = _params(profile, overrides=overrides, pacs_seeds=seeds)
     datasets = list(dict.fromkeys(d for d, _ in TR.table1_settings(p)))  # table1_rows may leave one out
     return _job("fedpals/table1", p, compute, draw, datasets + ["pacs"], optional=["pacs"])
 

@@ -499,13 +499,34 @@ def fig4_table(p: dict, data_root=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table1_pacs_rows(profile: str, data_root, missing, seeds=None):
-    """Table 1's PACS row when PACS is present (not at the smoke profile: the pacs notebook
-    exercises that path on its stand-in)."""
-    if profile == "smoke" or "pacs" in (missing or []):
+def add_table1_pacs(p: dict, profile: str, seeds=None) -> dict:
+    """Put Table 1's PACS row settings into Table 1's settings `p` (Sec 5.1, Table 1; App. A.6), so
+    that the row is built from the same params as the image rows and one override reaches it:
+    `p["pacs"]` holds the PACS profile of the same name (seeds: the explicit `seeds` when given, else
+    the PACS profile's own, the paper's 3), without its rounds and baseline hyperparameters, which
+    Table 1's `rounds["pacs"]` and `hyper` hold (an override `rounds`, `rounds.pacs`, `hyper.mu`...
+    then sets them for PACS too). Returns `p`."""
+    q = profile_params("pacs", profile, seeds)
+    p["rounds"] = {**p["rounds"], "pacs": q["train"].pop("rounds")}
+    q.pop("hyper")  # Table 1's `hyper` (the same baseline values) is the row's
+    p["pacs"] = q
+    return p
+
+
+def table1_pacs_settings(p: dict) -> dict:
+    """The PACS row's run settings from Table 1's settings `p` (see `add_table1_pacs`)."""
+    q = copy.deepcopy(p["pacs"])
+    q["train"]["rounds"] = int(p["rounds"]["pacs"])
+    q["hyper"] = dict(p["hyper"])
+    return q
+
+
+def table1_pacs_rows(p: dict, data_root, missing):
+    """Table 1's PACS row from Table 1's settings `p` when PACS is present (not at the smoke
+    profile: the pacs notebook exercises that path on its stand-in)."""
+    if p.get("profile") == "smoke" or "pacs" in (missing or []):
         return None
-    p = profile_params("pacs", profile, seeds)
-    return table1_rows(pacs_runs(p, data_root))
+    return table1_rows(pacs_runs(table1_pacs_settings(p), data_root))
 
 
 def profile_params(group: str, prof: str, seeds=None) -> dict:
@@ -513,4 +534,3 @@ def profile_params(group: str, prof: str, seeds=None) -> dict:
     n = p["seeds"] if seeds is None else seeds
     p["seeds"] = list(range(n)) if isinstance(n, int) else list(n)
     return p
-

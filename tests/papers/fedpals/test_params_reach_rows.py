@@ -1,0 +1,89 @@
+"""An override and explicit seeds reach every run of every FedPALS artifact that trains, Table 1's
+PACS row included (its settings are built from Table 1's own params, not from the profile name).
+
+The artifacts' compute functions run on the smoke stand-ins with the executor replaced by one that
+records the run specs it is given and returns a flat result for each (no training)."""
+import pandas as pd
+import pytest
+
+import fedpaper.papers.fedpals as F
+from fedpaper.outputs import pipeline
+from fedpaper.papers.fedpals import real as RL
+from fedpaper.papers.fedpals import train as TR
+
+
+def _fake_result(spec) -> dict:
+    n = int(spec.training["rounds"])
+    row = {"train_loss": 0.5, "test_acc": 0.5, "val_acc": 0.5, "test_f1": 0.5, "val_f1": 0.5}
+    return {"history": [dict(row, seed=spec.seed, round=t) for t in range(1, n + 1)], "log": {}, "diverged_at": None,
+            "best": {"round": 1, "test_acc": 0.5, "test_f1": 0.5}, "final": dict(row)}
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The specs every run_specs call of the FedPALS modules receives (results: _fake_result)."""
+    specs = []
+
+    def fake_run_specs(sp, data_root=None, **kw):
+        specs.extend(sp)
+        return [_fake_result(s) for s in sp]
+
+    monkeypatch.setattr(TR, "run_specs", fake_run_specs)
+    monkeypatch.setattr(RL, "run_specs", fake_run_specs)
+    return specs
+
+
+def _jobs(fn, **kw):
+    """[(artifact id, compute, params)] of an artifact function's jobs, without running them."""
+    got = []
+    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((aid, compute, params)))
+    try:
+        fn(**kw)
+    finally:
+        pipeline.COMPUTE_HOOK.reset(token)
+    return got
+
+
+def test_table1_pacs_row_takes_the_overrides_and_explicit_seeds_of_table1(monkeypatch):
+    seen = {}
+
+    def fake_pacs_runs(p, data_root=None):
+        seen.update(p)
+        return pd.DataFrame()
+
+    monkeypatch.setattr(TR, "table1_compute", lambda p, data_root=None: (pd.DataFrame(), {"notes": []}))
+    monkeypatch.setattr(RL, "pacs_runs", fake_pacs_runs)
+    monkeypatch.setattr(RL, "table1_rows", lambda runs: pd.DataFrame([{"dataset": "PACS"}]))
+    [(aid, compute, params)] = _jobs(F.table1, profile="quick", seeds=[4, 7],
+                                     overrides={"rounds": 3, "hyper.mu": 0.5})
+    assert aid == "fedpals/table1"
+    tab, _ = compute(dict(params, missing_datasets=[]))
+    assert list(tab["dataset"]) == ["PACS"]
+    assert seen["seeds"] == [4, 7]
+    assert seen["train"]["rounds"] == 3
+    assert seen["hyper"]["mu"] == 0.5
+    # only the PACS entry of rounds changed: the image rows keep theirs
+    [(_, compute, params)] = _jobs(F.table1, profile="quick", overrides={"rounds.pacs": 2})
+    compute(dict(params, missing_datasets=[]))
+    assert seen["train"]["rounds"] == 2 and seen["seeds"] == [0, 1, 2]  # the PACS profile's own 3 seeds
+    assert params["rounds"]["cifar10"] == 20
+
+
+def test_table1_pacs_row_without_overrides_is_the_pacs_profile():
+    [(_, _, params)] = _jobs(F.table1, profile="paper")
+    q = RL.table1_pacs_settings(params)
+    p = RL.profile_params("pacs", "paper")
+    assert q == p  # the same runs (and cache keys) as the pacs notebook's
+
+
+@pytest.mark.parametrize("fn", [F.table1, F.accuracy_vs_shift, F.fig7, F.fig8a, F.fig8b, F.fig8c, F.pacs, F.iwildcam],
+                         ids=lambda f: f.__name__)
+def test_every_run_of_every_training_artifact_takes_the_overrides_and_explicit_seeds(fn, recorded):
+    seeds = [3, 5]
+    jobs = _jobs(fn, profile="smoke", seeds=seeds, overrides={"rounds": 1})
+    for aid, compute, params in jobs:  # the jobs of one function may share its runs (pacs, iwildcam)
+        compute(dict(params, missing_datasets=params.get("missing_datasets", [])))
+    ids = [aid for aid, _, _ in jobs]
+    assert recorded, f"{ids}: no runs"
+    assert {s.seed for s in recorded} == set(seeds), ids
+    assert {s.training["rounds"] for s in recorded} == {1}, ids
