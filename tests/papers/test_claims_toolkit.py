@@ -271,3 +271,54 @@ def test_diagnose_names_the_setting_from_provenance_and_the_papers_contradiction
     # absent data
     causes = KC.diagnose(c, K.Verdict(K.NOT_CHECKABLE, "x"), {}, {}, {"fedpals/table4": ["pacs"]})
     assert [x.kind for x in causes] == [K.ABSENT] and "(it needs the data sets pacs)" in causes[0].evidence
+
+
+# ------------------------------------------------------------------------------- seeds that would decide
+def _spread(mean, std, n, per_seed=True):
+    """n seeds, evenly spaced, with exactly this mean and sample std (or the mean and std alone)."""
+    import numpy as np
+
+    z = np.linspace(-1.0, 1.0, n)
+    z = z / z.std(ddof=1)
+    return K.Cell(mean, std, n, tuple(mean + std * z) if per_seed else ())
+
+
+@pytest.mark.parametrize("per_seed", [True, False], ids=["paired", "unpaired"])
+@pytest.mark.parametrize("d,s,margin", [(3.0, 4.0, 0.0), (-2.0, 5.0, 0.0), (12.0, 6.0, 10.0), (7.5, 3.0, 10.0),
+                                        (0.4, 1.0, 0.0)])
+def test_seeds_that_would_decide_a_comparison_are_the_noise_rule_solved_for_n(d, s, margin, per_seed):
+    """A comparison within noise at 3 seeds: with the solver's n seeds of the same mean difference
+    and spread the rule decides it (pass or fail as the sign says), with n - 1 it does not."""
+    v = K.exceeds(_spread(d, s, 3, per_seed), K.const(0.0), margin, "a - b")
+    assert v.verdict == K.WITHIN_NOISE
+    (cause,) = v.causes
+    n = cause.seeds
+    assert n > 3 and cause.n_now == 3 and f"{n} seeds would decide it" in str(cause)
+    assert K.exceeds(_spread(d, s, n, per_seed), K.const(0.0), margin).verdict == (K.PASS if d > margin else K.FAIL)
+    assert K.exceeds(_spread(d, s, n - 1, per_seed), K.const(0.0), margin).verdict == K.WITHIN_NOISE
+
+
+@pytest.mark.parametrize("d,s,tol", [(0.5, 3.0, 2.0), (3.0, 2.5, 2.0)])
+def test_seeds_that_would_decide_a_near_equality(d, s, tol):
+    v = K.near(_spread(d, s, 3, False), K.const(0.0), tol)
+    assert v.verdict == K.WITHIN_NOISE
+    n = v.causes[0].seeds
+    assert K.near(_spread(d, s, n, False), K.const(0.0), tol).verdict == (K.PASS if d < tol else K.FAIL)
+    assert K.near(_spread(d, s, n - 1, False), K.const(0.0), tol).verdict == K.WITHIN_NOISE
+
+
+def test_no_number_of_seeds_decides_a_difference_on_the_bar():
+    v = K.exceeds(_spread(10.0, 3.0, 3), K.const(0.0), 10.0)
+    assert v.verdict == K.WITHIN_NOISE and v.causes[0].seeds == -1
+    assert "no number of seeds would decide it" in str(v.causes[0])
+    assert K.seeds_to_decide(0.0, 1.0) is None and K.seeds_to_decide(1.0, 0.0) == 2
+
+
+def test_the_deciding_number_of_a_combined_verdict_is_its_deciding_part():
+    a, b = _spread(5.0, 0.5, 3), _spread(4.8, 3.0, 3)
+    v = K.all_of([("row 1", K.exceeds(a, K.const(0.0), 1.0, "x - y")),
+                  ("row 2", K.exceeds(b, K.const(0.0), 4.0, "x - y"))], "rows")
+    assert v.verdict == K.WITHIN_NOISE and v.decides.startswith("row 2: x - y +4.80 ± ") and v.decides.endswith(" vs 4")
+    f = K.all_of([("row 1", K.exceeds(a, K.const(0.0), 9.0, "x - y")), ("row 2", K.Verdict(K.PASS, "ok"))])
+    assert f.verdict == K.FAIL and f.decides.startswith("row 1: x - y +5.00 ± ")
+    assert K.negate(f).decides == f.decides and f.note(" n").decides == f.decides

@@ -60,7 +60,10 @@ Noise (``noise``), one rule for all papers: NOISE_RULE (printed once in REPORT.m
   without seed noise passes); ``stated(d, value, what)`` (a difference the paper states, within
   STATED_TOL or STATED_REL of it); ``best(cells, winner)``; ``monotone({x: Cell}, +1/-1, name)``;
   ``minus(a, b)`` -> the Cell of a - b (per seed when paired); ``const(x)`` turns a threshold or
-  a paper's number into a noiseless Cell.
+  a paper's number into a noiseless Cell. A "within seed noise" cause holds ``seeds``, how many
+  seeds would decide it (``seeds_to_decide``: the rule solved for n, if the mean difference and its
+  seed spread held); every Verdict of a comparison holds ``decides``, its one deciding number
+  ("a - b +d ± k SE vs bar"; all_of and most take the deciding part's).
 
 Causes (``verdicts.CAUSES``, one fixed vocabulary): models at chance; within seed noise;
   compute-limited / not compute-limited (only once a compute ladder exists); untested at this
@@ -111,6 +114,7 @@ from fedpaper.papers._common.noise import (  # noqa: F401
     monotone,
     near,
     not_below,
+    seeds_to_decide,
     stated,
 )
 from fedpaper.papers._common.registry import ClaimSet, Tables, absent, as_verdict, check_claims, guarded  # noqa: F401
@@ -138,4 +142,5 @@ from fedpaper.papers._common.verdicts import (  # noqa: F401
     all_of,
     most,
     negate,
+    seeds_text,
 )

@@ -16,6 +16,11 @@ A near-equality "|a - b| <= tol" passes when |d| + k SE <= tol and a majority of
 have |d_s| > tol, and is within noise otherwise: seed noise is evidence neither of a difference
 nor of equality.
 
+How many seeds would decide a comparison within noise (`seeds_to_decide`): the rule solved for n,
+the fewest seeds at which k(n - 1) s / sqrt(n) falls below the distance of the mean difference from
+the bar, if that difference and its per-seed spread s held (s = SE sqrt(n); unpaired: both sides
+with n seeds); the seed majority then follows from the mean for seeds spread evenly about it.
+
 Why this rule: it is the one-sided paired t-test at the 10% level (a one-sided 90% confidence
 bound on the mean difference), so the bar grows as the seeds get fewer, as it should: a flat
 "one standard error" would pass a gap that 3 seeds support only at about 80% confidence. 95%
@@ -63,6 +68,25 @@ def t_quantile(df: int) -> float:
     return float(t.ppf(CONFIDENCE, df))
 
 
+#: the most seeds `seeds_to_decide` looks at
+SEEDS_CAP = 10_000
+
+
+def seeds_to_decide(gap: float, spread: float, cap: int = SEEDS_CAP):
+    """The fewest seeds n >= 2 at which the rule's bound k(n - 1) spread / sqrt(n) is below `gap`
+    (the distance of the mean difference from the bar: |d - m| for `exceeds`, | |d| - tol | for
+    `near`), or None when no n up to `cap` gives that (a gap of zero: the mean sits on the bar)."""
+    from scipy.stats import t
+
+    if not (gap > 0) or math.isnan(spread):
+        return None
+    if spread <= 0:
+        return 2
+    n = np.arange(2, cap + 1)
+    ok = np.nonzero(t.ppf(CONFIDENCE, n - 1) * spread / np.sqrt(n) < gap)[0]
+    return int(n[ok[0]]) if len(ok) else None
+
+
 def const(x: float) -> Cell:
     """A fixed number (a threshold, a paper's value) as a Cell without noise."""
     return Cell(float(x), 0.0, 0, ())
@@ -95,6 +119,21 @@ class Diff:
     @property
     def n(self) -> int:
         return len(self.per_seed)
+
+    @property
+    def spread(self) -> float:
+        """The per-seed spread behind se: SE sqrt(seeds) (paired: std of the per-seed differences)."""
+        return self.se * math.sqrt(self.df + 1) if self.df >= 1 else math.nan
+
+    def brief(self, what: str, bar: str, unit: str = "") -> str:
+        """'what +d ± k SE vs bar': the difference, the rule's bound and the bar, in a few words."""
+        return f"{what} {self.d:+.2f}{unit} ± {self.bound:.2f} vs {bar}"
+
+    def noise_cause(self, text: str, gap: float, brief: str = "") -> Cause:
+        """The "within seed noise" cause of this difference, with how many seeds would decide it
+        (seeds_to_decide at `gap`, the distance of the mean from the bar; -1: none would)."""
+        n = seeds_to_decide(gap, self.spread)
+        return Cause(NOISE, text, seeds=-1 if n is None else n, n_now=self.df + 1, brief=brief)
 
     def majority(self, pred) -> bool:
         """A majority of seeds satisfy pred(d_s) (True when there are no per-seed values)."""
@@ -153,11 +192,12 @@ def exceeds(a: Cell, b: Cell, margin: float = 0.0, what: str = "a - b", unit: st
     se = dd.bound
     bar = f" vs margin {margin:g}{unit}" if margin else ""
     text = f"{what} {dd.text(unit)}{bar}"
+    short = dd.brief(what, f"{margin:g}", unit)
     if dd.d - se > margin and dd.majority(lambda x: x > margin):
-        return Verdict(PASS, text)
+        return Verdict(PASS, text, (), short)
     if dd.d + se < margin and dd.majority(lambda x: x < margin):
-        return Verdict(FAIL, text)
-    return Verdict(WITHIN_NOISE, text, (Cause(NOISE, text),))
+        return Verdict(FAIL, text, (), short)
+    return Verdict(WITHIN_NOISE, text, (dd.noise_cause(text, abs(dd.d - margin), short),), short)
 
 
 def beats(a: Cell, b: Cell, names=("a", "b"), unit: str = "") -> Verdict:
@@ -170,11 +210,12 @@ def near(a: Cell, b: Cell, tol: float, what: str = "a - b", unit: str = "") -> V
     dd = diff(a, b)
     se = dd.bound
     text = f"{what} {dd.text(unit)} vs tolerance {tol:g}{unit}"
+    short = dd.brief(what, f"±{tol:g}", unit)
     if abs(dd.d) + se <= tol and dd.majority(lambda x: abs(x) <= tol):
-        return Verdict(PASS, text)
+        return Verdict(PASS, text, (), short)
     if abs(dd.d) - se > tol and dd.majority(lambda x: abs(x) > tol):
-        return Verdict(FAIL, text)
-    return Verdict(WITHIN_NOISE, text, (Cause(NOISE, text),))
+        return Verdict(FAIL, text, (), short)
+    return Verdict(WITHIN_NOISE, text, (dd.noise_cause(text, abs(abs(dd.d) - tol), short),), short)
 
 
 def stated(d: Cell, value: float, what: str) -> Verdict:
@@ -188,7 +229,7 @@ def not_below(a: Cell, b: Cell, names=("a", "b")) -> Verdict:
     two are equal without any seed noise (an exact tie), within noise otherwise."""
     dd = diff(a, b)
     if dd.d == 0 and (math.isnan(dd.se) or dd.se == 0):
-        return Verdict(PASS, f"{names[0]} = {names[1]} ({a.mean:.2f}, no seed noise)")
+        return Verdict(PASS, f"{names[0]} = {names[1]} ({a.mean:.2f}, no seed noise)", (), f"{names[0]} = {names[1]}")
     return negate(beats(b, a, names[::-1]))
 
 

@@ -6,7 +6,7 @@ fixed vocabulary CAUSES and its evidence, formatted from the data at report time
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Optional
 
 PASS = "pass"
 WITHIN_NOISE = "within noise"
@@ -31,28 +31,55 @@ CAUSES = (AT_CHANCE, NOISE, COMPUTE_LIMITED, NOT_COMPUTE_LIMITED, UNTESTED_AT_SC
           PAPER_CONTRADICTS, ABSENT, AT_PAPER_SETTING)
 
 
+def seeds_text(n, n_now: int = 0) -> str:
+    """What the seed count `n` that would decide a comparison within noise (noise.seeds_to_decide)
+    tells a reader: 'n seeds would decide it', or why more seeds would not."""
+    if n is None:
+        return "no number of seeds would decide it: the mean difference sits on the bar"
+    if n_now and n <= n_now:
+        return f"the bound is met at {n_now} seeds; the seeds split on the side of the bar"
+    return f"{n} seeds would decide it"
+
+
 @dataclass(frozen=True)
 class Cause:
-    """Why a verdict is not a pass: `kind` from CAUSES, `evidence` the numbers read from the data."""
+    """Why a verdict is not a pass: `kind` from CAUSES, `evidence` the numbers read from the data.
+    A "within seed noise" cause of a comparison also holds `seeds`, how many seeds would decide it
+    if its mean difference and seed spread held (noise.seeds_to_decide; -1: none would), and
+    `n_now`, the seeds it had; `brief`: the deciding numbers in a few words."""
 
     kind: str
     evidence: str = ""
+    seeds: Optional[int] = field(default=None, compare=False)
+    n_now: int = field(default=0, compare=False)
+    brief: str = field(default="", compare=False)
 
     def __post_init__(self):
         if self.kind not in CAUSES:
             raise ValueError(f"unknown cause {self.kind!r}; use one of {', '.join(CAUSES)}")
 
+    @property
+    def seeds_note(self) -> str:
+        """seeds_text of this cause ('' when it holds no seed count)."""
+        if self.seeds is None:
+            return ""
+        return seeds_text(None if self.seeds < 0 else self.seeds, self.n_now)
+
     def __str__(self) -> str:
-        return f"{self.kind}: {self.evidence}" if self.evidence else self.kind
+        note = f" ({self.seeds_note})" if self.seeds_note else ""
+        return (f"{self.kind}: {self.evidence}" if self.evidence else self.kind) + note
 
 
 @dataclass
 class Verdict:
-    """A check's answer. `verdict` in VERDICTS; `causes` explain a non-pass (found by code)."""
+    """A check's answer. `verdict` in VERDICTS; `causes` explain a non-pass (found by code);
+    `decides`: the one number that decides it, in a few words (a comparison's difference, its bound
+    and its bar; all_of and most take the deciding part's), '' where the check names none."""
 
     verdict: str
     detail: str = ""
     causes: tuple = field(default_factory=tuple)
+    decides: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -71,7 +98,7 @@ class Verdict:
 
     def note(self, text: str) -> "Verdict":
         """The same verdict with `text` appended to the detail."""
-        return Verdict(self.verdict, f"{self.detail}{text}", self.causes)
+        return Verdict(self.verdict, f"{self.detail}{text}", self.causes, self.decides)
 
 
 def _unique(causes: Iterable[Cause]) -> tuple:
@@ -109,7 +136,18 @@ def all_of(parts: list, what: str = "") -> Verdict:
     deciding = {FAIL: (FAIL,), WITHIN_NOISE: (WITHIN_NOISE,)}.get(verdict, tuple(x for x in VERDICTS if x != PASS))
     causes = _unique(c for _, v in parts if v.verdict in deciding for c in v.causes)
     head = f"{what}: {counts}." if what else f"{counts}."
-    return Verdict(verdict, f"{head} {body}", () if verdict == PASS else causes)
+    return Verdict(verdict, f"{head} {body}", () if verdict == PASS else causes, _deciding(parts, verdict))
+
+
+def _deciding(parts: list, verdict: str) -> str:
+    """'label: decides' of the first part whose verdict is `verdict` (any part not passing for a
+    partial, not testable or not checkable verdict; the first part for a pass), '' if none says."""
+    want = (verdict,) if verdict in (PASS, FAIL, WITHIN_NOISE) else tuple(x for x in VERDICTS if x != PASS)
+    for lab, v in parts:
+        if v.verdict in want:
+            text = v.decides or (v.causes[0].brief or v.causes[0].evidence if v.causes else "")
+            return f"{lab}: {text}" if text and lab else text
+    return ""
 
 
 def most(parts: list, what: str = "") -> Verdict:
@@ -126,10 +164,10 @@ def most(parts: list, what: str = "") -> Verdict:
         return every
     head = f"{wins} of {n} testable parts hold ({maybe} within noise)"
     if 2 * wins > n:
-        return Verdict(PARTIAL if n < len(parts) else PASS, f"{head}; {every.detail}")
+        return Verdict(PARTIAL if n < len(parts) else PASS, f"{head}; {every.detail}", (), head)
     if 2 * (wins + maybe) <= n:
-        return Verdict(FAIL, f"{head}; {every.detail}")
-    return Verdict(WITHIN_NOISE, f"{head}; {every.detail}", _unique(c for _, v in testable for c in v.causes))
+        return Verdict(FAIL, f"{head}; {every.detail}", (), head)
+    return Verdict(WITHIN_NOISE, f"{head}; {every.detail}", _unique(c for _, v in testable for c in v.causes), head)
 
 
 def negate(v: Verdict, detail: str = "") -> Verdict:
@@ -137,4 +175,4 @@ def negate(v: Verdict, detail: str = "") -> Verdict:
     every other verdict (within noise, not testable, ...) stays with its causes."""
     flipped = {PASS: FAIL, FAIL: PASS}.get(v.verdict, v.verdict)
     causes = v.causes if flipped != PASS else ()
-    return Verdict(flipped, detail or v.detail, causes)
+    return Verdict(flipped, detail or v.detail, causes, v.decides)

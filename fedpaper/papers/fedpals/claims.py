@@ -289,7 +289,7 @@ def c18(t):
     for lam, c in by_lambda(f1(t), method="FedPALS").items():
         v = beats(c, base["FedProx"], (f"FedPALS(lambda={lam})", "FedProx"))
         flipped = {"pass": "fail", "fail": "pass"}.get(v.verdict, v.verdict)
-        parts.append((f"lambda={lam}", Verdict(flipped, v.detail, v.causes)))
+        parts.append((f"lambda={lam}", Verdict(flipped, v.detail, v.causes, v.decides)))
     return all_of(parts, "iWildCam")
 
 
@@ -337,7 +337,7 @@ def c23(t):
     top, last, zero = max(c, key=lambda k: c[k].mean), max(c), min(c)
     v = beats(c[top], c[zero], (f"delta {top:g}", f"delta {zero:g}"))
     highest = Verdict("pass", f"highest mean at delta {zero:g}") if top == zero else \
-        Verdict({"pass": "fail", "fail": "pass"}.get(v.verdict, v.verdict), v.detail, v.causes)
+        Verdict({"pass": "fail", "fail": "pass"}.get(v.verdict, v.verdict), v.detail, v.causes, v.decides)
     return all_of([("highest at d=0", highest),
                    ("declines", beats(c[zero], c[last], (f"delta {zero:g}", f"delta {last:g}")))], "FedPALS")
 
