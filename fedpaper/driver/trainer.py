@@ -177,11 +177,15 @@ class FederatedTrainer:
     def _grads(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         """Per-slot gradients of `objective` (an Objective, or a Method/Algorithm whose objective
         is taken) on `batch`; see backends.SlotGradients (active: the slots that will step; gens:
-        each slot's run generator for dropout)."""
+        each slot's run generator for dropout). BatchNorm statistics that the backend returns
+        (vmap) are stored into `buffers`, the slots' state, as the loop backend's in-place update."""
         if hasattr(objective, "algorithm"):
             objective = objective.algorithm().objective((self.cls_w, self.cls_b))
         with self._autocast():
-            grads, lsum = self.grads_of(params, batch, present, anchor, objective, buffers, active=active, gens=gens)
+            step = self.grads_of(params, batch, present, anchor, objective, buffers, active=active, gens=gens)
+        grads, lsum = step
+        for k, v in (step.buffers or {}).items():
+            buffers[k].copy_(v)
         if self.cfg.precision != "fp32":  # fp32 master weights and optimiser state
             grads, lsum = {k: g.float() for k, g in grads.items()}, lsum.float()
         return grads, lsum

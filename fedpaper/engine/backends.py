@@ -1,7 +1,9 @@
 """Per-slot gradients of a client objective, three ways, and the rule that picks one.
 
-"vmap" maps torch.func.grad over the slots (the GPU default); "loop" takes torch.autograd.grad slot by
-slot (BatchNorm models: their running statistics are updated in place per slot); "grouped" runs all
+"vmap" maps torch.func.grad over the slots (the GPU default; BatchNorm models: each slot's running
+statistics are carried as state, computed functionally and returned, batchnorm.returned_stats);
+"loop" takes torch.autograd.grad slot by slot (BatchNorm models: their running statistics are
+updated in place per slot, batchnorm.real_rows); "grouped" runs all
 slots in one forward and backward pass (grouped.GroupedForward; CNNs built as `features` +
 `classifier` from Conv2d/Linear/ReLU/pooling/Flatten/Dropout), in passes of about GROUPED_SAMPLES
 samples, each padded to a width whose kernels give every slot the same bits whatever its batch-mates
@@ -17,7 +19,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from fedpaper.ground.errors import BadParameterError
-from fedpaper.engine.batchnorm import input_keep, mask_batchnorm, real_rows
+from fedpaper.engine.batchnorm import batchnorm_names, input_keep, mask_batchnorm, real_rows, returned_stats, \
+    slots_keep
 from fedpaper.engine.grouped import GROUPED_SAMPLES, GroupedForward, fast_layout, stacked_layout
 from fedpaper.engine.randomness import global_rng_from
 
@@ -41,14 +44,18 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
                    conv_width: int = 0, precision: str = "fp32") -> tuple:
     """(backend, rule): the backend to train with and the rule that chose it.
 
-    BatchNorm models: "loop" (running statistics are updated in place: not vmap-safe). An explicit
-    backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped" where the model supports it,
-    except for a model whose widest convolution (`conv_width`, widest_conv) has GROUPED_MAX_CONV[precision]
-    output channels or more: "loop". A rule on the model and the precision, never a timing (see the
+    BatchNorm models: "vmap" when asked or (auto) on CUDA, else "loop" (the grouped forward has no
+    BatchNorm layer). An explicit backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped"
+    where the model supports it, except for a model whose widest convolution (`conv_width`,
+    widest_conv) has GROUPED_MAX_CONV[precision] output channels or more: "loop". A rule on the model and the precision, never a timing (see the
     module docstring)."""
     if requested not in BACKENDS:
         raise BadParameterError(f"backend={requested!r}; choose 'auto', 'vmap', 'loop' or 'grouped'")
     if batchnorm:
+        if requested in ("vmap", "loop"):
+            return requested, "requested"
+        if requested == "auto" and device.type == "cuda":
+            return "vmap", "auto: cuda, batchnorm model -> vmap"
         return "loop", "batchnorm model: loop"
     if requested == "grouped" and not grouped_ok:
         raise BadParameterError(f"backend='grouped' cannot run model {model!r} (it needs `features` + "
@@ -65,6 +72,17 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
     return "grouped", "auto: cpu, grouped-capable model -> grouped"
 
 
+class SlotStep(tuple):
+    """What SlotGradients returns: it unpacks as (grads, lsum), and `buffers` holds the slots' new
+    BatchNorm statistics {name: [G, ...]} where the backend returns them (vmap), None where it
+    updated the given buffers in place (loop) or there are none."""
+
+    def __new__(cls, grads: dict, lsum: torch.Tensor, buffers: dict | None = None):
+        step = super().__new__(cls, (grads, lsum))
+        step.buffers = buffers
+        return step
+
+
 class SlotGradients:
     """Per-slot gradients of `objective` (algorithms.base.Objective) for one model template."""
 
@@ -77,8 +95,9 @@ class SlotGradients:
         self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
         # the grouped backend skips them whenever its forward draws no random numbers (no dropout)
         self.skip_grouped = grouped is not None and not any(op[0] == "dropout" for op in grouped.ops)
-        # BatchNorm (loop backend): statistics from each slot's real rows only (batchnorm.py)
-        self.batchnorm = backend == "loop" and mask_batchnorm(template) > 0
+        # BatchNorm (loop and vmap backends): statistics from each slot's real rows only (batchnorm.py)
+        self.batchnorm = backend in ("loop", "vmap") and mask_batchnorm(template) > 0
+        self.bn_names = batchnorm_names(template) if self.batchnorm else {}
 
     def _slot_loss(self, params, buffers, batch, present, anchor, objective):
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
@@ -86,8 +105,11 @@ class SlotGradients:
 
     def __call__(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         """Gradients {name: [G, ...]} and per-slot loss sums [G] on `batch` (a dict of [G, B, ...]
-        tensors: x, y, mask and the optional entries the objective reads). BatchNorm buffers (loop
-        backend only) are updated in place per slot. active [G] bool (optional): the slots the
+        tensors: x, y, mask and the optional entries the objective reads), as a SlotStep. BatchNorm
+        buffers {name: [G, ...]}: the loop backend updates them in place per slot; the vmap backend
+        leaves them as they are and returns the new statistics (SlotStep.buffers: the caller stores
+        them), computed as the loop backend's (batchnorm.returned_stats), an inactive slot's kept;
+        without buffers it uses the template's, unchanged. active [G] bool (optional): the slots the
         optimiser will step; for a model with `skip_inactive_slots = True` the loop backend skips
         the others (zero gradients and loss): an inactive slot's step leaves its params and
         optimiser state as they are whatever its gradient, so nothing changes but the wasted passes,
@@ -101,12 +123,38 @@ class SlotGradients:
         when its model has no dropout (see _grouped_active)."""
         if self.backend == "grouped":
             if active is not None and self.skip_grouped and not bool(active.all()):
-                return self._grouped_active(params, batch, present, anchor, objective, gens, active)
-            return self._grouped(params, batch, present, anchor, objective, gens)
+                return SlotStep(*self._grouped_active(params, batch, present, anchor, objective, gens, active))
+            return SlotStep(*self._grouped(params, batch, present, anchor, objective, gens))
         buffers = buffers or {}
         if self.backend == "vmap":
+            if self.batchnorm:
+                return self._vmap_batchnorm(params, batch, present, anchor, objective, buffers, active)
             gfn = grad(lambda *a: self._slot_loss(*a, objective), has_aux=True)
-            return vmap(gfn, randomness="different")(params, buffers, batch, present, anchor)
+            return SlotStep(*vmap(gfn, randomness="different")(params, buffers, batch, present, anchor))
+        return SlotStep(*self._loop(params, batch, present, anchor, objective, buffers, active, gens))
+
+    def _vmap_batchnorm(self, params, batch, present, anchor, objective, buffers, active):
+        """The vmap backend for a BatchNorm model: each slot's forward under batchnorm.returned_stats
+        with its own keep mask (slots_keep), its new running statistics returned as grad's aux and
+        taken where the slot is active (an inactive slot keeps its own, as in the loop backend)."""
+        names = self.bn_names
+
+        def slot_loss(p, b, bt, pr, an, keep):
+            with returned_stats(keep, names) as new:
+                loss, lsum = self._slot_loss(p, b, bt, pr, an, objective)
+            return loss, (lsum, dict(new))
+
+        gfn = grad(slot_loss, has_aux=True)
+        grads, (lsum, new) = vmap(gfn, randomness="different")(params, buffers, batch, present, anchor,
+                                                               slots_keep(batch))
+        if not buffers:  # the template's own statistics: nothing per slot to carry
+            return SlotStep(grads, lsum)
+        if active is not None:
+            new = {k: torch.where(active.view(-1, *[1] * (v.dim() - 1)), v, buffers[k]) for k, v in new.items()}
+        return SlotStep(grads, lsum, new)
+
+    def _loop(self, params, batch, present, anchor, objective, buffers, active, gens):
+        """The loop backend (see __call__): slot by slot, BatchNorm statistics updated in place."""
         gfn = self._slot_grad(objective)
         G = batch["x"].shape[0]
         skip = [not bool(a) for a in active.tolist()] if self.skip_inactive and active is not None else [False] * G
