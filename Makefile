@@ -28,8 +28,12 @@ export MPLBACKEND := Agg
 
 .PHONY: figures test test-cluster
 
+# Notebooks at once (`fedpaper reproduce --workers`): auto = one per free core, each kernel with one torch
+# thread, all on the one results cache (leases: no run trains twice); WORKERS=1 runs them one by one.
+WORKERS ?= auto
+
 figures: $(STAMP) $(NBSTRIP)
-	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) $(if $(ONLY),--only $(ONLY)) \
+	$(VENV)/bin/fedpaper reproduce --profile $(PROFILE) --workers $(WORKERS) $(if $(ONLY),--only $(ONLY)) \
 	  $(if $(filter none,$(DOWNLOAD)),--no-download,$(if $(DOWNLOAD),--download $(DOWNLOAD)))
 
 # Unit tests in random order (pytest-randomly; the seed is printed, and `-p randomly --randomly-seed=N`

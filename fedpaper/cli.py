@@ -78,7 +78,8 @@ def _build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reproduce", help="execute the artifacts' notebooks, then write the report")
     r.add_argument("--profile", default="quick", metavar="{" + ",".join(PROFILES) + "}",
                    help="smoke: tiny synthetic runs (seconds, cache only); quick: real data, fewer "
-                        "seeds/rounds; paper: the papers' settings (default: quick)")
+                        "seeds/rounds; long: real data, the most faithful run a CPU affords (figures/long/); paper: the "
+                        "papers' settings (default: quick)")
     r.add_argument("--only", nargs="+", metavar="ID", default=None,
                    help="artifact ids (fedpals/table1) or paper names (fedpals); default: all")
     r.add_argument("--data-root", default=None, help="folder with the data sets (default: $FEDPAPER_DATA, "
@@ -109,6 +110,10 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="paper profile only: run every selected artifact with the paper's settings and code paths, "
                         "cut to 1 round, 1 seed and a few batches of images, into a scratch folder (--out-dir; "
                         "default: the cache), never figures/; skips what needs absent data or weights")
+    r.add_argument("--workers", default="1", metavar="N|auto",
+                   help="run N notebooks at once, each in its own kernel with one torch thread, on the one results "
+                        "cache (leases keep two kernels from training the same run); auto: one per free core "
+                        "(default: 1, the kernels' threads as the environment sets them)")
     r.add_argument("--debug", action="store_true", help="show full tracebacks (of the CLI; a notebook's own "
                                                          "traceback is in its executed copy)")
 
@@ -335,15 +340,18 @@ def _ctrl_c_noticed():
 
 
 def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list, failures: dict,
-                   bad_input: set, per_notebook=None) -> list:
+                   bad_input: set, per_notebook=None, workers: int = 1) -> list:
     """Execute each planned notebook; a failure is recorded in `failures` (and in `bad_input` when
     the notebook stopped on bad input) and the next one runs. At the deadline (--max-hours) the
     notebook whose sweep stopped and the ones not started are returned (stopped first); [] else.
-    `per_notebook(nb)`: parameters of that notebook added to `params` (a dry run's cut, per paper)."""
+    `per_notebook(nb)`: parameters of that notebook added to `params` (a dry run's cut, per paper).
+    `workers` > 1: that many notebooks at once (`_run_parallel`)."""
     from tqdm import tqdm
 
 
     notebooks = list(plan.notebooks)
+    if workers > 1 and len(notebooks) > 1:
+        return _run_parallel(notebooks, executed, params, args, done, failures, bad_input, per_notebook, workers)
     with _ctrl_c_noticed() as interrupted:
         for i, nb in enumerate(tqdm(notebooks, desc="notebooks", unit="nb", disable=not notebooks)):
             end = deadline()
@@ -358,6 +366,114 @@ def _run_notebooks(plan: "Plan", executed: Path, params: dict, args, done: list,
 
 
 SWEEP_STOPPED = "SweepStopped"  # the error a notebook's sweep raises at the deadline (fedpaper.runs.sweep)
+
+
+def _run_parallel(notebooks: list, executed: Path, params: dict, args, done: list, failures: dict,
+                  bad_input: set, per_notebook, workers: int) -> list:
+    """`_run_notebooks` with `workers` threads, each taking the next notebook not started and running it
+    in its own kernel (one process per notebook, as in the serial loop). The kernels share the results
+    cache: a run two of them need is claimed with a lease by the first (fedpaper.runs.leases) and read
+    from the store by the other, so no run trains twice and each artifact is written by its own notebook
+    only. Returns what `_run_notebooks` returns: at the deadline, the stopped notebooks, then the ones
+    not started. The threads are daemons: a Ctrl-C ends the command, and each kernel ends with it."""
+    import threading
+
+    from tqdm import tqdm
+
+    queue, stopped, lock = list(notebooks), [], threading.Lock()
+    bar = tqdm(total=len(notebooks), desc=f"notebooks ({workers} at once)", unit="nb")
+
+    def work(interrupted):
+        while True:
+            with lock:
+                if not queue or stopped:
+                    return
+                nb = queue.pop(0)
+            end = deadline()
+            if end is not None and sweep._clock() >= end:
+                with lock:
+                    stopped.append(nb)
+                return
+            nb_params = {**params, **per_notebook(nb)} if per_notebook else params
+            try:
+                _run_one(nb, executed, nb_params, args, done, failures, bad_input, interrupted)
+            except KeyboardInterrupt:
+                return
+            if failures.get(nb, "").startswith(SWEEP_STOPPED + ":"):
+                with lock:
+                    del failures[nb]
+                    stopped.append(nb)
+                return
+            bar.update(1)
+
+    with _ctrl_c_noticed() as interrupted:
+        threads = [threading.Thread(target=work, args=(interrupted,), name=f"fedpaper-worker-{i}", daemon=True)
+                   for i in range(min(workers, len(notebooks)))]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.2)  # short waits: a Ctrl-C reaches this (main) thread between them
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+    bar.close()
+    return stopped + queue if stopped else []
+
+
+def resolve_workers(value: str) -> int:
+    """--workers: a positive count, or `auto`: one per core this process may use that is not busy (the
+    cores minus the one-minute load average, rounded; at least one)."""
+    if value == "auto":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return max(1, cores - round(os.getloadavg()[0]))
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"--workers {value} must be a positive number of notebooks at once or 'auto' "
+                         "(e.g. --workers 2)")
+    return n
+
+
+#: measured wall times of whole profiles, per paper (what `fedpaper reproduce` says before it starts)
+PROFILE_TIMES = paths.REPO_ROOT / "benchmarks" / "results" / "profile_times.json"
+
+
+def announce(plan: "Plan", profile: str, workers: int) -> list[str]:
+    """Before a run: per paper, what it will run and that paper's measured wall time at the profile
+    (PROFILE_TIMES: one core, empty cache, the whole paper), and the sum divided among the workers."""
+    import json
+
+    try:
+        measured = json.loads(PROFILE_TIMES.read_text(encoding="utf-8"))["profiles"].get(profile, {})
+    except (OSError, ValueError, KeyError):
+        measured = {}
+    by_paper: dict[str, list] = {}
+    for nb, aids in plan.notebooks.items():
+        by_paper.setdefault(aids[0].split("/", 1)[0], []).append((nb, aids))
+    lines, total, timed = [], 0.0, True
+    for paper, nbs in by_paper.items():
+        rec = measured.get(paper)
+        n_art = sum(len(a) for _, a in nbs)
+        if rec is None:
+            when, timed = "no measured time of it alone at this profile", False
+        else:
+            minutes = rec["wall_min"] if "wall_min" in rec else rec["wall_s"] / 60
+            total += minutes * rec["cores"]
+            when = (f"the whole paper took {minutes:.0f} min on {rec['cores']} core(s) "
+                    f"({rec['machine'].split(',')[0]}, {rec['date']})")
+        lines.append(f"  {paper}: {len(nbs)} notebook(s), {n_art} artifact(s); {when}")
+    together = measured.get("all")
+    if together is not None:
+        lines.append(f"  every notebook of the four papers took {_duration(together['wall_s'])} at this profile "
+                     f"({together['machine'].split(',')[0]}, {together['date']})")
+    elif by_paper and timed:
+        lines.append(f"  about {total:.0f} min of one core from an empty cache; with {workers} worker(s) about "
+                     f"{total / workers:.0f} min at best (cached runs are read, not trained)")
+    elif by_paper:
+        lines.append(f"  `fedpaper plan --profile {profile}` estimates what is not measured")
+    return lines
 
 
 def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: dict, bad_input: set,
@@ -438,6 +554,9 @@ def cmd_reproduce(args) -> int:
         args.no_download = args.no_download or not args.download  # absent data: skipped, not fetched, unless asked
     if args.max_hours is not None and not args.max_hours > 0:
         raise UsageError(f"--max-hours {args.max_hours:g} must be a positive number of hours (e.g. --max-hours 2.5)")
+    workers = resolve_workers(args.workers)
+    if workers > 1:  # one torch thread per kernel: the kernels inherit it
+        os.environ["OMP_NUM_THREADS"] = "1"
     if args.rerender:  # the notebook kernels inherit it: every artifact the pipeline makes is redrawn from committed files
         from fedpaper.outputs.artifacts import RERENDER_ENV  # start-up time: imports pandas
 
@@ -479,9 +598,12 @@ def cmd_reproduce(args) -> int:
     status_file.unlink(missing_ok=True)
     print(f"fedpaper reproduce: profile {args.profile}{' (dry run into ' + args.out_dir + ')' if args.dry_run else ''}, "
           f"data root {root}, "
-          f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated")
+          f"{len(plan.notebooks)} notebook(s), {len(plan.skipped)} artifact(s) not regenerated"
+          + (f"; {workers} workers, one torch thread each" if workers > 1 else ""))
+    for line in announce(plan, args.profile, workers):
+        print(line)
     with _env(STATUS_FILE_ENV, str(status_file)), deadline:  # the kernels append what became of each artifact
-        stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input, per_notebook)
+        stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input, per_notebook, workers)
     statuses = read_statuses(status_file)
     status_file.unlink(missing_ok=True)
     for d in done:
@@ -506,6 +628,8 @@ def cmd_reproduce(args) -> int:
         print(f"report: {path}")
     print(outcome_summary(outcomes) + f"; notebooks: {len(done)} ok, {len(failures)} failed"
           + (f", {len(stopped)} stopped or not started" if stopped else ""))
+    print(f"fedpaper reproduce: took {_duration(time.perf_counter() - t_start)}"
+          + (f" with {workers} workers" if workers > 1 else ""))
     if args.dry_run:
         print(dry_run_summary(outcomes, time.perf_counter() - t_start, _peak_rss_gib()))
     if stopped:
@@ -514,6 +638,16 @@ def cmd_reproduce(args) -> int:
     if failures and set(failures) <= bad_input:
         return EXIT_USAGE
     return EXIT_FAILED if failures else 0
+
+
+def _duration(seconds: float) -> str:
+    """'47 s', '12 min 5 s', '1 h 3 min'."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def _note_imported_code(selected) -> None:
