@@ -45,7 +45,7 @@ from fedpaper.ground.files import clean_stale_temps
 from fedpaper.kernel import kernel_manager_class
 from fedpaper.papers import PAPERS, artifact, artifact_ids, dataset_available, get_artifact, missing_message, not_implemented_reason
 from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
-from fedpaper.outputs.parameters import PROFILES, check_profile
+from fedpaper.outputs.parameters import PROFILES, check_profile, data_root_problem
 from fedpaper.ground import paths
 from fedpaper.runs import sweep
 from fedpaper.ground.paths import cache_dir, data_root, dry_run_scratch
@@ -168,9 +168,9 @@ def _resolve_data_root(arg):
 
     if arg is not None:
         root = data_root(arg)
-        if not root.is_dir():
-            raise UsageError(f"data root {root} does not exist; pass an existing folder to --data-root "
-                             "(e.g. --data-root ../shared/data) or leave it out")
+        problem = data_root_problem(root)  # the line a notebook gives for the same data_root
+        if problem:
+            raise UsageError(problem)
         return root
     env = os.environ.get("FEDPAPER_DATA")
     root = data_root()

@@ -41,6 +41,15 @@ overrides = {}  # profile settings to change, e.g. {"rounds": 4, "mu": 0.1}: an 
 
 SHOW = "show(result)  # status, where the files are, the figure and its table"
 
+#: How the title cell tells a reader to run the notebook with papermill: with fedpaper's engine, bad
+#: input (a profile, data_root, seeds or overrides typo) is one line `ERROR: ...` and exit code 2,
+#: where papermill's default engine prints its traceback of PapermillExecutionError first.
+PAPERMILL = "papermill --engine fedpaper"
+
+
+def papermill_command(paper: str, name: str) -> str:
+    return f"`{PAPERMILL} notebooks/{paper}/{name}.ipynb out.ipynb -p profile quick`."
+
 #: The read-only cells after the run (issue 32, item 6): a one-line markdown header and one call
 #: each; fedpaper.notebook owns what they show. Their metadata (editable/deletable false) makes
 #: JupyterLab refuse edits, so a reader changes parameters, not explanations.
@@ -92,6 +101,10 @@ def refresh(path: Path) -> None:
             m = src
     if m is None:
         raise SystemExit(f"new_notebook: {path}: no 'from MODULE import FUNC' in the call cell")
+    if params > 0 and nb.cells[0].cell_type == "markdown":  # the title's papermill command, as make_notebook writes it
+        paper = nb.metadata.get("fedpaper", {}).get("paper", path.parent.name)
+        nb.cells[0].source = re.sub(r"^`papermill .*?`\.$", papermill_command(paper, path.stem), nb.cells[0].source,
+                                    flags=re.M)
     nb.cells[params].source = PARAMETERS
     nb.cells[params + 1].source = call_source(m[0], m[1])
     nb.cells[params + 2].source = SHOW
@@ -136,7 +149,7 @@ def make_notebook(paper: str, name: str, artifact_ids, call: str, section: str |
         "each artifact. The defaults below are the smoke profile (tiny synthetic stand-ins, stamped "
         "as such, written to the cache); for real results run",
         f"`fedpaper reproduce --only {' '.join(ids)} --profile quick` or",
-        f"`papermill notebooks/{paper}/{name}.ipynb out.ipynb -p profile quick`.",
+        papermill_command(paper, name),
     ])
     call_cell = call_source(module, func or call)
     show = SHOW

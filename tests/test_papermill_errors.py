@@ -1,4 +1,4 @@
-"""A notebook stopped by bad input is one line under papermill too (issue 31, item 5).
+"""A notebook stopped by bad input is one line under papermill too, and the same line in JupyterLab and the CLI.
 
 - `papermill --engine fedpaper ...` (fedpaper.papermill_engine, registered under papermill's
   `papermill.engine` entry point in pyproject.toml): the notebook's `ERROR: ...` line on stderr,
@@ -168,3 +168,110 @@ def test_the_engine_module_loads_without_importing_fedpaper(tmp_path):
                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "FedpaperEngine"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The same one line for the same bad input, wherever a user gives it: JupyterLab (a python3 kernel running the
+# notebook's cells with its parameters cell edited), papermill run as the notebook's own title cell says, and the
+# CLI (which has --profile and --data-root; seeds and overrides are notebook parameters only).
+
+NOTEBOOK = "notebooks/fedpals/fig9.ipynb"
+NO_ROOT = "/nonexistent-fedpaper-data-root"
+BAD_INPUTS = {  # name: (parameters cell line, papermill option, the line (without "ERROR: "), CLI option or None)
+    "profile": ('profile = "nonsense"', ["-p", "profile", "nonsense"],
+                "unknown profile 'nonsense'; choose one of smoke, quick, long, paper", ["--profile", "nonsense"]),
+    "data_root": (f'data_root = "{NO_ROOT}"', ["-p", "data_root", NO_ROOT],
+                  f"data root {NO_ROOT} does not exist; pass an existing folder (--data-root on the command line, "
+                  "data_root in a notebook, e.g. ../shared/data) or leave it out for the default",
+                  ["--data-root", NO_ROOT]),
+    "seeds": ('seeds = "abc"', ["-p", "seeds", "abc"],
+              "seeds='abc' is a string; give a number of seeds >= 1 (e.g. seeds=3) or a list of seed ids "
+              "(e.g. seeds=[0, 1, 2])", None),
+    "overrides": ('overrides = {"roundz": 4}', ["-y", "overrides: {roundz: 4}"], "unknown override 'roundz'; ", None),
+}
+
+
+def _strip_ansi(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def _same_line(got: str, want: str) -> bool:
+    """`want` exactly, or (overrides: its message names every setting) `want` as the start."""
+    return got == want or (want.endswith("; ") and got.startswith(want))
+
+
+@pytest.fixture(scope="module")
+def jupyterlab_errors():
+    """{bad input: the error output's traceback lines} of the notebook's cells run in one python3 kernel (what
+    JupyterLab starts for it, in the notebook's folder), its parameters cell edited as a user would."""
+    from jupyter_client.manager import start_new_kernel
+
+    nb = nbformat.read(str(REPO_ROOT / NOTEBOOK), as_version=4)
+    params = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(REPO_ROOT / NOTEBOOK).rsplit("/", 1)[0])
+    out = {}
+    try:
+        for name, (line, _, _, _) in BAD_INPUTS.items():
+            source = nb.cells[params].source + "\n" + line + "\n" + nb.cells[params + 1].source
+            tracebacks = []
+
+            def hook(msg, tracebacks=tracebacks):
+                if msg["msg_type"] == "error":
+                    tracebacks.append([_strip_ansi(t) for t in msg["content"]["traceback"]])
+            reply = kc.execute_interactive(source, timeout=120, output_hook=hook)
+            assert reply["content"]["status"] == "error", name
+            out[name] = tracebacks
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return out
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+def test_jupyterlab_answers_bad_input_with_one_line(jupyterlab_errors, name):
+    want = BAD_INPUTS[name][2]
+    [traceback] = jupyterlab_errors[name]
+    assert len(traceback) == 1 and traceback[0].startswith("ERROR: "), traceback
+    assert _same_line(traceback[0].removeprefix("ERROR: "), want), traceback
+
+
+def _documented_papermill_command() -> list[str]:
+    """The papermill command the notebook's title cell gives, as words."""
+    import re
+    import shlex
+
+    title = nbformat.read(str(REPO_ROOT / NOTEBOOK), as_version=4).cells[0].source
+    [command] = re.findall(r"`(papermill [^`]*)`", title)
+    return shlex.split(command)
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+def test_documented_papermill_command_answers_bad_input_with_one_line(tmp_path, name):
+    words = _documented_papermill_command()
+    assert words[0] == "papermill" and "out.ipynb" in words, words
+    out = tmp_path / "out.ipynb"
+    args = [str(out) if w == "out.ipynb" else w for w in words[1:]]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(_entry_point_dir(tmp_path))]),
+               FEDPAPER_CACHE=str(tmp_path / "cache"), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "papermill", *args, *BAD_INPUTS[name][1]], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=REPO_ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: "), proc.stderr
+    message = errors[0].removeprefix("ERROR: ").rsplit(f" ({NOTEBOOK}, In [", 1)[0]
+    assert _same_line(message, BAD_INPUTS[name][2]), proc.stderr
+
+
+@pytest.mark.parametrize("name", [n for n, v in BAD_INPUTS.items() if v[3] is not None])
+def test_cli_answers_bad_input_with_the_same_line(tmp_path, name):
+    env = dict(os.environ, FEDPAPER_CACHE=str(tmp_path / "cache"), FEDPAPER_FIGURES=str(tmp_path / "figures"))
+    args = ["reproduce", "--only", "fedpals/fig9", "--no-report", *BAD_INPUTS[name][3]]
+    if name != "profile":
+        args += ["--profile", "smoke"]
+    proc = subprocess.run([sys.executable, "-m", "fedpaper.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=REPO_ROOT)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [f"fedpaper: error: {BAD_INPUTS[name][2]}"], proc.stderr

@@ -8,7 +8,10 @@ notebook cell, papermill (`-p`/`-y`) and the CLI all get the same one-line error
 
 - profile: one of PROFILES;
 - seeds: None (the profile's), an int n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0;
-- data_root, out_dir: None, a str or a path;
+- data_root: None (the default search: fedpaper.ground.paths.data_root) or an existing folder, as a
+  str or a path: a typo is answered with the one line the CLI gives for its --data-root
+  (`data_root_problem`), never taken for a machine without data;
+- out_dir: None, a str or a path;
 - overrides: None or a dict (a YAML/JSON string of a dict is accepted, as papermill's `-p` gives
   one) of profile settings to change. They reach the paper's artifact function as an explicit
   argument (`Overrides`), which applies them once, with `apply_overrides`, where it builds its
@@ -43,6 +46,7 @@ import math
 import numbers
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from fedpaper.ground.errors import BadParameterError, UnknownNameError
@@ -146,6 +150,26 @@ def check_path(value, name: str) -> Optional[str]:
                             f"(e.g. {name}='/data/fedpaper') or None for the default")
 
 
+def data_root_problem(root) -> Optional[str]:
+    """The one line for a data root that is not an existing folder (None when it is one): the same
+    words for a notebook's `data_root`, papermill's `-p data_root` and the CLI's --data-root."""
+    root = Path(root).expanduser().resolve()
+    if root.is_dir():
+        return None
+    what = "is not a folder" if root.exists() else "does not exist"
+    return (f"data root {root} {what}; pass an existing folder (--data-root on the command line, data_root in a "
+            "notebook, e.g. ../shared/data) or leave it out for the default")
+
+
+def check_data_root(value) -> Optional[str]:
+    """None, or a path (returned as str) of an existing folder (data_root_problem)."""
+    value = check_path(value, "data_root")
+    problem = None if value is None else data_root_problem(value)
+    if problem:
+        raise BadParameterError(problem)
+    return value
+
+
 def check_overrides(overrides) -> dict:
     """None -> {}; a dict with str keys; a YAML/JSON string of such a dict (papermill -p)."""
     if overrides is None:
@@ -177,7 +201,7 @@ def validate(*, profile="smoke", seeds=None, data_root=None, out_dir=None, overr
     """All parameters of an artifact function, checked; one-line BadParameterError/UnknownNameError."""
     profile = check_profile(profile)
     seeds = check_seeds(seeds)
-    data_root = check_path(data_root, "data_root")
+    data_root = check_data_root(data_root)
     out_dir = check_path(out_dir, "out_dir")
     overrides = check_overrides(overrides)
     if "seeds" in overrides:
