@@ -187,3 +187,33 @@ def test_trainer_with_vmap_equals_loop_for_a_batchnorm_model():
     np.testing.assert_allclose(vmap.history["train_loss"], loop.history["train_loss"], rtol=1e-5)
     # test accuracy reads the averaged running statistics: one of the 40 rows may fall the other way at most
     np.testing.assert_allclose(vmap.history["test_acc"], loop.history["test_acc"], atol=1 / 40 + 1e-9)
+
+
+def test_fedmt_on_a_small_resnet_with_vmap_equals_loop():
+    """FedMT (E) on the CPU profiles' small ResNet: stacked weak/strong/mixed views of each batch
+    (keep masks tiled over the views) and the server's own training steps, whose BatchNorm
+    statistics the trainer stores from the vmap backend too."""
+    from fedpaper.algorithms.families import family_algorithm
+    from fedpaper.engine import Federation
+    from fedpaper.papers.fedmt.data import build_pools, split
+
+    pools = build_pools({"stand_in": {"num_classes": 8, "coarse_classes": 4, "n_train": 320, "n_test": 40,
+                                      "shape": [3, 8, 8], "seed": 3}}, None, "cpu")
+    server, part = split(pools, {"n": 4, "num_clients": 2, "samples_per_client": 37, "seed": 0})
+    fed = Federation([np.asarray(c) for c in part.client_indices], np.arange(len(pools.y_test)),
+                     server_indices=server, seed=0)
+    method = family_algorithm("FedMT (E)", "fedmt", {"estimator": "estimate", "threshold": 0.13, "server_epochs": 1})
+    out = {}
+    for backend in ("loop", "vmap"):
+        cfg = TrainConfig(model="small_resnet", model_kwargs={"num_classes": 8, "widths": (4, 8)}, lr=0.1,
+                          momentum=0.9, batch_size=8, local_epochs=2, rounds=2, backend=backend)
+        torch.manual_seed(0)
+        tr = FederatedTrainer(method, cfg, pools, [fed], progress=False)
+        out[backend] = tr, tr.run()
+    (t_loop, loop), (t_vmap, vmap) = out["loop"], out["vmap"]
+    assert vmap.log["backend"] == "vmap"
+    for k in loop.final_params:
+        torch.testing.assert_close(vmap.final_params[k], loop.final_params[k], **PARAMS, msg=lambda m: f"{k}: {m}")
+    for k, v in t_loop.global_buffers.items():
+        torch.testing.assert_close(t_vmap.global_buffers[k], v, **STATS, msg=lambda m: f"{k}: {m}")
+    np.testing.assert_allclose(vmap.history["train_loss"], loop.history["train_loss"], rtol=1e-5)
