@@ -33,7 +33,7 @@ from fedpaper.runs.provenance import runs_text
 from fedpaper.papers.catalog import get_artifact, load_reported
 from fedpaper.outputs import pipeline
 from fedpaper.ground import paths
-from fedpaper.report import artifact_claims, compare_with_reported, verdict_line
+from fedpaper.report import artifact_claims, claim_line, compare_with_reported, verdict_line
 
 __all__ = ["run", "show", "show_specs", "show_seeds", "show_vs_paper", "show_claims", "one_line_errors",
            "side_by_side", "run_specs", "seed_table", "notebook_call", "artifact_function_of"]
@@ -229,7 +229,9 @@ def show_seeds(result) -> None:
 
 def show_claims(result) -> None:
     """The paper's claims about each artifact, checked on this run's table as REPORT.md checks the
-    committed ones (fedpaper.report.artifact_claims), each with its computed cause."""
+    committed ones (fedpaper.report.artifact_claims): one line per claim as REPORT.md's summary
+    writes it (report.claim_line: verdict, claim, the number that decides it, its cause), the full
+    evidence folded below."""
     from IPython.display import Markdown, display
 
 
@@ -241,8 +243,11 @@ def show_claims(result) -> None:
             continue
         warn = (" Synthetic stand-in data: these verdicts test the code path, not the paper."
                 if rec.get("synthetic") else "")
+        evidence = "\n".join(f"- {verdict_line(x)}" for x in res)
         display(Markdown(_title(r, f"the paper's claims on it, checked on this run ({len(res)})") + "." + warn
-                         + "\n\n" + "\n".join(f"- {verdict_line(x)}" for x in res)))
+                         + "\n\n" + "\n".join(f"- {claim_line(x)}" for x in res)
+                         + "\n\n<details><summary>the evidence of each claim</summary>\n\n" + evidence
+                         + "\n\n</details>"))
 
 
 # ----------------------------------------------------------------------------- the call of a notebook

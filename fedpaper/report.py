@@ -8,8 +8,10 @@ It works with zero artifacts generated (a fresh clone without data). The output 
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import os
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +22,7 @@ from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, CONTEST_RULE, NOISE_RULE, Verdict, check_claims
 from fedpaper.papers._common.scaling import slope_text
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
-from fedpaper.papers._common.rows import norm
+from fedpaper.papers._common.rows import norm, parse_per_seed
 from fedpaper.papers import (
     LADDERS,
     PAPER_TITLES,
@@ -36,7 +38,7 @@ from fedpaper.papers import (
     not_implemented_reason,
 )
 from fedpaper.ground.paths import REPO_ROOT, cache_dir, data_root as _data_root, figures_dir
-from fedpaper.ground.files import atomic_write_text
+from fedpaper.ground.files import atomic_write_bytes, atomic_write_text
 from fedpaper.papers._common.scaling import read_trends
 
 STATUS_START = "<!-- artifact-status:start -->"
@@ -91,6 +93,9 @@ def status_rows(data_root=None, paper: Optional[str] = None, ladders: bool = Tru
             status = f"regenerated ({profile})"
             if (rec or {}).get("synthetic"):
                 status += ", SYNTHETIC data"
+            stale = prov.staleness(rec or {})  # made by other code than this checkout's
+            if stale:
+                status += f"; {stale}"
             left_out = list((rec or {}).get("missing_datasets") or [])
             if left_out:  # regenerated without them: nothing of theirs committed
                 status += f"; made without {_shown(left_out)}: no results for it"
@@ -398,12 +403,232 @@ def _profiles_note(rows, paper: str) -> str:
     return note + "."
 
 
+# ------------------------------------------------------------------------------------ summary
+SUMMARY_DIR = "summary"  # beside REPORT.md: the PNGs of ours vs the paper's numbers
+PROFILE_ORDER = ("paper", "long", "quick", "smoke")
+SHORT_CLAIM = 72  # characters of a claim's text in its one-line form
+SHORT_EVIDENCE = 150  # characters of the evidence (a cause's or a detail's) in a one-line form
+
+
+def _html(s) -> str:
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` cut at a word boundary to at most `limit` characters ('…' marks a cut)."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:(")
+    return cut + "…"
+
+
+def short_claim(text: str) -> str:
+    """A claim's text in a few words: its first sentence without the parenthesised asides that
+    turn words into numbers ("(here: ...)", "(paper ...)"), cut at SHORT_CLAIM characters."""
+    t = re.sub(r"\s*\((?:here|paper)\b[^()]*(?:\([^()]*\)[^()]*)*\)", "", str(text))
+    t = re.split(r"(?<=[a-z0-9)%])\. ", t)[0].rstrip(". ")
+    return _cut(t, SHORT_CLAIM)
+
+
+def _noise_seeds(result: dict) -> str:
+    """For a verdict within noise, how many seeds would decide it (the within-noise cause whose
+    numbers decide the verdict, else the one needing most seeds); '' when no cause says."""
+    noisy = [c for c in result.get("causes") or () if getattr(c, "seeds", None) is not None]
+    if not noisy:
+        return ""
+    decides = result.get("decides") or ""
+    own = [c for c in noisy if c.brief and c.brief in decides]
+    pick = own[0] if own else max(noisy, key=lambda c: (c.seeds < 0, c.seeds))
+    return pick.seeds_note
+
+
+def claim_line(result: dict) -> str:
+    """One claim in one line: its verdict, the claim in a few words, the number that decides it,
+    its cause (and, within noise, how many seeds would decide it)."""
+    v = result["verdict"]
+    mark = VERDICT_MARKS[v] + (" (code)" if result["on_code"] else "")
+    causes = [c for c in result.get("causes") or ()]
+    number = result.get("decides") or ""
+    if v in ("not testable", "not checkable") and causes:
+        number = causes[0].brief or causes[0].evidence
+    elif not number:
+        number = result["detail"]
+    text = _cut(number, SHORT_EVIDENCE)
+    if v == "within noise":
+        seeds = _noise_seeds(result)
+        text += f"; {seeds}" if seeds else ""
+    elif v not in ("pass", "not testable", "not checkable") and causes:
+        text += " · " + "; ".join(dict.fromkeys(c.brief or c.kind for c in causes))
+    return f"**{mark}** `{result['id']}` {_md_escape(short_claim(result['text']))} — {_md_escape(text)}"
+
+
+def claim_details(result: dict) -> list[str]:
+    """The claim's full evidence (verdict_line), folded under its one-line form."""
+    mark = VERDICT_MARKS[result["verdict"]] + (" (code)" if result["on_code"] else "")
+    head = f"<b>{_html(mark)}</b> <code>{_html(result['id'])}</code> {_html(short_claim(result['text']))}"
+    return [f"<details><summary>{head}</summary>", "", "- " + verdict_line(result), "", "</details>"]
+
+
+def _claim_profile(result: dict, profiles: dict) -> str:
+    """The profile(s) of the committed results a claim is checked on ('code' for a check of a formula
+    or a data split without results, 'none' without committed results)."""
+    got = sorted({profiles[a] for a in result["artifacts"] if a in profiles},
+                 key=lambda p: (PROFILE_ORDER.index(p) if p in PROFILE_ORDER else len(PROFILE_ORDER), p))
+    if got:
+        return "+".join(got)
+    return "code" if result["on_code"] else "none"
+
+
+def scorecard(results: list[dict], rows: list[dict]) -> list[str]:
+    """Per paper and profile, how many claims got each verdict (a markdown table)."""
+    profiles = {r["id"]: (r["provenance"] or {}).get("profile", "?") for r in rows if r["committed"]}
+    lines = ["| paper | results of profile | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---:|" * len(VERDICTS)]
+    for paper in PAPERS:
+        pr = [c for c in results if c["id"].startswith(paper + "/")]
+        groups: dict = {}
+        for c in pr:
+            groups.setdefault(_claim_profile(c, profiles), []).append(c)
+        for prof in sorted(groups, key=lambda p: (p in ("code", "none"), p == "none", p)):
+            counts = [sum(c["verdict"] == v for c in groups[prof]) for v in VERDICTS]
+            lines.append(f"| {paper} | {prof} | " + " | ".join(str(n) if n else "·" for n in counts) + " |")
+    return lines
+
+
+def matched_cells(reported: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+    """Every cell of the paper's table that ours has (joined as compare_with_reported joins): columns
+    paper, ours, low, high (our seeds' range; NaN without per-seed values)."""
+    keys = [c for c in reported.columns if c in ours.columns and c not in VALUE_COLUMNS and c not in SCALE_COLUMNS]
+    if "mean" not in ours.columns or not keys:
+        return pd.DataFrame(columns=["paper", "ours", "low", "high"])
+    rep, our = reported.copy(), ours.copy()
+    kk = ["_k_" + c for c in keys]
+    for c in keys:
+        rep["_k_" + c] = rep[c].map(_norm)
+        our["_k_" + c] = our[c].map(_norm)
+    seeds = [parse_per_seed(v) for v in our["per_seed"]] if "per_seed" in our.columns else [()] * len(our)
+    our["low"] = [min(s) if s and not any(math.isnan(x) for x in s) else math.nan for s in seeds]
+    our["high"] = [max(s) if s and not any(math.isnan(x) for x in s) else math.nan for s in seeds]
+    our = our[kk + ["mean", "low", "high"]].drop_duplicates(subset=kk, keep="last")
+    m = rep[kk + ["mean"]].merge(our, on=kk, how="inner", suffixes=("_paper", "_ours"))
+    out = pd.DataFrame({"paper": pd.to_numeric(m["mean_paper"], errors="coerce"),
+                        "ours": pd.to_numeric(m["mean_ours"], errors="coerce"),
+                        "low": m["low"].astype(float), "high": m["high"].astype(float)})
+    return out.dropna(subset=["paper", "ours"]).reset_index(drop=True)
+
+
+def paper_matches(paper: str, rows: list[dict], tables: dict) -> list[tuple]:
+    """[(artifact id, its profile, matched_cells)] of a paper's committed artifacts with reported
+    numbers and at least one matched cell, in catalogue order."""
+    out = []
+    for r in rows:
+        if r["paper"] != paper or not r["reported"] or not r["committed"] or tables.get(r["id"]) is None:
+            continue
+        cells_ = matched_cells(load_reported(r["id"]), tables[r["id"]])
+        if len(cells_):
+            out.append((r["id"], (r["provenance"] or {}).get("profile", "?"), cells_))
+    return out
+
+
+def summary_png(paper: str, matches: list[tuple]) -> bytes:
+    """The PNG of ours (y) against the paper's numbers (x), every matched cell, one colour per
+    artifact, our seeds' range as a vertical bar, the diagonal dashed; deterministic bytes (Agg, no
+    time stamp or software in the metadata)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # start-up time: matplotlib only when drawing
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.2, 5.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    lo, hi = math.inf, -math.inf
+    for i, (aid, prof, c) in enumerate(matches):
+        colour = f"C{i % 10}"
+        bars = c.dropna(subset=["low", "high"])
+        ax.vlines(bars["paper"], bars["low"], bars["high"], colors=colour, alpha=0.45, linewidth=1.2)
+        ax.scatter(c["paper"], c["ours"], s=16, color=colour, zorder=3,
+                   label=f"{aid.split('/', 1)[1]} ({prof}, {len(c)} cells)")
+        vals = [*c["paper"], *c["ours"], *bars["low"], *bars["high"]]
+        lo, hi = min(lo, *vals), max(hi, *vals)
+    pad = 0.04 * (hi - lo or 1.0)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "k--", linewidth=0.8, label="ours = paper")
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_aspect("equal")
+    ax.set_xlabel("the paper's mean")
+    ax.set_ylabel("our mean (bar: our seeds' range)")
+    profs = sorted({p for _, p, _ in matches})
+    n = sum(len(c) for _, _, c in matches)
+    ax.set_title(f"{paper}: ours ({', '.join(profs)} profile) vs the paper, {n} cells", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
+def write_summary_figures(folder: Path, rows: list[dict], tables: dict) -> dict:
+    """{paper: path} of the summary PNGs written (atomically, only when the bytes change) under
+    `folder` for the papers with matched cells."""
+    out = {}
+    for paper in PAPERS:
+        matches = paper_matches(paper, rows, tables)
+        if not matches:
+            continue
+        path = Path(folder) / f"{paper}.png"
+        data = summary_png(paper, matches)
+        if not path.is_file() or path.read_bytes() != data:
+            atomic_write_bytes(path, data)
+        out[paper] = path
+    return out
+
+
+def summary_section(results: list[dict], rows: list[dict], tables: dict) -> list[str]:
+    """REPORT.md's first screen: the scorecard, the figures of ours vs the paper's numbers, and per
+    paper its claims one line each (folded)."""
+    out = ["## Summary", "",
+           "Claims per paper and the profile of the committed results they are checked on (a claim on "
+           "artifacts of two profiles counts under both, joined by +; code: a formula or a data split, no "
+           "trained model; none: no committed results). Rules, evidence and causes: section 2.", ""]
+    out += scorecard(results, rows) + [""]
+    figs = [p for p in PAPERS if paper_matches(p, rows, tables)]
+    if figs:
+        out += ["Ours against the paper's numbers, every matched cell (bar: our seeds' range; dashed: ours = "
+                "paper; per artifact the most faithful profile committed, named in the legend):", "",
+                " ".join(f'<a href="{SUMMARY_DIR}/{p}.png"><img src="{SUMMARY_DIR}/{p}.png" width="24%" '
+                         f'alt="{p}: ours vs the paper"></a>' for p in figs), ""]
+        without = [p for p in PAPERS if p not in figs]
+        if without:
+            out += ["No figure for " + ", ".join(without) + ": no committed result meets a reported number.", ""]
+    out += ["Each claim in one line: verdict, the claim, the number that decides it (a comparison: the "
+            "difference, ± the noise rule's bound k SE, vs the bar), its cause; within noise, how many seeds "
+            "would decide it if the difference and its seed spread held.", ""]
+    for paper in PAPERS:
+        pr = [c for c in results if c["id"].startswith(paper + "/")]
+        if not pr:
+            continue
+        counts = ", ".join(f"{n} {v}" for v in VERDICTS if (n := sum(c["verdict"] == v for c in pr)))
+        out += [f"<details><summary><b>{_html(paper)}</b>: {len(pr)} claims, {_html(counts)}</summary>", ""]
+        out += ["- " + claim_line(c) for c in pr]
+        out += ["", "</details>", ""]
+    return out
+
+
 # ------------------------------------------------------------------------------------ report
 def committed_tables(rows=None, data_root=None) -> dict:
     """{artifact id: our committed csv as a DataFrame} for every committed artifact (most faithful
     profile present), what the claims are checked on."""
     rows = rows if rows is not None else status_rows(data_root, ladders=False)
     return {r["id"]: load_committed(r["id"])[0] for r in rows if r["committed"]}
+
+
+def _fold_open(summary: str) -> list[str]:
+    return [f"<details><summary>{_html(summary)}</summary>", ""]
+
+
+def folded(summary: str, body: str) -> list[str]:
+    """Lines of a <details> block (closed in GitHub and JupyterLab) holding the markdown `body`."""
+    return [f"<details><summary>{_html(summary)}</summary>", "", body, "", "</details>", ""]
 
 
 def render_report(data_root=None, claims=None, rows=None) -> str:
@@ -417,6 +642,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
            "Generated by `fedpaper report` (also run at the end of `make figures`) from the committed "
            "results in `figures/`; do not edit by hand.", "",
            f"{len(rows)} artifacts: {n_reg} regenerated, {n_not} not regenerated.", ""]
+    results = diagnose_claims(check_claims(claims, tables), rows)
+    out += summary_section(results, rows, tables)
 
     # 1. comparisons with reported numbers
     out += ["## 1. Our numbers next to the papers'", ""]
@@ -441,7 +668,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
         cmp, also = _with_quick_column(cmp, reported, r["id"], prof, ours, keys)
         md, note = _frame_to_md(cmp)
         out += [f"Joined on {', '.join(keys)}. Ours: profile {prof} (difference = ours - paper)."
-                + _scale_note(reported, ours) + also + (f" Fixed: {note}." if note else ""), "", md, ""]
+                + _scale_note(reported, ours) + also + (f" Fixed: {note}." if note else ""), ""]
+        out += folded(f"the table: {len(cmp)} cells of the paper, {(cmp['ours'] != '–').sum()} of them ours", md)
     with_reported = [r["id"] for r in rows if r["reported"]]
     if not any_cmp:
         out += [f"No artifact with reported numbers has been regenerated yet ({len(with_reported)} have "
@@ -453,7 +681,6 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
 
     # 2. claims
     out += ["## 2. Claims", ""]
-    results = diagnose_claims(check_claims(claims, tables), rows)
     if not results:
         out += ["No claims registered yet.", ""]
     else:
@@ -464,7 +691,7 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
             continue
         out += [f"### {paper}: {PAPER_TITLES[paper]}", "", claim_counts(pr) + _profiles_note(rows, paper), ""]
         for c in pr:
-            out.append("- " + verdict_line(c))
+            out += claim_details(c)
         out.append("")
 
     out += ladder_section()
@@ -490,6 +717,7 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
     regen = [r for r in rows if r["committed"]]
     if not regen:
         out += ["None yet.", ""]
+    out += _fold_open(f"{len(regen)} artifacts: profile, device, commit, seeds, runs and the notes of each") if regen else []
     for r in regen:
         rec = r["provenance"] or {}
         line = f"- `{r['id']}`: " + (prov.summary(rec) if rec else "no provenance json")
@@ -506,6 +734,7 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
         for n in rec.get("notes") or []:
             out.append(f"  - {_md_escape(n)}")
     out.append("")
+    out += ["</details>", ""] if regen else []
 
     # 5. status table
     out += ["## 5. Status of every artifact", ""]
@@ -545,19 +774,21 @@ def update_readme(rows: list[dict], path: Optional[Path] = None) -> bool:
 
 
 def write_report(data_root=None, path: Optional[Path] = None, readme: Optional[Path] = None,
-                 claims=None) -> Path:
-    """Write figures/REPORT.md (atomically) and refresh the README status table, both from the
-    committed results only; print what this machine lacks (missing_here_lines) and keep it, untracked,
+                 claims=None, only=None) -> Path:
+    """Write figures/REPORT.md (atomically), the PNGs its summary links (summary/<paper>.png beside
+    it) and refresh the README status table, all from the committed results only; print what this machine lacks (missing_here_lines) and keep it, untracked,
     in the cache (cache/report/missing-here.txt)."""
     rows = status_rows(data_root, ladders=False)
     text = render_report(data_root, claims=claims, rows=rows)
     path = Path(path) if path is not None else figures_dir() / "REPORT.md"
+    write_summary_figures(path.parent / SUMMARY_DIR, rows, committed_tables(rows))
     old = path.read_text(encoding="utf-8") if path.is_file() else None
     if text != old:
         atomic_write_text(path, text)
     update_readme(rows, readme)
     here = missing_here_lines(rows)
-    for line in here:
+    # printed: with `only` (artifact ids, `fedpaper reproduce --only`) what those artifacts lack; kept: all of it
+    for line in here if only is None else missing_here_lines([r for r in rows if r["id"] in set(only)]):
         print(line)
     with contextlib.suppress(OSError):
         atomic_write_text(cache_dir("report") / "missing-here.txt", "".join(f"{x}\n" for x in here))

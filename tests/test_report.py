@@ -343,3 +343,113 @@ def test_noise_cause_numbers_are_differences_of_committed_per_seed_values(monkey
                 checked += 1
     assert not misses, misses
     assert checked >= 10  # the committed results have many within-noise causes
+
+
+# ------------------------------------------------------------------------------------ summary
+def _fenced(text: str) -> list[str]:
+    """The bodies of the <details> blocks of `text`."""
+    import re
+
+    return re.findall(r"<details><summary>.*?</summary>\n(.*?)\n</details>", text, re.S)
+
+
+def test_summary_pngs_are_written_beside_the_report_and_regenerate_byte_identically(figures_tmp, readme_tmp,
+                                                                                    empty_data_root):
+    _commit(figures_tmp, "fedpals/table2", ours_table2().assign(per_seed=["87.3;87.8;88.3", "83.7;84.2;84.7",
+                                                                          "79.9;80.4;80.9"]))
+    readme_tmp.write_text("<!-- artifact-status:start -->\n<!-- artifact-status:end -->\n")
+    p = R.write_report()
+    png = p.parent / R.SUMMARY_DIR / "fedpals.png"
+    assert png.is_file() and not (p.parent / R.SUMMARY_DIR / "fedmt.png").exists()  # no fedmt result: no figure
+    data, mtime = png.read_bytes(), png.stat().st_mtime_ns
+    assert data.startswith(b"\x89PNG") and b"Software" not in data and b"tIME" not in data  # no version, no time
+    assert '<a href="summary/fedpals.png"><img src="summary/fedpals.png"' in p.read_text()
+    assert "No figure for privlabels, fedmt, fednca: no committed result meets a reported number." in p.read_text()
+    R.write_report()
+    assert png.read_bytes() == data and png.stat().st_mtime_ns == mtime
+    png.write_bytes(b"stale")
+    R.write_report()
+    assert png.read_bytes() == data
+
+
+def test_matched_cells_are_the_joined_cells_with_our_seed_range():
+    rep = catalog.load_reported("fedpals/table2")
+    ours = ours_table2().assign(per_seed=["87.3;87.8;88.3", "83.7;84.2;84.7", "79.9;80.4;80.9"]).iloc[:2]
+    m = R.matched_cells(rep, ours)
+    cmp, _ = R.compare_with_reported(rep, ours)
+    assert len(m) == (cmp["ours"] != "–").sum() == 2
+    assert m.loc[0].tolist() == pytest.approx([88.8, 87.8, 87.3, 88.3])
+    assert m["low"].notna().all() and R.matched_cells(rep, ours.drop(columns=["per_seed"]))["low"].isna().all()
+
+
+def test_claim_line_names_the_deciding_number_its_cause_and_the_seeds_that_would_decide_it():
+    from fedpaper.papers._common import PAPER_CONTRADICTS, Cause, all_of, const, exceeds
+    from fedpaper.papers._common.rows import Cell
+
+    def result(v, text="In every row A beats B by a wide margin (here: at least 10 points; paper 12-27)."):
+        return {"id": "fedpals/claim-4", "text": text, "verdict": v.verdict, "detail": v.detail,
+                "causes": list(v.causes), "decides": v.decides, "on_code": False}
+    a = Cell(12.0, 4.0, 3, (8.0, 12.0, 16.0))
+    noisy = all_of([("row 1", exceeds(a, const(0.0), 10.0, "A - B"))], "rows")
+    line = R.claim_line(result(noisy))
+    n = noisy.causes[0].seeds
+    assert line == (f"**within noise** `fedpals/claim-4` In every row A beats B by a wide margin — row 1: A - B "
+                    f"+12.00 ± {noisy.causes[0].brief.split('± ')[1]}; {n} seeds would decide it")
+    failed = exceeds(a, const(0.0), 30.0, "A - B")
+    res = result(failed)
+    res["causes"] = [Cause(PAPER_CONTRADICTS, "long evidence", brief="the paper's own numbers fail the check too")]
+    assert R.claim_line(res).endswith("— A - B +12.00 ± 4.35 vs 30 · the paper's own numbers fail the check too")
+    absent = R.claim_line({**result(Verdict("not checkable", "x")), "causes": [Cause("data or weights absent", "no "
+                                                                                     "committed results for x")]})
+    assert absent.endswith("— no committed results for x")
+
+
+def test_report_summary_fits_one_screen_and_folds_every_claims_evidence(monkeypatch, tmp_path):
+    """On the committed results: at most 60 lines before the first <details>; a scorecard whose counts
+    add up to each paper's claims; one line per claim, folded per paper; each claim's full evidence
+    (verdict_line) folded in its own <details>; a PNG linked per paper with matched cells."""
+    from fedpaper.ground.paths import REPO_ROOT
+    from fedpaper.papers import claims as paper_claims
+
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
+    monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path / "cache"))
+    rows = R.status_rows(ladders=False)
+    text = R.render_report(rows=rows)
+    head = text[:text.index("<details>")]
+    assert head.count("\n") <= 60
+    tables = R.committed_tables(rows)
+    results = R.diagnose_claims(check_claims(R.registered_claims(), tables), rows)
+    for paper in R.PAPERS:
+        ids = [c.id for c in paper_claims(paper)]
+        card = [ln for ln in head.splitlines() if ln.startswith(f"| {paper} | ")]
+        assert sum(int(x) for ln in card for x in ln.split("|")[3:-1] if x.strip() != "·") == len(ids)
+        if R.paper_matches(paper, rows, tables):
+            assert f'src="summary/{paper}.png"' in head
+    bodies = _fenced(text)
+    lines = {ln for b in bodies for ln in b.splitlines()}
+    for r in results:
+        assert "- " + R.claim_line(r) in lines, r["id"]
+        assert any(b.strip() == "- " + R.verdict_line(r) for b in bodies), r["id"]
+        assert ("- " + R.verdict_line(r)) not in text.replace("\n- " + R.verdict_line(r) + "\n\n</details>", "")
+    noisy = [r for r in results if r["verdict"] == "within noise"]
+    assert noisy and all("seeds would decide it" in R.claim_line(r) or "seeds split" in R.claim_line(r)
+                         or "no number of seeds" in R.claim_line(r) for r in noisy)
+
+
+def test_show_claims_writes_the_summary_lines_and_folds_the_evidence(monkeypatch):
+    import IPython.display
+
+    from fedpaper import notebook as N
+    from fedpaper.ground.paths import REPO_ROOT
+    from fedpaper.outputs.artifacts import ArtifactResult, load_committed
+
+    monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    table, rec = load_committed("fedpals/table1")
+    N.show_claims(ArtifactResult("fedpals/table1", table, None, rec))
+    (md,) = shown
+    res = R.artifact_claims("fedpals/table1", table, rec, rec.get("profile"))
+    short, folded_part = md.data.split("<details>")
+    assert [ln for ln in short.splitlines() if ln.startswith("- ")] == ["- " + R.claim_line(r) for r in res]
+    assert all("- " + R.verdict_line(r) in folded_part for r in res) and folded_part.rstrip().endswith("</details>")

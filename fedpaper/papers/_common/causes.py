@@ -164,9 +164,11 @@ def diagnose(claim, result: Verdict, provenance: dict, reported: dict, missing_d
         return tuple(causes)
     theirs = on_reported(claim, reported)
     if theirs is not None and theirs.verdict == FAIL:
-        causes.insert(0, Cause(PAPER_CONTRADICTS, f"on the paper's numbers the check fails too: {theirs.detail}"))
+        causes.insert(0, Cause(PAPER_CONTRADICTS, f"on the paper's numbers the check fails too: {theirs.detail}",
+                               brief="the paper's own numbers fail the check too"))
     elif theirs is not None and theirs.verdict == WITHIN_NOISE:
-        causes.insert(0, Cause(NOISE, f"the paper's own numbers are within noise too: {theirs.detail}"))
+        causes.insert(0, Cause(NOISE, f"the paper's own numbers are within noise too: {theirs.detail}",
+                               brief="the paper's own numbers are within noise too"))
     scale = ladder_cause((ladder or {}).get(claim.id))
     if result.verdict == FAIL and not causes:
         recs = {a: provenance[a] for a in claim.artifacts if a in provenance}

@@ -115,7 +115,7 @@ class ClaimSet:
 
 def check_claims(claims, tables: dict) -> list[dict]:
     """Run every claim's check on our tables: [{id, text, artifacts, verdict, detail, causes,
-    on_code}], verdict in VERDICTS; causes: those the check found (see diagnose_claims for the
+    decides, on_code}], verdict in VERDICTS; decides: the number that decides it (Verdict.decides); causes: those the check found (see diagnose_claims for the
     report-time ones); on_code: the check tests a formula or a data split, no trained model."""
     out = []
     for c in claims:
@@ -130,6 +130,6 @@ def check_claims(claims, tables: dict) -> list[dict]:
             except Exception as e:  # a broken check must not break the report
                 v = Verdict("not checkable", f"check raised {type(e).__name__}: {e}")
         out.append({"id": c.id, "text": c.text, "artifacts": list(c.artifacts), "verdict": v.verdict,
-                    "detail": str(v.detail).replace("\n", " "), "causes": list(v.causes),
+                    "detail": str(v.detail).replace("\n", " "), "causes": list(v.causes), "decides": v.decides,
                     "on_code": bool(getattr(c.check, "on_code", False)), "claim": c})
     return out

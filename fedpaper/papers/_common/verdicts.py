@@ -5,6 +5,7 @@ and, for any verdict other than pass, the causes found by code (:class:`Cause`, 
 fixed vocabulary CAUSES and its evidence, formatted from the data at report time)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -139,10 +140,19 @@ def all_of(parts: list, what: str = "") -> Verdict:
     return Verdict(verdict, f"{head} {body}", () if verdict == PASS else causes, _deciding(parts, verdict))
 
 
+def _seeds_needed(v: Verdict) -> float:
+    """The most seeds a within-noise cause of `v` needs to be decided (inf: none would; 0: no count)."""
+    counts = [c.seeds for c in v.causes if c.seeds is not None]
+    return math.inf if any(n < 0 for n in counts) else max(counts, default=0)
+
+
 def _deciding(parts: list, verdict: str) -> str:
-    """'label: decides' of the first part whose verdict is `verdict` (any part not passing for a
-    partial, not testable or not checkable verdict; the first part for a pass), '' if none says."""
+    """'label: decides' of the first part whose verdict is `verdict` (within noise: the one that needs
+    the most seeds to be decided; any part not passing for a partial, not testable or not checkable
+    verdict; the first part for a pass), '' if none says."""
     want = (verdict,) if verdict in (PASS, FAIL, WITHIN_NOISE) else tuple(x for x in VERDICTS if x != PASS)
+    if verdict == WITHIN_NOISE:  # the part that needs the most seeds to be decided (none would: first)
+        parts = sorted(parts, key=lambda p: -_seeds_needed(p[1]))
     for lab, v in parts:
         if v.verdict in want:
             text = v.decides or (v.causes[0].brief or v.causes[0].evidence if v.causes else "")
