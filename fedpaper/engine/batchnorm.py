@@ -122,7 +122,6 @@ def _returned_forward(self, x, keep, names, new):
     """_masked_forward without in-place updates (returned_stats): for one slot under vmap, where the
     number of kept rows is a tensor, so the fall-back to the padded batch is a torch.where."""
     self._check_input_dim(x)
-    dims = [0, *range(2, x.dim())]
     shape = [1, -1] + [1] * (x.dim() - 2)
     spatial = x[0, 0].numel() if x.dim() > 2 else 1
     xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
@@ -134,18 +133,19 @@ def _returned_forward(self, x, keep, names, new):
     else:  # not one row per input row: the layer's own batch, as _masked_forward
         w, out_rows = xs.new_ones(x.shape[0]), None
     count = w.sum() * spatial
-    wv = w.view(-1, *[1] * (x.dim() - 1))
-    mean = (xs * wv).sum(dims) / count
-    centred = xs - mean.view(shape)
-    var = (centred.square() * wv).sum(dims) / count
-    out = centred * torch.rsqrt(var + self.eps).view(shape)
+    rows = xs.reshape(x.shape[0], x.shape[1], -1)  # [N, C, spatial]: row-weighted sums as one product each
+    with torch.autocast(x.device.type, enabled=False):  # the statistics in float32 under bf16 autocast too
+        mean = torch.einsum("n,ncs->c", w, rows) / count
+        centred = xs - mean.view(shape)
+        var = torch.einsum("n,ncs->c", w, centred.square().reshape(rows.shape)) / count
+    scale = torch.rsqrt(var + self.eps)
     if self.weight is not None:
-        out = out * self.weight.view(shape)
-    if self.bias is not None:
-        out = out + self.bias.view(shape)
+        scale = scale * self.weight
+    out = centred * scale.view(shape) if self.bias is None else torch.addcmul(self.bias.view(shape), centred,
+                                                                              scale.view(shape))
     out = out.to(x.dtype)
     if out_rows is not None:
-        out = torch.where(out_rows.view(-1, *[1] * (x.dim() - 1)), out, torch.zeros_like(out))
+        out = torch.where(out_rows.view(-1, *[1] * (x.dim() - 1)), out, 0.0)
     if self.track_running_stats and self.running_mean is not None:
         prefix = names[id(self)]
         factor = 0.0 if self.momentum is None else self.momentum
