@@ -530,6 +530,14 @@ def main(argv=None) -> int:
     if a.update_gpu_json is not None and device.type != "cuda":
         _refuse("--update-gpu-json writes GPU rates and this device is the CPU (torch.cuda.is_available() is "
                 "False): run on CUDA, or leave --update-gpu-json out")
+    if a.update_gpu_json is not None:
+        if not Path(a.update_gpu_json).is_file():
+            _refuse(f"--update-gpu-json {a.update_gpu_json} does not exist: pass a gpu.json to update "
+                    "(benchmarks/gpu_throughput.py --measure writes one)")
+        card = json.loads(Path(a.update_gpu_json).read_text(encoding="utf-8")).get("card")
+        if card and card != torch.cuda.get_device_name(device):
+            _refuse(f"{a.update_gpu_json} holds {card} rates and this card is {torch.cuda.get_device_name(device)}: "
+                    "pass another --update-gpu-json")
     a.cells = [c for c in a.cells.split(",") if c]
     bad = [c for c in a.cells if c not in CELLS]
     names = [m["model"] for m in MODELS]
