@@ -21,6 +21,12 @@ code version hash to its key; any mismatch, a truncated or foreign file: one lin
 written. Entries are pickles, as in the cache itself: import archives you trust (your own).
 When the archive's code version of a paper differs from this checkout's, import (and later
 `fedpaper reproduce`) says so in one line, with the commit to run from.
+
+Runs keyed by the text-hash code versions used before the syntax-tree scheme
+(fedpaper.runs.version_map) are moved to the syntax-tree version of the same source as they are
+imported, and `migrate_archive` (`fedpaper cache rekey --scheme --archive A`) rewrites an archive so:
+no run is retrained, only its key and code version change; the manifest keeps the commit that made
+the runs and says what was moved ("migrated").
 """
 from __future__ import annotations
 
@@ -36,9 +42,10 @@ from typing import Optional
 
 from fedpaper.ground.errors import FedpaperError
 from fedpaper.ground.console import warn_console
-from fedpaper.ground.files import ChecksumError, atomic_path, atomic_write_text, verified_payload
+from fedpaper.ground.files import ChecksumError, atomic_path, atomic_write_text, verified_payload, with_checksum
 from fedpaper.runs.store import ResultStore
-from fedpaper.runs.versions import CODE_VERSION_ENV, code_version
+from fedpaper.runs.version_map import to_new_scheme
+from fedpaper.runs.versions import CODE_VERSION_ENV, SCHEME, code_version
 from fedpaper.ground.jsonio import now_iso
 from fedpaper.runs.provenance import git_info
 
@@ -144,6 +151,12 @@ def export_archive(path, store: Optional[ResultStore] = None, *, only=None, prof
     manifest = {"format": FORMAT, "version": VERSION, "created": now_iso(), "git": git_info(),
                 "selection": {"only": list(only or []), "profile": profile},
                 "code_versions": versions, "entries": entries, "indexes": indexes}
+    path = _write_archive(path, manifest, members)
+    return {"path": path, "entries": len(entries), "bytes": path.stat().st_size, "skipped_stale": stale,
+            "skipped_corrupt": corrupt, "papers": versions}
+
+
+def _write_archive(path, manifest: dict, members: dict) -> Path:
     blob = json.dumps(manifest, indent=1, sort_keys=True).encode()
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -151,9 +164,8 @@ def export_archive(path, store: Optional[ResultStore] = None, *, only=None, prof
                 tarfile.open(fileobj=gz, mode="w") as tar:
             _add(tar, MANIFEST, blob)
             for key in sorted(members):
-                _add(tar, f"{ENTRY_DIR}/{key}{store.SUFFIX}", members[key])
-    return {"path": path, "entries": len(entries), "bytes": path.stat().st_size, "skipped_stale": stale,
-            "skipped_corrupt": corrupt, "papers": versions}
+                _add(tar, f"{ENTRY_DIR}/{key}{ResultStore.SUFFIX}", members[key])
+    return path
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -221,6 +233,7 @@ def import_archive(path, store: Optional[ResultStore] = None) -> dict:
     index records; returns {"entries", "added", "papers", "notes"} (notes: code-version lines)."""
     store = store if store is not None else ResultStore()
     manifest, entries = read_archive(path)
+    manifest, entries, _ = migrate_members(manifest, entries)
     added = 0
     for key, data in entries.items():
         dest = store.entry_path(key)
@@ -252,6 +265,69 @@ def _merge_index(store: ResultStore, ix: dict, keys) -> None:
     atomic_write_text(store.index_path(art, prof),
                       json.dumps({"artifact": art, "profile": prof, "runs": dict(sorted(merged.items()))},
                                  indent=0, sort_keys=True))
+
+
+# ----------------------------------------------------------------------------- code scheme
+def scheme_migrated(entry: dict, vmap: Optional[dict] = None) -> Optional[dict]:
+    """The entry keyed by the syntax-tree version of the source its text-scheme code version names
+    (its result untouched, a "scheme" stamp {"from", "to", "name"} added), or None when its code
+    version is not a text-scheme version of the map (already migrated, pinned, or unknown)."""
+    new = to_new_scheme(entry["code"], _paper_of(entry), vmap)
+    if new is None or new == entry["code"]:
+        return None
+    return {**entry, "code": new, "scheme": {"from": entry["code"], "to": new, "name": SCHEME}}
+
+
+def entry_bytes(entry: dict) -> bytes:
+    """The stored bytes of a cache entry (ResultStore's format: a pickle behind its checksum)."""
+    return with_checksum(pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def migrate_members(manifest: dict, members: dict, vmap: Optional[dict] = None) -> tuple[dict, dict, dict]:
+    """(manifest, {key: bytes}, {old key: new key}) of an archive's runs with every text-scheme
+    entry moved to the syntax-tree scheme (scheme_migrated); the input unchanged when none is."""
+    moved, out, listed = {}, {}, dict(manifest.get("entries") or {})
+    for key, data in members.items():
+        entry = _entry(data, f"archive entry {key}")
+        new = scheme_migrated(entry, vmap)
+        if new is None:
+            out[key] = data
+            continue
+        data = entry_bytes(new)
+        new_key = entry_key(new)
+        moved[key] = new_key
+        out[new_key] = data
+        listed[new_key] = {**listed.pop(key, {}), "sha256": _sha256(data), "bytes": len(data), "code": new["code"]}
+    if not moved:
+        return manifest, members, moved
+    versions: dict[str, set] = {}
+    for e in listed.values():
+        if e.get("paper"):
+            versions.setdefault(e["paper"], set()).add(e["code"])
+    indexes = []
+    for ix in manifest.get("indexes") or []:
+        runs = {}
+        for k, v in (ix.get("runs") or {}).items():
+            runs[moved.get(k, k)] = {**v, "code": listed[moved[k]]["code"]} if k in moved else v
+        indexes.append({**ix, "runs": runs})
+    old_versions = manifest.get("code_versions") or {}
+    history = list(manifest.get("migrated") or []) + [{"scheme": SCHEME, "at": now_iso(), "git": git_info(),
+                                                        "runs": len(moved), "from_code_versions": old_versions}]
+    manifest = {**manifest, "entries": listed, "indexes": indexes, "migrated": history,
+                "code_versions": {p: sorted(v) for p, v in sorted(versions.items())}}
+    return manifest, out, moved
+
+
+def migrate_archive(path, vmap: Optional[dict] = None) -> dict:
+    """Rewrite an archive with its text-scheme runs moved to the syntax-tree scheme (no run
+    retrained; see migrate_members); nothing written when none is. Returns {"path", "entries",
+    "moved", "before", "after"} (before and after: the manifest's code versions, {paper: [...]})."""
+    manifest, members = read_archive(path)
+    new_manifest, new_members, moved = migrate_members(manifest, members, vmap)
+    if moved:
+        _write_archive(path, new_manifest, new_members)
+    return {"path": Path(path), "entries": len(members), "moved": len(moved),
+            "before": manifest.get("code_versions") or {}, "after": new_manifest.get("code_versions") or {}}
 
 
 # ----------------------------------------------------------------------------- code versions

@@ -1,5 +1,10 @@
 """Provenance of an artifact: code version, parameters, data, seeds, device, libraries, timing.
 
+`staleness` says whether a committed artifact was made by the code of this checkout: its record's
+"code_version" (the syntax-tree version of its paper's code, fedpaper.runs.versions; a text-scheme
+one mapped through fedpaper.runs.version_map), or, for a record made before it was written, the
+version of the commit it names (the version map's commit table).
+
 Everything here works without git (commit None) and without torch imported (device from the
 caller). `collect()` returns a JSON-able dict; `jsonable()` turns numpy/pandas/Path values into
 plain JSON types.
@@ -19,6 +24,8 @@ from fedpaper.blocks.data.download import copy_kind
 from fedpaper.blocks.data.registry import DATASETS
 from fedpaper.ground.jsonio import jsonable, now_iso
 from fedpaper.ground.paths import REPO_ROOT
+from fedpaper.runs.version_map import commit_version, to_new_scheme
+from fedpaper.runs.versions import SCHEME, code_version, known_papers
 
 LIBRARIES = ("python", "torch", "torchvision", "numpy", "cvxpy", "pandas", "scipy", "matplotlib", "fedpaper")
 
@@ -214,11 +221,56 @@ def collect(*, artifact_id: str, profile: str, params: dict, datasets: list, see
         "wall_time_s": None if wall_time_s is None else round(float(wall_time_s), 3),
         "timestamp": now_iso(),
         "command": command_line(),
+        "code_version": artifact_code_version(artifact_id),
+        "code_scheme": SCHEME,
         "notes": jsonable(list(notes) if isinstance(notes, (list, tuple)) else ([notes] if notes else [])),
     }
     if extra:
         rec.update(jsonable(extra))
     return rec
+
+
+def _paper_of(artifact_id: str | None) -> str | None:
+    paper = str(artifact_id or "").split("/", 1)[0]
+    return paper if paper in known_papers() else None
+
+
+def artifact_code_version(artifact_id: str | None) -> str:
+    """The code version an artifact's runs are keyed by: "core+paper" of its paper (runs.versions)."""
+    return code_version(_paper_of(artifact_id))
+
+
+def recorded_code_version(rec: dict) -> tuple[str | None, str]:
+    """(the syntax-tree code version a provenance record says its artifact was made by, how it is
+    known): its "code_version" ("recorded"; a text-scheme one "mapped" through the version map),
+    else its commit's version ("commit"; "commit, uncommitted changes" when the tree was dirty);
+    (None, why) when none can be told."""
+    paper = rec.get("paper") or _paper_of(rec.get("artifact_id"))
+    recorded = rec.get("code_version")
+    if recorded:
+        if rec.get("code_scheme") == SCHEME:
+            return recorded, "recorded"
+        mapped = to_new_scheme(recorded, paper)
+        return (mapped, "mapped") if mapped else (None, f"text-scheme version {recorded} not in the version map")
+    git = rec.get("git") or {}
+    version = commit_version(git.get("commit"), paper)
+    if version is None:
+        return None, f"commit {str(git.get('commit'))[:10]} not in the version map"
+    return version, "commit, uncommitted changes" if git.get("dirty") else "commit"
+
+
+def staleness(rec: dict, current: str | None = None) -> str | None:
+    """None when a committed artifact was made by this checkout's code (`current`, default its
+    paper's code_version), else one short mark: "stale: made by <version>" (a version made from a
+    dirty tree counts as stale: its code is not known), or "code version not known (<why>)"."""
+    version, how = recorded_code_version(rec)
+    if version is None:
+        return f"code version not known ({how})"
+    current = current if current is not None else artifact_code_version(rec.get("paper") or rec.get("artifact_id"))
+    if version == current and how != "commit, uncommitted changes":
+        return None
+    short = "+".join(part[:8] for part in version.split("+"))
+    return f"stale: made by {short}" + (" with uncommitted changes" if how == "commit, uncommitted changes" else "")
 
 
 def compute_record(results) -> dict:

@@ -1,6 +1,7 @@
 """Keep finished runs across a code change that does not change results, once that is checked.
 
-    fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K]
+    fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K] [--rtol R] [--atol A]
+    fedpaper cache rekey --scheme [--archive ARCHIVE ...]
 
 The results cache keys every run by the code version of fedpaper's core and of its paper
 (fedpaper.runs.versions.code_version): any edit to those files (a refactor, a memory or speed fix) gives a
@@ -9,13 +10,18 @@ at the paper profile: hours of CPU per piece) that is a rebuild nobody should pa
 cannot change a result; pinning the old version (FEDPAPER_CODE_VERSION) would assert that without
 checking it. `rekey` checks it: for each paper and old code version among the selected runs, it
 retrains the K cheapest of them (by training samples, runs that diverged last) with the current
-code, in a scratch store, and compares what they computed with what is stored, exactly: every round's history, the best
-and final metrics and where a run diverged; floats bit for bit (NaN equals NaN). Only how a run
+code, in a scratch store, and compares what they computed with what is stored: every round's history, the best
+and final metrics and where a run diverged. Floats and float arrays agree within a tolerance,
+|retrained - stored| <= ATOL + RTOL * |stored| (RTOL, ATOL below; NaN equals NaN), so that a run
+made on another CPU vendor, whose float sums round differently, can be checked; `--rtol 0 --atol 0`
+asks for bit-exact equality. Everything else (integers, where a run diverged, names, shapes, dtypes)
+must be equal. Only how a run
 executed (its "log": seconds, backend, layout) is not compared; the run is retrained with the
 backend and device its log names. Only when all K agree does it store every selected run of that
 version again under the current code version (the old entries stay), its entry saying so:
 
-    "rekeyed": {"from": OLD_CODE, "to": NEW_CODE, "verified": [{"key", "samples", "seconds"}], "at", "git"}
+    "rekeyed": {"from": OLD_CODE, "to": NEW_CODE, "verified": [{"key", "samples", "seconds", "max_rel"}],
+                "rtol", "atol", "at", "git"}
 
 and records the check in the store (rekeys/*.json). A difference: one line naming the run and the
 first value that differs, nothing written: the change affects results, and its runs must be
@@ -23,6 +29,11 @@ recomputed. A run whose method is written in an old form (before a method had on
 algorithms.legacy) is stored again with its method as parts, the same check applying. Runs that
 are not fedpaper.runs.experiment.RunSpec runs, or whose data copy differs from
 the one found now, cannot be retrained here and are refused the same way.
+
+Before any check, runs keyed by the text-hash code versions of the scheme before syntax trees are
+moved to the syntax-tree version of the same source (`migrate_scheme`, fedpaper.runs.version_map),
+without retraining: a run whose source is the same syntax tree as today's is then current and needs
+no check. `--scheme` does only that (and, with `--archive`, rewrites archives so).
 """
 from __future__ import annotations
 
@@ -37,15 +48,21 @@ import numpy as np
 
 from fedpaper.ground.errors import FedpaperError
 from fedpaper.ground.console import warn_console
-from fedpaper.ground.files import atomic_write_text
+from fedpaper.ground.files import atomic_write_bytes, atomic_write_text
 from fedpaper.runs.store import ResultStore, spec_json
-from fedpaper.runs.archive import _current_code, _entry, _paper_of, _selected_indexes, ArchiveError
+from fedpaper.runs.archive import (_current_code, _entry, _paper_of, _selected_indexes, ArchiveError, entry_bytes,
+                                   entry_key, scheme_migrated)
 from fedpaper.ground.jsonio import now_iso
 from fedpaper.runs.provenance import git_info
 
 
 REKEYS_DIR = "rekeys"  # in the store: one record per rekey (what was checked, what was stored again)
 NOT_COMPARED = ("log",)  # how a run executed, not what it computed
+# The default tolerance of the check on floats: |retrained - stored| <= ATOL + RTOL * |stored|.
+# A one-in-a-thousand relative change passes (the rounding of another CPU's float sums, grown over a
+# cheap run's rounds); a code change that changes what is computed moves metrics by far more.
+RTOL = 1e-3
+ATOL = 1e-6
 
 
 class RekeyError(FedpaperError):
@@ -86,6 +103,8 @@ def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict
             warn_console(f"{e}; left alone")
             continue
         paper = _paper_of(entry)
+        if scheme_migrated(entry) is not None:
+            continue  # a text-scheme entry: migrate_scheme stored it again under its syntax-tree version
         migrated = spec_json(legacy.run_spec(json.loads(entry["spec"])))  # a method in an old form: its parts
         if (only or profile is not None) and key not in recorded and paper not in papers and migrated not in needed:
             continue
@@ -103,14 +122,15 @@ def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict
     return groups, indexes
 
 
-def first_difference(a, b, where: str = "result") -> Optional[str]:
+def first_difference(a, b, where: str = "result", rtol: float = 0.0, atol: float = 0.0) -> Optional[str]:
     """Where two stored results differ first ("result.history[3].test_acc: 0.41 != 0.42"), or
-    None when they are equal: floats and arrays bit for bit, NaN equal to NaN."""
+    None when they agree: floats and float arrays within |a - b| <= atol + rtol * |b| (bit for bit
+    with the default 0, 0), NaN equal to NaN; everything else equal."""
     if isinstance(a, dict) and isinstance(b, dict):
         if a.keys() != b.keys():
             return f"{where}: keys {sorted(map(str, a))} != {sorted(map(str, b))}"
         for k in a:
-            d = first_difference(a[k], b[k], f"{where}.{k}" if isinstance(k, str) else f"{where}[{k!r}]")
+            d = first_difference(a[k], b[k], f"{where}.{k}" if isinstance(k, str) else f"{where}[{k!r}]", rtol, atol)
             if d:
                 return d
         return None
@@ -118,7 +138,7 @@ def first_difference(a, b, where: str = "result") -> Optional[str]:
         if len(a) != len(b):
             return f"{where}: {len(a)} items != {len(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
-            d = first_difference(x, y, f"{where}[{i}]")
+            d = first_difference(x, y, f"{where}[{i}]", rtol, atol)
             if d:
                 return d
         return None
@@ -128,14 +148,49 @@ def first_difference(a, b, where: str = "result") -> Optional[str]:
         a, b = a.detach().cpu().numpy(), b.detach().cpu().numpy()
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
-        same = a.shape == b.shape and a.dtype == b.dtype and (
-            np.array_equal(a, b, equal_nan=a.dtype.kind in "fc") if a.dtype.kind in "fc" else np.array_equal(a, b))
-        return None if same else f"{where}: arrays differ ({a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)})"
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"{where}: arrays differ ({a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)})"
+        if a.dtype.kind in "fc":
+            same = np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True) if (rtol or atol) else \
+                np.array_equal(a, b, equal_nan=True)
+        else:
+            same = np.array_equal(a, b)
+        return None if same else f"{where}: arrays differ (largest difference {_largest(a, b)})"
     if isinstance(a, float) and isinstance(b, float):
-        return None if (a == b or (math.isnan(a) and math.isnan(b))) else f"{where}: {a!r} != {b!r}"
+        if a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= atol + rtol * abs(b):
+            return None
+        return f"{where}: {a!r} != {b!r}"
     if type(a) is not type(b) and not (isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer))):
         return f"{where}: {type(a).__name__} {a!r} != {type(b).__name__} {b!r}"
     return None if a == b else f"{where}: {a!r} != {b!r}"
+
+
+def _largest(a: np.ndarray, b: np.ndarray) -> str:
+    if a.dtype.kind not in "fciu" or not a.size:
+        return "in values"
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a.astype(float) - b.astype(float))
+    d = d[~np.isnan(d)]
+    return f"{d.max():.3g}" if d.size else "in NaNs"
+
+
+def largest_relative_difference(a, b) -> float:
+    """The largest |a - b| / max(|b|, 1e-12) over the floats of two results of the same shape (0 if none)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return max((largest_relative_difference(a[k], b[k]) for k in a if k in b), default=0.0)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return max((largest_relative_difference(x, y) for x, y in zip(a, b)), default=0.0)
+    if hasattr(a, "to_numpy") and hasattr(b, "to_numpy"):
+        a, b = a.to_numpy(), b.to_numpy()
+    if isinstance(a, float) and isinstance(b, float):
+        a, b = np.asarray([a]), np.asarray([b])
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype.kind in "fc" \
+            and b.dtype.kind in "fc" and a.size:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
+        r = r[~np.isnan(r)]
+        return float(r.max()) if r.size else 0.0
+    return 0.0
 
 
 def _compared(result: dict) -> dict:
@@ -191,16 +246,24 @@ def retrain(key: str, entry: dict, data_root=None) -> dict:
 
 
 def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verify: int = 1, data_root=None,
-          needed=None, say=print) -> dict:
+          needed=None, say=print, rtol: float = RTOL, atol: float = ATOL) -> dict:
     """Check and rekey (see the module docstring); returns {(paper, old code): {"runs", "verified",
     "to"}}. RekeyError (nothing written for that version or any after it) on the first failure.
+    Floats are compared within rtol, atol (RTOL, ATOL by default; 0, 0: bit for bit).
     `needed`: the run keys (spec dicts) the selected artifacts need at `profile` (the CLI collects
     them, plan.record_runs), which selects their stale runs also where no index records them."""
 
     if int(verify) < 1:
         raise RekeyError(f"--verify {verify}: at least one run must be retrained to check the current code "
                          "reproduces the stored ones (to assert it unchecked, pin FEDPAPER_CODE_VERSION instead)")
+    if rtol < 0 or atol < 0:
+        raise RekeyError(f"--rtol {rtol} --atol {atol}: a tolerance cannot be negative (0 0 asks for bit-exact "
+                         "equality)")
     store = store if store is not None else ResultStore()
+    moved = migrate_scheme(store)
+    if moved["moved"]:
+        say(f"moved {moved['moved']} runs of the text-hash scheme to the syntax-tree code versions of the same "
+            f"source ({moved['current']} of them made by code identical to this one), nothing retrained")
     groups, indexes = _stale_entries(store, only, profile, needed)
     if not groups:
         raise RekeyError(f"nothing to rekey in {store.root}: every selected finished run is stored under the "
@@ -216,19 +279,24 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
             t0 = time.perf_counter()
             res = retrain(key, entry, data_root)
             seconds = time.perf_counter() - t0
-            diff = first_difference(_compared(entry["result"]), _compared(res))
+            diff = first_difference(_compared(entry["result"]), _compared(res), rtol=rtol, atol=atol)
             if diff:
                 raise RekeyError(f"{paper}: {_describe(key, entry)} made by code {old} is not reproduced by this code "
-                                 f"({new}): {diff}; nothing rekeyed: this change affects results, so its runs must "
-                                 "be recomputed")
-            say(f"  {_describe(key, entry)}: the same, bit for bit ({seconds:.0f} s)")
-            verified.append({"key": key, "samples": _samples(entry), "seconds": round(seconds, 1)})
+                                 f"({new}) within rtol {rtol:g}, atol {atol:g}: {diff}; nothing rekeyed: this change "
+                                 "affects results, so its runs must be recomputed")
+            worst = largest_relative_difference(_compared(res), _compared(entry["result"]))
+            same = "the same, bit for bit" if not first_difference(_compared(entry["result"]), _compared(res)) else \
+                f"the same within rtol {rtol:g}, atol {atol:g} (largest relative difference {worst:.2g})"
+            say(f"  {_describe(key, entry)}: {same} ({seconds:.0f} s)")
+            verified.append({"key": key, "samples": _samples(entry), "seconds": round(seconds, 1),
+                             "max_rel": worst})
         checked[(paper, old)] = {"runs": runs, "verified": verified, "to": new}
     # every check passed: store the runs again under the current code versions
     git, at = git_info(), now_iso()
     moved: dict[str, str] = {}
     for (paper, old), c in checked.items():
-        stamp = {"from": old, "to": c["to"], "verified": c["verified"], "at": at, "git": git}
+        stamp = {"from": old, "to": c["to"], "verified": c["verified"], "rtol": rtol, "atol": atol, "at": at,
+                 "git": git}
         for key, entry in c["runs"]:
             spec = json.loads(entry["spec"])
             store._write(store.path(spec), {**entry, "code": store.code_of(spec), "rekeyed": stamp})
@@ -242,7 +310,49 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
                 {"artifact": art, "profile": prof, "runs": dict(sorted(merged.items()))}, indent=0, sort_keys=True))
     summary = {f"{paper} {old}": {"to": c["to"], "runs": len(c["runs"]), "verified": c["verified"]}
                for (paper, old), c in checked.items()}
-    record = {"at": at, "git": git, "selection": {"only": list(only or []), "profile": profile}, "rekeyed": summary}
+    record = {"at": at, "git": git, "selection": {"only": list(only or []), "profile": profile}, "rekeyed": summary,
+              "rtol": rtol, "atol": atol}
     atomic_write_text(Path(store.root) / REKEYS_DIR / f"{at.replace(':', '')}.json", json.dumps(record, indent=1,
                                                                                                sort_keys=True))
     return {k: {"runs": len(c["runs"]), "verified": c["verified"], "to": c["to"]} for k, c in checked.items()}
+
+
+def migrate_scheme(store: Optional[ResultStore] = None, vmap: Optional[dict] = None) -> dict:
+    """Move every run of the store keyed by a text-scheme code version to the syntax-tree version
+    of the same source (archive.scheme_migrated, read from the committed version map), without
+    retraining; the old entries stay (the code of their commit still reads them), the store's
+    indexes learn the new keys. Returns {"moved", "current" (moved runs now of this checkout's
+    code), "unmapped" (runs of another code version the map does not know), "versions": {"paper
+    old": new}}."""
+    store = store if store is not None else ResultStore()
+    moved: dict[str, tuple[str, str]] = {}
+    versions: dict[str, str] = {}
+    current = unmapped = 0
+    for key in store.keys():
+        p = store.entry_path(key)
+        try:
+            entry = _entry(p.read_bytes(), f"cache entry {p}")
+        except (ArchiveError, OSError) as e:
+            warn_console(f"{e}; left alone")
+            continue
+        new = scheme_migrated(entry, vmap)
+        if new is None:
+            unmapped += entry["code"] != _current_code(_paper_of(entry), store)
+            continue
+        new_key = entry_key(new)
+        dest = store.entry_path(new_key)
+        if dest.is_file():
+            continue  # moved before
+        atomic_write_bytes(dest, entry_bytes(new))
+        moved[key] = (new_key, new["code"])
+        versions[f"{_paper_of(entry)} {entry['code']}"] = new["code"]
+        current += new["code"] == _current_code(_paper_of(entry), store)
+    if moved:
+        for art, prof in store.indexes():
+            runs = store.recorded(art, prof)
+            added = {moved[k][0]: {**v, "code": moved[k][1]} for k, v in runs.items() if k in moved}
+            if added:
+                atomic_write_text(store.index_path(art, prof), json.dumps(
+                    {"artifact": art, "profile": prof, "runs": dict(sorted({**runs, **added}.items()))},
+                    indent=0, sort_keys=True))
+    return {"moved": len(moved), "current": current, "unmapped": unmapped, "versions": versions}

@@ -1,8 +1,9 @@
 """fedpaper cache rekey: runs of an old code version are stored again under the current one only
-when retraining the cheapest of them gives the same results bit for bit."""
+when retraining the cheapest of them gives the same results (within the stated tolerance)."""
 import json
 import pickle
 
+import numpy as np
 import pytest
 
 from fedpaper import cli
@@ -203,3 +204,53 @@ def test_runs_cached_with_a_method_in_the_old_form_migrate_to_its_parts(tmp_path
     for s, r in zip(specs, results):
         assert R.first_difference(R._compared(cur.get(E.store_key(s))), R._compared(r)) is None
     assert all(old.path(k).is_file() for k in legacy_keys)
+
+
+def test_first_difference_within_a_tolerance():
+    a = {"history": [{"round": 1, "acc": 0.5, "n": 3}], "arr": np.array([1.0, float("nan")])}
+    b = {"history": [{"round": 1, "acc": 0.5 * (1 + 1e-5), "n": 3}], "arr": np.array([1.0 + 1e-5, float("nan")])}
+    assert R.first_difference(a, b) is not None  # bit for bit by default
+    assert R.first_difference(a, b, rtol=R.RTOL, atol=R.ATOL) is None
+    c = {"history": [{"round": 1, "acc": 0.5 * (1 + 1e-2), "n": 3}], "arr": a["arr"]}
+    assert "history[0].acc" in R.first_difference(a, c, rtol=R.RTOL, atol=R.ATOL)
+    d = {"history": [{"round": 1, "acc": 0.5, "n": 4}], "arr": a["arr"]}  # integers stay exact
+    assert "history[0].n: 3 != 4" in R.first_difference(a, d, rtol=1.0, atol=1.0)
+    e = {"history": a["history"], "arr": np.array([1.1, float("nan")])}
+    assert "arrays differ" in R.first_difference(a, e, rtol=R.RTOL, atol=R.ATOL)
+    assert R.largest_relative_difference(b, a) == pytest.approx(1e-5, rel=1e-3)
+
+
+def test_rekey_accepts_a_rounding_sized_difference_within_the_tolerance_only(tmp_path):
+    """A stored run whose losses differ from the current code's in the 6th digit (another CPU's
+    rounding) is rekeyed under the default tolerance and refused bit for bit; a 1 % change is refused."""
+    specs = _specs()
+    old, _ = _old_store(tmp_path, specs)
+    for s in specs:
+        p = old.path(E.store_key(s))
+        e = _entry(p)
+        for h in e["result"]["history"]:
+            h["train_loss"] *= 1 + 1e-6
+        ResultStore._write(p, e)
+    cur = ResultStore(tmp_path)
+    with pytest.raises(R.RekeyError, match=r"within rtol 0, atol 0: .*train_loss"):
+        R.rekey(cur, verify=1, rtol=0, atol=0, say=lambda *_: None)
+    said = []
+    out = R.rekey(cur, verify=1, say=said.append)
+    (c,) = out.values()
+    assert c["runs"] == 2 and 0 < c["verified"][0]["max_rel"] < R.RTOL
+    assert "within rtol 0.001" in said[-1]
+    assert _entry(cur.path(E.store_key(specs[0])))["rekeyed"]["rtol"] == R.RTOL
+    with pytest.raises(R.RekeyError, match="cannot be negative"):
+        R.rekey(cur, verify=1, rtol=-1, say=lambda *_: None)
+
+
+def test_rekey_refuses_a_change_beyond_the_tolerance(tmp_path):
+    specs = _specs()
+    old, _ = _old_store(tmp_path, specs)
+    for s in specs:
+        p = old.path(E.store_key(s))
+        e = _entry(p)
+        e["result"]["history"][-1]["train_loss"] *= 1.01
+        ResultStore._write(p, e)
+    with pytest.raises(R.RekeyError, match=r"within rtol 0.001, atol 1e-06: .*train_loss"):
+        R.rekey(ResultStore(tmp_path), verify=1, say=lambda *_: None)
