@@ -476,13 +476,61 @@ def announce(plan: "Plan", profile: str, workers: int) -> list[str]:
     return lines
 
 
+#: Seconds between the lines that say how a running notebook is getting on (_ticking).
+PROGRESS_EVERY_S = 30.0
+
+
+def progress_line(nb: str, elapsed_s: float, artifacts, profile: str, store=None) -> str:
+    """'running notebooks/fedpals/fig9.ipynb: 2 min 30 s; fedpals/fig9 12 of 40 runs done' (the runs its sweeps
+    recorded in the results store so far, fedpaper.runs.store.ResultStore.progress)."""
+    parts = []
+    for aid in artifacts:
+        try:
+            prog = store.progress(aid, profile) if store is not None else None
+        except Exception:  # noqa: BLE001 - a progress line never stops a run
+            prog = None
+        if prog is not None:
+            parts.append(f"{aid} {prog[0]} of {prog[1]} runs done")
+    return f"running {nb}: {_duration(elapsed_s)}" + ("; " + ", ".join(parts) if parts else "")
+
+
+@contextlib.contextmanager
+def _ticking(nb: str, profile: str):
+    """While a notebook runs (its kernel's bars go to its executed copy, not here): every PROGRESS_EVERY_S a line
+    on stderr with the time it has run and its artifacts' runs done so far (progress_line)."""
+    import threading
+
+    from tqdm import tqdm
+
+    aids = [a for a in artifact_ids() if artifact(a).notebook == nb]
+    stop = threading.Event()
+    t0 = time.perf_counter()
+
+    def tick():
+        store = None
+        while not stop.wait(PROGRESS_EVERY_S):
+            if store is None:
+                with contextlib.suppress(Exception):
+                    store = ResultStore()
+            tqdm.write(progress_line(nb, time.perf_counter() - t0, aids, profile, store), file=sys.stderr)
+
+    thread = threading.Thread(target=tick, name="fedpaper-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(1.0)
+
+
 def _run_one(nb: str, executed: Path, params: dict, args, done: list, failures: dict, bad_input: set,
              interrupted) -> None:
     out_nb = executed / Path(nb).relative_to("notebooks") if nb.startswith("notebooks/") else executed / Path(nb).name
     t0 = time.perf_counter()
     try:
         try:
-            _execute(nb, out_nb, params, args.timeout)
+            with _ticking(nb, args.profile):
+                _execute(nb, out_nb, params, args.timeout)
         finally:
             if interrupted.is_set():  # Ctrl-C, even where a library caught it (e.g. during kernel start-up)
                 raise KeyboardInterrupt
@@ -544,7 +592,8 @@ def _restamp_claims(plan, profile: str, regenerated: list) -> None:
 
 
 def cmd_reproduce(args) -> int:
-    from fedpaper.outputs.artifacts import STATUS_FILE_ENV, read_statuses, resolve_out_dir  # start-up time: imports pandas
+    from fedpaper.outputs.artifacts import (  # start-up time: imports pandas
+        ONLY_ENV, STATUS_FILE_ENV, read_statuses, resolve_out_dir)
 
     t_start = time.perf_counter()
     check_profile(args.profile)
@@ -602,7 +651,8 @@ def cmd_reproduce(args) -> int:
           + (f"; {workers} workers, one torch thread each" if workers > 1 else ""))
     for line in announce(plan, args.profile, workers):
         print(line)
-    with _env(STATUS_FILE_ENV, str(status_file)), deadline:  # the kernels append what became of each artifact
+    only = _env(ONLY_ENV, ",".join(selected)) if args.only else contextlib.nullcontext()  # the kernels make these only
+    with _env(STATUS_FILE_ENV, str(status_file)), deadline, only:  # the kernels append what became of each artifact
         stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input, per_notebook, workers)
     statuses = read_statuses(status_file)
     status_file.unlink(missing_ok=True)
@@ -624,7 +674,7 @@ def cmd_reproduce(args) -> int:
     if not args.no_report:
         from fedpaper.report import write_report  # start-up time: imports pandas
 
-        path = write_report(data_root=root)
+        path = write_report(data_root=root, only=selected if args.only else None)  # what the selection lacks here
         print(f"report: {path}")
     print(outcome_summary(outcomes) + f"; notebooks: {len(done)} ok, {len(failures)} failed"
           + (f", {len(stopped)} stopped or not started" if stopped else ""))

@@ -47,6 +47,9 @@ SYNTHETIC_STAMP = "SYNTHETIC smoke data — not a result"
 STATUS_FILE_ENV = "FEDPAPER_STATUS_FILE"
 #: Set (to 1) by `fedpaper reproduce --rerender`: see rerender_requested.
 RERENDER_ENV = "FEDPAPER_RERENDER"
+#: `fedpaper reproduce --only ID ...` names the selected artifact ids here (comma-separated), inherited by the
+#: notebook kernels: a notebook that makes several artifacts makes only those (requested).
+ONLY_ENV = "FEDPAPER_ONLY"
 
 __all__ = ["ArtifactResult", "Claim", "output_paths", "committed_paths", "committed_profile",
            "load_committed", "profile_figures_dir", "stamp_figure", "resolve_out_dir", "exploration_dir"]
@@ -100,10 +103,16 @@ def check_output_folder(out: Path, what: str) -> Path:
     written there (paths.unwritable_reason): raised before any training, in notebooks and the CLI
     alike (the CLI exits 2)."""
     why = unwritable_reason(out)
-    if why:
-        raise BadParameterError(f"cannot write results to {what} {str(out)!r}: {why}; free space or fix its "
-                                "permissions, or pass another folder (out_dir= in a notebook, --out-dir on the CLI)")
-    return out
+    if not why:
+        return out
+    where = "out_dir= in a notebook, --out-dir on the CLI"
+    path = Path(out).expanduser().absolute()
+    file = next((a for a in (path, *path.parents) if a.exists() and not a.is_dir()), None)
+    if file is not None:  # the folder, or one above it, is a file
+        raise BadParameterError(f"cannot write results to {what} {str(out)!r}: {file} is a file, not a folder; "
+                                f"pass a folder ({where})")
+    raise BadParameterError(f"cannot write results to {what} {str(out)!r}: {why}; free space or fix its "
+                            f"permissions, or pass another folder ({where})")
 
 
 def exploration_dir(profile: str, changes: dict) -> Path:
@@ -314,6 +323,12 @@ def rerender_refusal(missing: Sequence[str], root) -> str:
     if missing:
         return f"{why}; to regenerate it, {missing_message(missing[0], root)}"
     return f"{why}; regenerate it instead (without --rerender)"
+
+
+def requested(artifact_id: str) -> bool:
+    """False when `fedpaper reproduce --only` selected other artifacts and not this one (ONLY_ENV), else True."""
+    only = os.environ.get(ONLY_ENV, "")
+    return not only or artifact_id in only.split(",")
 
 
 def rerender_requested() -> bool:

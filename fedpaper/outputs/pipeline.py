@@ -43,8 +43,8 @@ from fedpaper.ground.paths import data_root as _data_root, dry_run_scratch
 from fedpaper.ground.progress import warnings_once
 from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, caption_failed_claims, check_output_folder,
                                         close_figure, exploration_dir, output_paths, report_status, rerender_or_fail,
-                                        rerender_requested, resolve_out_dir, stamp_exploration, stamp_figure,
-                                        write_outputs)
+                                        requested, rerender_requested, resolve_out_dir, stamp_exploration,
+                                        stamp_figure, write_outputs)
 from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, using
 from fedpaper.papers.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
@@ -87,7 +87,8 @@ def artifact_function(fn):
             if isinstance(jobs, ArtifactJob):
                 return _run_job(jobs, p)
             if isinstance(jobs, (list, tuple)) and jobs and all(isinstance(j, ArtifactJob) for j in jobs):
-                return [_run_job(j, p) for j in jobs]
+                # `fedpaper reproduce --only` makes the artifacts it selected, not every one the function declares
+                return [_run_job(j, p) for j in ([j for j in jobs if requested(j.artifact_id)] or jobs)]
             raise BadParameterError(f"{fn.__qualname__} returned a {type(jobs).__name__}; an artifact function "
                                     "returns an ArtifactJob or a list of them (fedpaper.outputs.pipeline)")
 
