@@ -8,7 +8,8 @@
     fedpaper list      [--data-root PATH] [--paper PAPER]
     fedpaper cache export ARCHIVE [--only ID_OR_PAPER ...] [--profile P]
     fedpaper cache import ARCHIVE
-    fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K]
+    fedpaper cache rekey [--only ID_OR_PAPER ...] [--profile P] [--verify K] [--rtol R] [--atol A]
+    fedpaper cache rekey --scheme [--archive ARCHIVE ...]
     fedpaper plan      --profile P [--only ID_OR_PAPER ...] [--data-root PATH] [--csv PATH] [--gpus N]
 
 Bad input (unknown artifact, profile or paper, a data root that does not exist, an artifact that
@@ -37,7 +38,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpaper.runs.archive import ArchiveError, export_archive, import_archive, imported_notes
+from fedpaper.runs.archive import ArchiveError, export_archive, import_archive, imported_notes, migrate_archive
 from fedpaper.blocks.data.download import check_names
 from fedpaper.blocks.data.fetch import ensure_datasets
 from fedpaper.ground.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
@@ -49,7 +50,7 @@ from fedpaper.outputs.parameters import PROFILES, check_profile, data_root_probl
 from fedpaper.ground import paths
 from fedpaper.runs import sweep
 from fedpaper.ground.paths import cache_dir, data_root, dry_run_scratch
-from fedpaper.runs.rekey import RekeyError, rekey
+from fedpaper.runs.rekey import ATOL as REKEY_ATOL, RTOL as REKEY_RTOL, RekeyError, migrate_scheme, rekey
 from fedpaper.runs.store import ResultStore
 from fedpaper.runs.sweep import DEADLINE_ENV, deadline
 from fedpaper.runs.versions import CODE_VERSION_ENV, pin_code_versions
@@ -140,12 +141,27 @@ def _build_parser() -> argparse.ArgumentParser:
     im.add_argument("archive")
     im.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     rk = csub.add_parser("rekey", help="keep finished runs across a code change, after retraining some of them "
-                                       "shows the current code reproduces them bit for bit")
+                                       "shows the current code reproduces them (within --rtol/--atol); runs "
+                                       "keyed by the older text-hash code versions are first moved to the "
+                                       "syntax-tree versions of the same source, nothing retrained")
     rk.add_argument("--only", nargs="+", metavar="ID", default=None,
                     help="artifact ids or paper names whose recorded runs to rekey (default: every entry)")
     rk.add_argument("--profile", default=None, help="only the runs recorded for this profile")
     rk.add_argument("--verify", type=int, default=1, metavar="K",
                     help="runs retrained per paper and old code version, the cheapest first (default 1)")
+    rk.add_argument("--rtol", type=float, default=REKEY_RTOL, metavar="R",
+                    help="relative tolerance on the retrained runs' floats (metrics, losses): they agree when "
+                         f"|retrained - stored| <= ATOL + RTOL * |stored| (default {REKEY_RTOL:g}; 0 with "
+                         "--atol 0: bit for bit)")
+    rk.add_argument("--atol", type=float, default=REKEY_ATOL, metavar="A",
+                    help=f"absolute tolerance, as above (default {REKEY_ATOL:g})")
+    rk.add_argument("--scheme", action="store_true",
+                    help="only move runs keyed by the text-hash code versions (before docstrings and comments "
+                         "stopped counting) to the syntax-tree version of the same source, from the committed map "
+                         "fedpaper/runs/version_map.json: nothing retrained; runs whose source is the same syntax "
+                         "tree as this checkout's become current")
+    rk.add_argument("--archive", nargs="+", metavar="ARCHIVE", default=None,
+                    help="with --scheme: rewrite these archives (.tar.gz from `cache export`) so instead of the cache")
     rk.add_argument("--data-root", default=None)
     rk.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
@@ -747,6 +763,29 @@ def _needed_runs(args) -> "list | None":
     return [k for keys in recorded.values() for k in keys]
 
 
+def _rekey_scheme(args) -> int:
+    """`cache rekey --scheme [--archive A ...]`: text-hash code versions to syntax-tree ones, no training."""
+    if not args.scheme:
+        raise UsageError("--archive goes with --scheme (`fedpaper cache rekey --scheme --archive A ...`): only the "
+                         "scheme migration rewrites archives")
+    if args.only or args.profile is not None:
+        raise UsageError("--scheme moves every run of the cache (or of --archive) and takes no --only or --profile")
+    if args.archive:
+        for path in args.archive:
+            out = migrate_archive(path)
+            moved = "; ".join(f"{p} {', '.join(v)} -> {', '.join(out['after'].get(p, []))}"
+                              for p, v in out["before"].items())
+            print(f"{path}: {out['moved']} of {out['entries']} runs moved to the syntax-tree code versions"
+                  + (f" ({moved})" if out["moved"] else
+                     " (none keyed by a text-hash version the map knows: unchanged)"))
+        return 0
+    out = migrate_scheme()
+    print(f"moved {out['moved']} runs to the syntax-tree code versions of the same source, nothing retrained: "
+          f"{out['current']} of them are of this checkout's code; {out['unmapped']} runs of other code versions "
+          "the map does not know left alone")
+    return 0
+
+
 def cmd_cache(args) -> int:
     try:
         if args.cache_command == "export":
@@ -764,13 +803,15 @@ def cmd_cache(args) -> int:
             for line in out["notes"]:
                 print(f"fedpaper: note: {line}", file=sys.stderr)
             return 0
+        if args.cache_command == "rekey" and (args.scheme or args.archive):
+            return _rekey_scheme(args)
         if args.cache_command == "rekey":
             needed = _needed_runs(args)
             out = rekey(only=args.only, profile=args.profile, verify=args.verify, data_root=args.data_root,
-                        needed=needed)
+                        needed=needed, rtol=args.rtol, atol=args.atol)
             for (paper, old), c in out.items():
                 print(f"rekeyed {c['runs']} {paper} runs from code {old} to {c['to']} "
-                      f"({len(c['verified'])} retrained, the same bit for bit)")
+                      f"({len(c['verified'])} retrained, the same within rtol {args.rtol:g}, atol {args.atol:g})")
             return 0
     except (ArchiveError, RekeyError) as e:
         raise UsageError(str(e)) from None
