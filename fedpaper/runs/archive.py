@@ -350,7 +350,7 @@ def code_notes(record: dict, store: Optional[ResultStore] = None, papers=None) -
                      f"{versions[-1]} ({at}) but this checkout's is {current}, so `fedpaper reproduce` will not "
                      f"reuse them: run from {at} (git checkout {commit[:12] if commit else '<commit>'}), or, if "
                      f"your changes cannot affect results, check that and keep them: `fedpaper cache rekey --only "
-                     f"{paper}` (retrains the cheapest run, compares bit for bit), or pin it unchecked: "
+                     f"{paper}` (retrains the cheapest run, compares its metrics within a tolerance), or pin it unchecked: "
                      f"export {CODE_VERSION_ENV}='{json.dumps(pin)}'")
     return notes
 
