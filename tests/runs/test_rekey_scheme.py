@@ -109,3 +109,14 @@ def test_the_committed_archives_hold_no_text_scheme_version_the_map_knows():
         for paper, versions in (manifest.get("code_versions") or {}).items():
             assert not [v for v in versions if M.to_new_scheme(v, paper) is not None], \
                 f"{path.name}: run `fedpaper cache rekey --scheme --archive {path}`"
+
+
+def test_import_moves_text_scheme_runs_as_it_reads_them(tmp_path, monkeypatch):
+    same, _ = _old_stores(tmp_path / "old")
+    path = tmp_path / "a.tar.gz"
+    A.export_archive(path, same, only=["fedpals/table1"], profile="quick")
+    monkeypatch.setattr(M, "load_map", lambda path=None: _vmap())
+    cur = ResultStore(tmp_path / "new")
+    out = A.import_archive(path, cur)
+    assert out["entries"] == 2 and out["notes"] == []  # of this checkout's code once moved: no note
+    assert cur.get(_spec(1)) == _result(1) and cur.progress("fedpals/table1", "quick") == (2, 2)
