@@ -143,7 +143,13 @@ def _build_parser() -> argparse.ArgumentParser:
     rk = csub.add_parser("rekey", help="keep finished runs across a code change, after retraining some of them "
                                        "shows the current code reproduces them (within --rtol/--atol); runs "
                                        "keyed by the older text-hash code versions are first moved to the "
-                                       "syntax-tree versions of the same source, nothing retrained")
+                                       "syntax-tree versions of the same source, nothing retrained",
+                         description="Keep finished runs across a code change. First, runs keyed by the text-hash "
+                                     "code versions used before (any docstring moved them) are moved to the "
+                                     "syntax-tree version of the same source, nothing retrained (--scheme does only "
+                                     "this). Then, per paper and old code version, the K cheapest runs are retrained "
+                                     "and compared with the stored ones within --rtol/--atol; only if all agree are "
+                                     "that version's runs stored again under the current code version.")
     rk.add_argument("--only", nargs="+", metavar="ID", default=None,
                     help="artifact ids or paper names whose recorded runs to rekey (default: every entry)")
     rk.add_argument("--profile", default=None, help="only the runs recorded for this profile")
