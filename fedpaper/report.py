@@ -375,7 +375,7 @@ RULES = [
     "",
     f"- **Noise.** {NOISE_RULE}.",
     f"- **At chance.** {CHANCE_RULE}. A comparison whose models sit at chance is \"not testable at this "
-    f"scale\": neither pass nor fail would test the claim. A comparative claim checked with `contest` (FedPALS's today) follows a second rule: {CONTEST_RULE}.",
+    f"scale\": neither pass nor fail would test the claim. The comparative claims that name a winner (checked with `contest`) follow a second rule: {CONTEST_RULE}.",
     "- **partial**: an every-row claim holds in the rows we can test, other rows being not testable or not "
     "checkable. **not checkable**: its data are not here.",
     "- **Cause** of every verdict other than pass, chosen by code from one vocabulary (" + "; ".join(CAUSES)

@@ -227,16 +227,24 @@ def test_privlabels_claim14_needs_a_positive_gain():
 
 
 def test_privlabels_chance_level_L_not_testable_and_partial():
-    t = _pl({("FedAvg", 2): [0.11, 0.105, 0.10], ("FedProx", 2): [0.10, 0.10, 0.11],
-             ("Tuning-MSE", 2): [0.30, 0.31, 0.29], ("Tuning-Pairwise", 2): [0.28, 0.27, 0.26],
-             ("FedAvg", 5): [0.40, 0.41, 0.39], ("FedProx", 5): [0.41, 0.40, 0.41],
-             ("Tuning-MSE", 5): [0.50, 0.52, 0.51], ("Tuning-Pairwise", 5): [0.46, 0.47, 0.45]})
+    """Claim 5 (the tuning methods beat adapted FedAvg and FedProx): an L where the adapted methods, the
+    losers, sit at chance while the tuning methods learn counts for the claim; an L where a tuning
+    method, a claimed winner, sits at chance is not testable."""
+    learn5 = {("FedAvg", 5): [0.40, 0.41, 0.39], ("FedProx", 5): [0.41, 0.40, 0.41],
+              ("Tuning-MSE", 5): [0.50, 0.52, 0.51], ("Tuning-Pairwise", 5): [0.46, 0.47, 0.45]}
+    losers_low = _pl({("FedAvg", 2): [0.11, 0.105, 0.10], ("FedProx", 2): [0.10, 0.10, 0.11],
+                      ("Tuning-MSE", 2): [0.30, 0.31, 0.29], ("Tuning-Pairwise", 2): [0.28, 0.27, 0.26], **learn5})
+    v = check("privlabels/claim-5", fig2=losers_low)
+    assert v.verdict == K.PASS and "losers at chance, kept as evidence for the claim: FedAvg 11.0/10.5/10.0" in v.detail
+    t = _pl({("FedAvg", 2): [0.20, 0.21, 0.19], ("FedProx", 2): [0.19, 0.20, 0.21],
+             ("Tuning-MSE", 2): [0.30, 0.31, 0.29], ("Tuning-Pairwise", 2): [0.11, 0.105, 0.10], **learn5})
     v = check("privlabels/claim-5", fig2=t)
     assert v.verdict == K.PARTIAL and "L=2 (not testable)" in v.detail
-    assert v.causes[0].kind == K.AT_CHANCE and "FedAvg 11.0/10.5/10.0" in v.causes[0].evidence
+    assert v.causes[0].kind == K.AT_CHANCE and "Tuning-Pairwise 11.0/10.5/10.0" in v.causes[0].evidence
     assert check("privlabels/claim-5", fig2=t[t.labels_per_client == 2]).verdict == K.NOT_TESTABLE
     for seed in range(3):
         assert check("privlabels/claim-5", fig2=_shuffled(t, seed)).verdict == K.PARTIAL
+        assert check("privlabels/claim-5", fig2=_shuffled(losers_low, seed)).verdict == K.PASS
 
 
 # ------------------------------------------------------------------------------- report

@@ -4,7 +4,9 @@ Accuracies are percent on balanced test sets: chance is 100/K (K = 100 fine and 
 classes; 9 and 3 Fitzpatrick classes; the smoke stand-in has 20 fine / 5 coarse). Every comparison
 goes through the toolkit's noise rule (pass, fail or within noise); a setting (n, gamma, C, r,
 threshold, lambda2) where a compared model is at chance is a "not testable" part, so a claim over
-settings holds "partially" when it holds on the others. Rows are found by key, never by position.
+settings holds "partially" when it holds on the others; in a claim that a winner beats a loser only
+the winner must learn, a loser at chance staying in the comparison (CONTEST_RULE). Rows are found by
+key, never by position.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from fedpaper.papers._common import (
     chance_cause,
     chance_level,
     const,
+    contest,
     learning,
     minus,
     monotone,
@@ -85,9 +88,15 @@ def _each_setting(t, x, metric, methods, fn, what: str, xs=None, **key) -> Verdi
 
 
 def _beat_all(t, x, metric, winners, losers, **key) -> Verdict:
-    return _each_setting(t, x, metric, winners + losers,
-                         lambda r, _: all_of([(f"{w} vs {l}", beats(r[w], r[l], (w, l))) for w in winners for l in losers]),
-                         f"{' and '.join(winners)} beat {', '.join(losers)} at every {x}", **key)
+    """`winners` beat `losers` at every setting x: a setting where a winner is at chance is NOT_TESTABLE;
+    a loser at chance stays in the comparison (CONTEST_RULE)."""
+    parts = []
+    for v in values(t, x, metric=metric, **key):
+        row = _row(t, x, v, metric, winners + losers, **key)
+        _, nt, note = contest(row, chance(t, metric), winners, losers, where=_label(x, v))
+        parts.append((_label(x, v), nt or all_of([(f"{w} vs {l}", beats(row[w], row[l], (w, l)))
+                                                  for w in winners for l in losers]).note(note)))
+    return all_of(parts, f"{' and '.join(winners)} beat {', '.join(losers)} at every {x}")
 
 
 def _series(t, x, metric, m, **key):
@@ -248,8 +257,9 @@ def c15(t):
     parts = []
     for bb in values(f, "backbone", metric=ACC):
         row = cells(f, "method", metric=ACC, backbone=bb)
-        _, nt, _ = learning(row, chance(f, ACC), list(row), where=str(bb))
-        parts.append((str(bb), nt or all_of([(w, best(row, w)) for w in (T, E) if w in row], "FedMT best")))
+        wins = [w for w in (T, E) if w in row]
+        _, nt, note = contest(row, chance(f, ACC), wins, [m for m in row if m not in wins], where=str(bb))
+        parts.append((str(bb), nt or all_of([(w, best(row, w)) for w in wins], "FedMT best").note(note)))
     return all_of(parts, "FedMT best for every backbone")
 
 
@@ -368,8 +378,8 @@ def _init_gain(t, methods, better: str, worse: str) -> Verdict:
             a = cells(t, "init", metric=ACC, method=m, n=n)
             if better not in a or worse not in a:
                 raise Missing(f"{m} at n={n:g} has no {better if better not in a else worse}-init row")
-            _, nt, _ = learning(a, chance(t, ACC), list(a), where=f"{m} n={n:g}")
-            parts.append((f"{m} n={n:g}", nt or beats(a[better], a[worse], (better, worse))))
+            _, nt, note = contest(a, chance(t, ACC), [better], [worse], where=f"{m} n={n:g}")
+            parts.append((f"{m} n={n:g}", nt or beats(a[better], a[worse], (better, worse)).note(note)))
     return all_of(parts, f"{better} above {worse} initialisation")
 
 

@@ -29,6 +29,7 @@ from fedpaper.papers._common import (
     cell_of,
     cells,
     guarded,
+    contest,
     learning,
     minus,
     most,
@@ -63,12 +64,13 @@ def _cells(t, beta, metric) -> dict:
 
 def _margin(t, beta, metric, where: str):
     """(NOT_TESTABLE Verdict or None, FedNCA-ML's Cell, the second best's name and Cell): the second
-    best is the highest-mean federated method other than FedNCA-ML that learns."""
+    best is the highest-mean federated method other than FedNCA-ML; NOT_TESTABLE when FedNCA-ML, the
+    claimed winner, sits at chance (CONTEST_RULE: a competitor at chance stays a competitor)."""
     row = _cells(t, beta, metric)
     others = [m for m in row if m not in (CENTRAL, FEDNCA)]
     if FEDNCA not in row or not others:
         raise Missing(f"{where}: FedNCA-ML or its competitors")
-    kept, nt, _ = learning(row, chance(metric), [FEDNCA], others, where=where)
+    kept, nt, _ = contest(row, chance(metric), [FEDNCA], others, where=where)
     if nt:
         return nt, None, None, None
     second = max((m for m in kept if m != FEDNCA), key=lambda m: kept[m].mean)
@@ -199,7 +201,7 @@ def c10(t):
         if CENTRAL not in row:
             continue
         others = [x for x in row if x != CENTRAL]
-        kept, nt, _ = learning(row, chance(m), [CENTRAL], others, where=f"{a} beta={b:g} {m}")
+        kept, nt, _ = contest(row, chance(m), [CENTRAL], others, where=f"{a} beta={b:g} {m}")
         parts += [(f"{a} beta={b:g} {m}", nt)] if nt else [
             (f"{a} beta={b:g} {m} {x}", beats(row[CENTRAL], row[x], (CENTRAL, x))) for x in others]
     if not parts:
@@ -221,7 +223,7 @@ def _change(table, better, worse, paper=None, metrics=MACRO):
             v = _variants(tab, m)
             if better not in v or worse not in v:
                 raise Missing(f"{table}: rows {better!r} / {worse!r} for {m}")
-            _, nt, _ = learning({k: v[k] for k in (better, worse)}, chance(m), [better, worse], where=m)
+            _, nt, _ = contest({k: v[k] for k in (better, worse)}, chance(m), [better], [worse], where=m)
             if nt:
                 parts.append((m, nt))
                 continue

@@ -4,7 +4,9 @@ Only the claims' logic is here; rows by key, the at-chance rule, the noise rule,
 the causes of a non-pass verdict are the toolkit's (fedpaper/papers/_common). Accuracies are
 fractions in the tables, shown and compared in percent (Cell.scaled); chance is 10 % (balanced
 10-class test sets). Comparisons "at every L" are made per L below 10 (at L=10 every client holds
-every label), an L where a compared model sits at chance being not testable. Tolerances that turn
+every label), an L where a compared model sits at chance being not testable; in a claim that names
+a winner only the winners must learn, a loser at chance staying in the comparison (CONTEST_RULE:
+`duel`). Tolerances that turn
 the paper's words into numbers are stated in each claim's text.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from fedpaper.papers._common import (
     cells,
     chance_cause,
     chance_level,
+    contest,
     exceeds,
     guarded,
     learning,
@@ -59,6 +62,19 @@ def Ls(t) -> list:
 def compare(runs: dict, subjects, others, test, where: str) -> Verdict:
     kept, untestable, note = learning(runs, CHANCE, subjects, others, where)
     return untestable or test(kept).note(note)
+
+
+def duel(runs: dict, winners, losers, test, where: str) -> Verdict:
+    """test(kept cells) for a claim that `winners` beat `losers`: NOT_TESTABLE when a claimed winner
+    sits at chance; losers at chance stay in the comparison (CONTEST_RULE)."""
+    kept, untestable, note = contest(runs, CHANCE, winners, losers, where)
+    return untestable or test(kept).note(note)
+
+
+def per_L_duel(t, setting, winners, losers, test, what) -> Verdict:
+    """duel at every L below 10 of `setting`."""
+    return all_of([(f"L={L:g}", duel(acc(t, setting=setting, labels_per_client=L), winners, losers, test,
+                                     f"at {setting} L={L:g}")) for L in Ls(t)], what)
 
 
 def per_L(t, setting, subjects, others, test, what) -> Verdict:
@@ -101,18 +117,19 @@ def c1(t):
 
 @claim(2, ["fig2"], "CIFAR-10, public: FedRS has the highest mean accuracy of the public methods (here: at every L below 10).")
 def c2(t):
-    return per_L(t["fig2"], "public", ["FedRS"], [m for m in PUBLIC if m != "FedRS"], lambda m: best(m, "FedRS"), "public")
+    return per_L_duel(t["fig2"], "public", ["FedRS"], [m for m in PUBLIC if m != "FedRS"], lambda m: best(m, "FedRS"),
+                      "public")
 
 
 @claim(3, ["fig2"], "CIFAR-10, public: Tuning-Pairwise has higher mean accuracy than FedAvg and FedProx (here: at every L below 10).")
 def c3(t):
-    return per_L(t["fig2"], "public", ["Tuning-Pairwise", *ADAPT], [],
-                 lambda m: above_all(m, ["Tuning-Pairwise"], ADAPT), "public")
+    return per_L_duel(t["fig2"], "public", ["Tuning-Pairwise"], ADAPT,
+                      lambda m: above_all(m, ["Tuning-Pairwise"], ADAPT), "public")
 
 
 @claim(4, ["fig2"], "CIFAR-10, public: Tuning-MSE is below Tuning-Pairwise and does not beat FedAvg (here: at every L below 10).")
 def c4(t):
-    return per_L(t["fig2"], "public", ["Tuning-MSE", "Tuning-Pairwise", "FedAvg"], [], lambda m: all_of([
+    return per_L_duel(t["fig2"], "public", ["Tuning-Pairwise", "FedAvg"], ["Tuning-MSE"], lambda m: all_of([
         ("below Tuning-Pairwise", beats(m["Tuning-Pairwise"], m["Tuning-MSE"], ("Tuning-Pairwise", "Tuning-MSE"))),
         ("not above FedAvg", negate(beats(m["Tuning-MSE"], m["FedAvg"], ("Tuning-MSE", "FedAvg"))))], ""), "public")
 
@@ -120,13 +137,14 @@ def c4(t):
 @claim(5, ["fig2"], "CIFAR-10, private: both tuning methods beat adapted FedAvg and FedProx, and Tuning-MSE has the highest "
        "mean accuracy of the private methods (here: at every L below 10).")
 def c5(t):
-    return per_L(t["fig2"], "private", TUNE + ADAPT, [], lambda m: all_of([
+    return per_L_duel(t["fig2"], "private", TUNE, ADAPT, lambda m: all_of([
         ("tuning > adapted", above_all(m, TUNE, ADAPT)), ("Tuning-MSE best", best(m, "Tuning-MSE"))], ""), "private")
 
 
 @claim(6, ["fig2"], "CIFAR-10, private: Tuning-MSE is slightly above Tuning-Pairwise (here: beats it at every L below 10).")
 def c6(t):
-    return per_L(t["fig2"], "private", TUNE, [], lambda m: beats(m["Tuning-MSE"], m["Tuning-Pairwise"], TUNE), "private")
+    return per_L_duel(t["fig2"], "private", ["Tuning-MSE"], ["Tuning-Pairwise"],
+                      lambda m: beats(m["Tuning-MSE"], m["Tuning-Pairwise"], TUNE), "private")
 
 
 @claim(7, ["fig2"], "CIFAR-10, private: the tuning methods' across-seed spread is larger than that of adapted FedAvg/FedProx "
@@ -138,8 +156,7 @@ def c7(t):
 @claim(8, ["fig1b"], "CIFAR-10, L=5, private: Tuning-MSE and Tuning-Pairwise are the two best methods (here: each beats "
        "adapted FedAvg and FedProx).")
 def c8(t):
-    return compare(acc(t["fig1b"], setting="private"), TUNE + ADAPT, [], lambda m: above_all(m, TUNE, ADAPT),
-                   "at private L=5")
+    return duel(acc(t["fig1b"], setting="private"), TUNE, ADAPT, lambda m: above_all(m, TUNE, ADAPT), "at private L=5")
 
 
 @claim(9, ["fig2", "fig3"], "FedAvg and FedProx: private (adapted) accuracy is close to public accuracy on both data sets at "
@@ -180,8 +197,10 @@ def c11(t):
        "the private setting (here: at every L below 10).")
 def c12(t):
     return all_of([
-        ("public", per_L(t["fig3"], "public", TUNE, [], lambda m: beats(m["Tuning-Pairwise"], m["Tuning-MSE"], TUNE[::-1]), "")),
-        ("private", per_L(t["fig3"], "private", TUNE, [], lambda m: beats(m["Tuning-MSE"], m["Tuning-Pairwise"], TUNE), ""))],
+        ("public", per_L_duel(t["fig3"], "public", ["Tuning-Pairwise"], ["Tuning-MSE"],
+                              lambda m: beats(m["Tuning-Pairwise"], m["Tuning-MSE"], TUNE[::-1]), "")),
+        ("private", per_L_duel(t["fig3"], "private", ["Tuning-MSE"], ["Tuning-Pairwise"],
+                               lambda m: beats(m["Tuning-MSE"], m["Tuning-Pairwise"], TUNE), ""))],
         "Fashion-MNIST")
 
 
@@ -189,7 +208,7 @@ def c12(t):
        "about equal (here: at every L below 10; about equal: FedProx and FedRS within 3 points of FedAvg).")
 def c13(t):
     base = ["FedAvg", "FedProx", "FedRS"]
-    return per_L(t["fig3"], "public", PUBLIC, [], lambda m: all_of(
+    return per_L_duel(t["fig3"], "public", base, TUNE, lambda m: all_of(
         [("below", above_all(m, base, TUNE))]
         + [(f"{b} ~ FedAvg", near(m[b], m["FedAvg"], 3.0, f"{b} - FedAvg")) for b in ("FedProx", "FedRS")], ""), "public")
 
@@ -275,8 +294,8 @@ def c16(t):
        "(here: at every L run).")
 def c17(t):
     def at(tab, name):
-        return all_of([(f"L={L:g}", compare(acc(tab, setting="private", labels_per_client=L), TUNE, [],
-                                            lambda m: beats(m["Tuning-MSE"], m["Tuning-Pairwise"], TUNE), f"at L={L:g}"))
+        return all_of([(f"L={L:g}", duel(acc(tab, setting="private", labels_per_client=L), ["Tuning-MSE"], ["Tuning-Pairwise"],
+                                         lambda m: beats(m["Tuning-MSE"], m["Tuning-Pairwise"], TUNE), f"at L={L:g}"))
                        for L in values(select(tab, setting="private", metric="accuracy"), "labels_per_client")], "")
     return t.each(["fig12", "fig13"], at, "private")
 
@@ -320,6 +339,6 @@ def c20(t):
     parts = []
     for L in values(select(tab, setting="private", metric="accuracy"), "labels_per_client"):
         runs = acc(tab, setting="private", labels_per_client=L)
-        parts.append((f"L={L:g}", compare(runs, ["FedAvg"], [k for k in runs if k != "FedAvg"], test, f"at private L={L:g}")))
+        parts.append((f"L={L:g}", duel(runs, ["FedAvg"], [k for k in runs if k != "FedAvg"], test, f"at private L={L:g}")))
     return all_of(parts, "private")
 
