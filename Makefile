@@ -7,6 +7,11 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedpaper-installed
 NBSTRIP := $(VENV)/.nbstripout-installed
+# The Jupyter server extension fedpaper.jupyter_save (JupyterLab saves the project's notebooks without outputs):
+# pyproject.toml's data-files install this config in a regular install; an editable one (pip install -e) skips
+# data files, so the venv step copies it where they go.
+JUPYTER_SAVE_CONFIG := jupyter-config/jupyter_server_config.d/fedpaper.json
+JUPYTER_SAVE_CONFIG_DIR := etc/jupyter/jupyter_server_config.d
 # Besides outputs, execution counts and widget state (nbstripout's defaults), the filter drops what
 # a kernel or papermill writes into a notebook's metadata (tests/test_notebooks.py reads this line).
 NBSTRIPOUT_EXTRA_KEYS := metadata.language_info metadata.papermill cell.metadata.papermill
@@ -69,6 +74,7 @@ $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -e '.[dev]'
 	$(VPY) -m ipykernel install --sys-prefix --name python3
+	install -D -m 644 $(JUPYTER_SAVE_CONFIG) $(VENV)/$(JUPYTER_SAVE_CONFIG_DIR)/fedpaper.json
 	touch $(STAMP)
 
 # The nbstripout git filter (.gitattributes names it): executed notebooks (JupyterLab autosave,

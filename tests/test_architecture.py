@@ -26,7 +26,7 @@ LAYERS = [
     ("papers", ["fedpaper.papers.fedpals", "fedpaper.papers.privlabels", "fedpaper.papers.fedmt",
                 "fedpaper.papers.fednca"]),
     ("top", ["fedpaper", "fedpaper.report", "fedpaper.plan", "fedpaper.notebook", "fedpaper.cli", "fedpaper.kernel",
-             "fedpaper.papermill_engine"]),
+             "fedpaper.papermill_engine", "fedpaper.jupyter_save"]),
 ]
 
 
