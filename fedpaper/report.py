@@ -4,6 +4,13 @@ Everything is computed from OUR committed files (figures/<paper>/<name>.csv and 
 papers' reported numbers (fedpaper/papers/reported/) and the claims the paper modules register.
 It works with zero artifacts generated (a fresh clone without data). The output is deterministic
 (no timestamps), so regenerating it without new results changes nothing.
+
+REPORT.md opens with a summary that fits one screen (`summary_section`): per paper and profile a
+scorecard of the verdicts, a PNG per paper of our means against the paper's (`summary_png`, written
+beside the report under summary/, deterministic bytes) and, folded per paper, one line per claim
+(`claim_line`: verdict, the claim in a few words, the number that decides it, its cause; within
+noise, the seeds that would decide it). Below it every claim's full evidence, the comparison tables
+and the provenance are folded in <details> blocks, closed in GitHub and JupyterLab.
 """
 from __future__ import annotations
 
