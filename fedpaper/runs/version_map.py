@@ -33,6 +33,9 @@ PACKAGE = "fedpaper"
 # Where a commit defined CORE_MODULES (the first that holds it is read).
 CORE_DEFINED_IN = ("runs/versions.py", "versions.py", "store.py")
 COMMIT_DIGITS = 12
+# A fixed source whose module_digest the map records ("probe"): a map built with another
+# normalisation than today's is not read (its tree versions would not be today's).
+PROBE = 'class A:\n    """Doc."""\n    def f(self, x: int = 1, *a, **k) -> str:\n        return f"{x!r:>3}" + str(a)\n'
 
 
 class VersionMapError(FedpaperError):
@@ -164,7 +167,8 @@ def build_map(repo, rev: str = "HEAD", say=lambda *_: None) -> dict:
             index[key] = len(versions)
             versions.append(v["new"])
         commit_map[c[:COMMIT_DIGITS]] = index[key]
-    return {"scheme": SCHEME, "built_from": commits[0] if commits else None, "core": dict(sorted(core.items())),
+    return {"scheme": SCHEME, "probe": module_digest(PROBE), "built_from": commits[0] if commits else None,
+            "core": dict(sorted(core.items())),
             "papers": {p: dict(sorted(m.items())) for p, m in sorted(papers.items())},
             "versions": versions, "commits": dict(sorted(commit_map.items())), "conflicts": conflicts}
 
@@ -184,8 +188,10 @@ def _load(path: str) -> dict:
 
 
 def load_map(path=MAP_PATH) -> dict:
-    """The committed version map ({} when absent or unreadable)."""
-    return _load(str(path))
+    """The committed version map ({} when absent, unreadable, or built with another normalisation
+    than today's: rebuild it with scripts/version_map.py)."""
+    data = _load(str(path))
+    return data if data.get("probe") == module_digest(PROBE) else {}
 
 
 def to_new_scheme(code: str, paper: Optional[str], vmap: Optional[dict] = None) -> Optional[str]:

@@ -163,3 +163,10 @@ def test_the_version_map_maps_each_commits_text_version_to_its_tree_version(tmp_
     assert [M.to_new_scheme(o, "a", vmap) for o in olds] == live
     assert M.to_new_scheme("0000000000000000+0000000000000000", "a", vmap) is None
     assert vmap["conflicts"] == []
+
+
+def test_the_committed_map_was_built_with_todays_normalisation():
+    data = M._load(str(M.MAP_PATH))
+    assert data.get("probe") == V.module_digest(M.PROBE), "rebuild it: python scripts/version_map.py"
+    assert M.load_map()["commits"] and M.load_map()["scheme"] == V.SCHEME
+    assert M.load_map(M.MAP_PATH.with_name("absent.json")) == {}
