@@ -3,6 +3,7 @@
     fedpaper reproduce --profile {smoke,quick,long,paper} [--only ID_OR_PAPER ...] [--data-root PATH]
                        [--out-dir PATH] [--force] [--timeout S] [--executor local|ray[:ADDRESS]] [--debug]
                        [--no-download | --download NAME ... | --download all] [--rerender] [--max-hours H]
+                       [--workers N|auto]
     fedpaper reproduce --profile paper --dry-run [--only ID_OR_PAPER ...] [--out-dir SCRATCH]
     fedpaper report    [--data-root PATH]
     fedpaper list      [--data-root PATH] [--paper PAPER]
@@ -17,7 +18,10 @@ cannot be regenerated here, a missing, foreign or corrupt archive) gives one lin
 problem and the fix, and exit code 2. A notebook that fails does not stop the run; failures are
 listed at the end (exit code 1). `--max-hours H` stops between runs once no further run can end
 within H hours (runs done so far are cached; the same command resumes): exit code 75 (EX_TEMPFAIL,
-"try again"), after a line per artifact with its runs done and left.
+"try again"), after a line per artifact with its runs done and left. `--workers N` runs N notebooks at once
+(`auto`: one per free core), each kernel with one torch thread, on the one results cache; before it
+starts the command prints, per paper, what it runs and the measured time of the whole paper at that
+profile, and at the end how long it took.
 
 `--dry-run` (paper profile only) runs every selected artifact at the paper's settings and code
 paths, cut in rounds, seeds and images (fedpaper.outputs.dryrun), into a scratch folder (default: the
