@@ -2,7 +2,7 @@
 Non-Identical Data Distribution for Federated Visual Classification", Sec. 3, Alg. 1):
 with Delta_t = theta_t - sum_i alpha_i theta_i (the negative averaged update),
 v_{t+1} = beta v_t + Delta_t and theta_{t+1} = theta_t - server_lr * v_{t+1}.
-beta = 0 and server_lr = 1 is FedAvg. Added as one module on top of the seam (issue 13), with no
+beta = 0 and server_lr = 1 is FedAvg. Written as one module on top of the seam, with no
 change to the trainer: compose it onto any method, e.g.
 `get_method("FedAvg").algorithm().with_parts(ServerMomentum(0.9), name="FedAvgM")`."""
 from __future__ import annotations

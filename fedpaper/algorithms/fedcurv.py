@@ -34,8 +34,8 @@ def _sum_per_slot(t, lead):
 def others_sum(t: torch.Tensor, r, c) -> torch.Tensor:
     """[G, ...]: for each slot g = (r[g], c[g]) the sum of t[r[g]] over all clients minus t[r[g], c[g]]
     (t: [R, M, ...]). Each run's client sum is taken once and then picked per slot: t[r].sum(1), the
-    same numbers, first copied every run's [M, ...] block once per slot (slots x M parameter copies:
-    ~4.7 GB transient for 10 clients' ResNet-18s, issue 30). Bitwise equal to it
+    same numbers, first copied every run's [M, ...] block once per slot (slots x M parameter copies,
+    a transient that grows with the clients and their model's size). Bitwise equal to it
     (tests/engine/test_cpu_release.py)."""
     return t.sum(1)[r] - t[r, c]
 

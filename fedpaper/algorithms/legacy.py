@@ -1,4 +1,4 @@
-"""The one-time migration of run specs cached before a method had one form (issue 33, item 3).
+"""The one-time migration of run specs cached before a method had one form.
 
 Until code version 8208da88b14132f6 a RunSpec's method (and so its results-cache key) was written in
 one of three ways: the fields of a flat `Method` (less the fields that held their defaults), the same
