@@ -61,9 +61,8 @@ NORMS = (None, "batch")
 class ConvNet(nn.Module):
     """A small CNN feature extractor: widths (w, 2w, 4w, d), 3x3 convs with ReLU, max-pool after
     the first three blocks (spatial size / 8). norm="batch" puts a BatchNorm2d after every conv
-    (as in ResNet-18, the paper's backbone): from scratch on the 32-px composites the plain net
-    sits on a 60%-macro-AUC plateau for several epochs, the BatchNorm one leaves it in the first
-    (benchmarks/results/fednca_sizing.md)."""
+    (as in ResNet-18, the paper's backbone): from scratch on the small composites the plain net
+    sits on a plateau for several epochs, the BatchNorm one leaves it in the first."""
 
     def __init__(self, in_channels=3, width=32, dim=128, norm=None):
         super().__init__()
