@@ -62,9 +62,8 @@ class SmallResNet(nn.Module):
 class BNConvNet(nn.Module):
     """FedNCA-ML's small BatchNorm convnet body (fedpaper.blocks.nets.ladm.ConvNet, norm "batch": widths w, 2w,
     4w, dim with max-pools), global average pooling and a linear K-class `classifier`: the CPU
-    profiles' FedMT backbone. At equal CPU seconds on the long profile's split it reached 21.6 % best
-    FedMT (E) accuracy against 18.3 % for the small ResNet and 7.2 % for the LeNet
-    (benchmarks/results/fedmt_backbone_study_b300.md)."""
+    profiles' FedMT backbone: at equal CPU seconds it trained FedMT to a higher accuracy than the
+    small ResNet and the LeNet (benchmarks/fedmt_backbone_study.py compares them)."""
 
     def __init__(self, num_classes=100, in_channels=3, width=16, dim=64):
         super().__init__()
