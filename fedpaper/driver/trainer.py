@@ -9,7 +9,7 @@ algorithms.base.Algorithm (client objective, broadcast, batch transforms, gradie
 aggregation, server steps, declared state, frozen parameters), giving them an algorithms.base.
 Context, never itself.
 
-CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout, and on
+CPU speed notes (measured by benchmarks/bench_engine.py): convolutions run in channels_last layout, and on
 Linux/glibc the trainer raises malloc's mmap and trim thresholds once per process (cpu.py).
 
 Runs batched together share a method and a TrainConfig and differ in seed and partition; each
@@ -215,7 +215,7 @@ class FederatedTrainer:
         Every epoch's batches are drawn first (each slot's from its run's generator, in the order
         the epochs would draw them: nothing else draws from those generators), then the slots
         train in parts of at most `slot_chunk(G)` (memory.slots_that_fit: all of them unless their
-        stacked steps would exceed SLOT_BYTES; FedMT Fig. 2c's 80 ResNet-18 clients, issue 30), each
+        stacked steps would exceed SLOT_BYTES, e.g. FedMT Fig. 2c's 80 ResNet-18 clients), each
         part holding its own gradients and optimiser state only while it trains. One part is the
         loop as it always was; with several, draws that runs share across their slots (augmentation,
         dropout) come in another order, so such a run's numbers differ from an unchunked one's."""
@@ -259,7 +259,7 @@ class FederatedTrainer:
         call trains one run whose round trains in parts (slot_chunk < G): then read-only views of
         the global model (expand: no memory; a part copies its own slots, and an in-place write to
         a view is an error, not a silent change). FedMT Fig. 2c's 80 ResNet-18 clients would
-        otherwise hold 80 x 45 MB of identical copies through the round (issue 30)."""
+        otherwise hold 80 identical copies of the global model through the round."""
         G = len(slots)
         if self.R == 1 and self.slot_chunk(G) < G:
             return {k: v.expand(G, *v.shape[1:]) for k, v in self.global_params.items()}
@@ -337,8 +337,8 @@ class FederatedTrainer:
                 self.ctx, self.state, self.global_params, self.global_buffers, agg, rngs)
             self._restore_diverged(rnd, prev_params, prev_buffers)
             # the round's per-slot tensors (clients' start and new parameters, their buffers) are dead
-            # now: drop them before evaluating and before the next round's copies are made (10 clients'
-            # ResNet-18s at 224 px: ~1.4 GB held through evaluation otherwise; issue 30)
+            # now: drop them before evaluating and before the next round's copies are made (for large
+            # models, such as ResNet-18s at 224 px, they would otherwise be held through evaluation)
             del params, bufs, new, anchor, agg, prev_params, prev_buffers
             if rnd % cfg.eval_every == 0 or rnd == cfg.rounds:
                 rows = self._evaluate(rnd, loss, slots)
