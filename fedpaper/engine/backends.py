@@ -28,10 +28,9 @@ BACKENDS = ("auto", "vmap", "loop", "grouped")
 
 
 #: auto on CPU: the grouped backend for CNNs whose widest convolution has fewer output channels than
-#: this (per precision), the loop backend from it on. Measured (benchmarks/results/engine_backends.md,
-#: Intel Xeon with AMX, one thread, after the loop backend's channels_last and fused-Adam fixes):
-#: grouped / loop 1.17x, 0.91x, 0.85x, 0.76x for the privlabels CNN 8-8-16-16, 16-16-32-32,
-#: 24-24-48-48 and the paper's 32-32-64-64 in fp32; 1.29x, 1.06x, 0.99x, 0.75x in bf16
+#: this (per precision), the loop backend from it on: the grouped backend is used only for the widths
+#: of the privlabels CNN at which it measured at least as fast as the loop backend (one CPU thread;
+#: benchmarks/bench_backends.py measures both), and it falls behind as the convolutions widen
 GROUPED_MAX_CONV = {"fp32": 32, "bf16": 64}
 
 
@@ -186,9 +185,8 @@ class SlotGradients:
     def _slot_grad(self, objective):
         """(params, buffers, batch, present, anchor) -> (gradients, aux) of one slot: torch.func.grad's
         function, computed with torch.autograd.grad (the same kernels and bits, without functorch's
-        per-operation wrapping: 1.10x a step of the privlabels CNN on a CPU core,
-        benchmarks/results/loop_backend_micro.md; an unused parameter gets a zero gradient, as from
-        torch.func.grad)."""
+        per-operation wrapping, which makes a CPU step faster (benchmarks/micro_loop_backend.py); an
+        unused parameter gets a zero gradient, as from torch.func.grad)."""
         def gfn(params, buffers, batch, present, anchor):
             with torch.enable_grad():
                 p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
