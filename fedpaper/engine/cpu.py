@@ -17,19 +17,17 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: FedNCA-ML convnet (339 KiB), FedMT's CIFAR ResNet-18 (4.5 MiB x batch 10): all under 64 MiB a step.
 LARGE_STEP_BYTES = 256 * 2**20
 #: (trim, mmap) thresholds for large steps: buffers over 4 MiB (a large step's activations) are
-#: mmapped and go back to the OS when freed, so run after run they cannot fragment the heap. Measured
-#: on the dry run of fednca/table1 (2026-11-26, one core shared at load ~3): 7.46 GiB peak with
-#: glibc's dynamic defaults (32 MiB once risen), 6.77 GiB with these; user CPU the same (343 s, 341 s),
-#: system CPU 60 s -> 209 s (the page faults of fresh mmaps). Only the paper profile's 224 px
+#: mmapped and go back to the OS when freed, so run after run they cannot fragment the heap: a lower
+#: peak than glibc's dynamic defaults (32 MiB once risen), for the same user CPU time, at the price of
+#: more system time (the page faults of fresh mmaps). Only the paper profile's 224 px
 #: ResNet-18 takes this path, which is dry runs and GPU hosts' CPU fallbacks in practice.
 LARGE_STEP_THRESHOLDS = (8 << 20, 4 << 20)
 _LARGE_SET = False  # LARGE_STEP_THRESHOLDS are in force
 #: A model whose parameters take at least this many bytes (FedMT's and FedNCA-ML's ResNet-18: 45 MB)
 #: also gets LARGE_STEP_THRESHOLDS and the release after its engine call (trainer.train), whatever its
 #: step's activations: each client slot holds several parameter-sized copies of 45 MB, and with the
-#: raised thresholds the freed copies of run after run fragmented the heap (issue 30: the FedMT paper
-#: dry run's main.ipynb kernel passed 8 GB, 8,257,068 KB RSS, in table2/fig2a/fig3's 10-client ResNet-18
-#: runs). The CPU profiles' models stay far below (LeNet 0.25 MB, the privlabels CNN, the small ResNet
+#: raised thresholds the freed copies of run after run fragment the heap (as in the FedMT paper
+#: profile's 10-client ResNet-18 runs, whose kernel then grew run after run). The CPU profiles' models stay far below (LeNet 0.25 MB, the privlabels CNN, the small ResNet
 #: and FedNCA-ML's convnet a few MB).
 LARGE_PARAM_BYTES = 32 * 2**20
 
@@ -97,10 +95,10 @@ def release_freed_memory():
     FedCurv's per-client Fisher tensors, waits for the cyclic garbage collector otherwise) and hand the
     heap's free pages back to the OS (malloc_trim(0)). Without it the heap kept each run's peak, and
     the next run, with other tensor sizes, could not reuse all of that fragmented free memory and grew
-    it further: the FedNCA-ML paper profile's ResNet-18 runs at 224 px grew run after run (issue 30:
-    12.2 GiB in the dry run of fednca/table1, whose largest single run then peaked at ~8 GiB). Not
-    after small steps: there the collection, the trim and the page faults back in cost ~0.2-0.3 s per
-    engine call (~20% of a 3-round LeNet call) and their heap is small anyway. Results are unchanged
+    it further (as the FedNCA-ML paper profile's ResNet-18 runs at 224 px did, run after run, to
+    well above their largest single run's peak). Not after small steps: there the collection, the
+    trim and the page faults back in cost a noticeable share of a short engine call, and their heap
+    is small anyway. Results are unchanged
     (no tensor is touched). FEDPAPER_MALLOC_TRIM=0 disables the trim."""
     import gc
 
@@ -123,8 +121,8 @@ def bf16_native(device="cpu") -> tuple[bool, str]:
     CUDA: torch.cuda.is_bf16_supported(). CPU: only when the CPU has AVX-512 BF16 (or AMX) AND
     torch runs its AVX-512 kernels (torch.backends.cpu.get_cpu_capability(), which follows
     ATEN_CPU_CAPABILITY) AND oneDNN is not capped below its bf16 ISA (ONEDNN_MAX_CPU_ISA). Elsewhere
-    bf16 is emulated and several times slower than fp32 (benchmarks/results/precision.md: 6-16x on
-    AVX2). A rule on reported facts, not a timing, so that the choice (and the results key it
+    bf16 is emulated and several times slower than fp32 (benchmarks/bench_engine.py measures
+    it). A rule on reported facts, not a timing, so that the choice (and the results key it
     enters) is the same on every run on one machine."""
     dev = torch.device(device)
     if dev.type == "cuda":
