@@ -27,8 +27,9 @@ _LARGE_SET = False  # LARGE_STEP_THRESHOLDS are in force
 #: also gets LARGE_STEP_THRESHOLDS and the release after its engine call (trainer.train), whatever its
 #: step's activations: each client slot holds several parameter-sized copies of 45 MB, and with the
 #: raised thresholds the freed copies of run after run fragment the heap (as in the FedMT paper
-#: profile's 10-client ResNet-18 runs, whose kernel then grew run after run). The CPU profiles' models stay far below (LeNet 0.25 MB, the privlabels CNN, the small ResNet
-#: and FedNCA-ML's convnet a few MB).
+#: profile's 10-client ResNet-18 runs, whose kernel then grew run after run). The CPU profiles'
+#: models stay far below (LeNet 0.25 MB, the privlabels CNN, the small ResNet and FedNCA-ML's convnet
+#: a few MB).
 LARGE_PARAM_BYTES = 32 * 2**20
 
 
