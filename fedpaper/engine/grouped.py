@@ -1,6 +1,6 @@
 """Stacked-tensor layouts and the "grouped" forward pass: G copies of a CNN in one pass.
 
-CPU speed notes (benchmarks/results/engine.md): convolutions run in channels_last layout (conv
+CPU speed notes (measured by benchmarks/bench_engine.py): convolutions run in channels_last layout (conv
 weights are stacked so that each slot's weight is a channels_last view), except for models that
 `channels_last_ok` rules out (a oneDNN bug on AVX2-only CPUs, docs/onednn-avx2-1x1-stride2.md). On
 CPUs without AVX-512 the convolutions of 3-channel images run slot by slot (per_slot_rule).
@@ -25,8 +25,8 @@ def fast_layout(t):
     if t.shape[1] == 1 and t.stride(1) != 1:
         # one channel: a contiguous [N, 1, H, W] tensor already counts as channels_last contiguous, so
         # .contiguous() keeps its NCHW strides, and the convolution (which reads the layout from the
-        # strides) then runs in NCHW and hands NCHW on to every later layer (conv1 alone 1.39x slower:
-        # benchmarks/results/loop_backend_micro.md). clone() writes true channels_last strides
+        # strides) then runs in NCHW and hands NCHW on to every later layer, slower from conv1 on
+        # (benchmarks/micro_loop_backend.py). clone() writes true channels_last strides
         return t.clone(memory_format=torch.channels_last)
     return t.contiguous(memory_format=torch.channels_last)
 
@@ -66,8 +66,8 @@ def pool_before_relu(ops: list) -> list:
     exactly: ReLU is monotone, so max(relu(a), relu(b), ...) = relu(max(a, b, ...)) bit for bit; the
     max-pool routes the gradient to the same first maximum, and where the window's maximum is <= 0 both
     orders give it a zero gradient. The ReLU (forward and backward) then runs on the pooled
-    activations, a quarter of them for a 2x2 pool: the FedPALS sweep 1.05-1.13x
-    (benchmarks/results/fedpals_sweep_speed.md), the results unchanged (tests/engine/test_cpu.py)."""
+    activations, a quarter of them for a 2x2 pool, so a step is faster and its results unchanged
+    (tests/engine/test_cpu.py)."""
     ops = list(ops)
     for i in range(len(ops) - 1):
         (k1, m1, *_), (k2, m2, *_) = ops[i], ops[i + 1]
@@ -88,16 +88,15 @@ def per_slot_rule(in_channels: int, device, capability: str | None = None) -> tu
     `per_slot`, per_slot_ops) for a model whose images have `in_channels` channels, on `device`.
 
     On CPUs where torch runs AVX2 (not AVX-512) kernels, oneDNN's grouped convolution over G slots of
-    3 input channels each is about twice as slow as G ordinary convolutions (an ordinary 3-channel
+    3 input channels each is much slower than G ordinary convolutions (an ordinary 3-channel
     convolution gets oneDNN's first-layer kernel), and the later grouped convolutions gain little over
     ordinary ones: there a model on images with PER_SLOT_MIN_CHANNELS or more channels runs every
     layer up to its Flatten slot by slot ("features"; the linear layers stay batched matrix products).
-    Measured on an AVX2-only AMD EPYC, one thread, one training step of the grouped pass
-    (benchmarks/results/first_conv_avx2.md): "features" 1.53x and 1.65x "none" for the FedPALS LeNet on
-    CIFAR-10 (9 and 20 slots), 1.20x and 1.16x for privlabels CNNs 8-8-16-16 and 16-16-32-32 on CIFAR-10
-    (the first convolution alone, "first": 1.59x, 1.39x, 1.19x, 0.99x); the FedPALS CIFAR-10 sweep 1.35x
-    and 1.40x (fedpals_sweep_speed.md). On one-channel images it lost (0.83x, 0.80x), so they keep the
-    grouped convolutions ("none"), as do CPUs with AVX-512 (not measured).
+    On an AVX2-only CPU (benchmarks/bench_first_conv.py measures it, one thread, one training step of
+    the grouped pass) "features" was faster than "none" and than running the first convolution alone
+    slot by slot ("first") for the FedPALS LeNet and the privlabels CNNs on 3-channel images; on
+    one-channel images it was slower, so they keep the grouped convolutions ("none"), as do CPUs with
+    AVX-512 (not measured).
     A rule on the model's input and the CPU's reported kernels (`capability` overrides
     torch.backends.cpu.get_cpu_capability(), which follows ATEN_CPU_CAPABILITY), never a timing, so
     that every run on one machine computes the same. A slot's numbers stay independent of its
