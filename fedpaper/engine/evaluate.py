@@ -80,7 +80,7 @@ def predict(template, params: dict, buffers: dict, x_pool: torch.Tensor, rows: l
 
 # Evaluation (and central tuning, algorithms/tuning.py) of several models in one grouped pass is
 # switched OFF: on the 2-core benchmark CPU it was no faster than model by model for the privlabels
-# CNN (benchmarks/results/eval.md); set True to use it (tests/engine/test_eval.py checks both agree).
+# CNN (benchmarks/bench_eval.py measures both); set True to use it (tests/engine/test_eval.py checks both agree).
 BATCHED_OVER_MODELS = False
 GROUP_MODELS = 10  # models per grouped evaluation pass (training: GROUPED_SAMPLES / batch 64 = 10 slots)
 
