@@ -93,8 +93,8 @@ def per_slot_rule(in_channels: int, device, capability: str | None = None) -> tu
     ordinary ones: there a model on images with PER_SLOT_MIN_CHANNELS or more channels runs every
     layer up to its Flatten slot by slot ("features"; the linear layers stay batched matrix products).
     On an AVX2-only CPU (benchmarks/bench_first_conv.py measures it, one thread, one training step of
-    the grouped pass) "features" was faster than "none" and than running the first convolution alone
-    slot by slot ("first") for the FedPALS LeNet and the privlabels CNNs on 3-channel images; on
+    the grouped pass) "features" was faster than "none" for the FedPALS LeNet and the privlabels CNNs
+    on 3-channel images; on
     one-channel images it was slower, so they keep the grouped convolutions ("none"), as do CPUs with
     AVX-512 (not measured).
     A rule on the model's input and the CPU's reported kernels (`capability` overrides
