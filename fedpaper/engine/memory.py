@@ -86,7 +86,7 @@ class StepMemory:
 
 
 #: What one round's local training may plan for its clients' stacked steps before they train in
-#: parts (trainer.train_slots; issue 30). A constant, not the machine's free memory, so that a run's
+#: parts (trainer.train_slots). A constant, not the machine's free memory, so that a run's
 #: numbers never depend on where it runs. Binds only for many large models: FedMT Fig. 2c's 80
 #: ResNet-18 clients at the paper profile (80 x 5 parameter copies of 45 MB: 18 GB in one part);
 #: every CPU profile's round (LeNet, privlabels CNN, FedNCA-ML convnet, the small ResNet) stays one
