@@ -52,8 +52,8 @@ def opt_step(params, grads, state, kind, lr, active, betas=(0.9, 0.999), eps=1e-
     eps added after the square root; Kingma & Ba 2015, Alg. 1), run on every active slot's slice of
     each stacked tensor; decay > 0 makes it AdamW's (decoupled weight decay p (1 - lr decay) before the
     Adam update; Loshchilov & Hutter 2019, Alg. 2; decoupled_weight_decay=True). One pass over each
-    tensor instead of an element-wise formula of ~15 passes: 3.87x the update of the paper privlabels
-    CNN's 10 slots on a CPU core (benchmarks/results/adam_fused.md). The step is out of place for the
+    tensor instead of an element-wise formula of ~15 passes, so the update is several times faster
+    (benchmarks/bench_adam.py measures it). The step is out of place for the
     parameters (new tensors; the caller's are kept); consume: the step takes `state` and `grads` over
     (the moments are updated in place, each gradient is released once its tensor is done), so it
     never holds more than one extra tensor's copy; the caller must not read `state` or `grads`
