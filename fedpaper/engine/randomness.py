@@ -1,5 +1,5 @@
 """Per-run random streams for what the forward pass draws (dropout), so that a run's numbers never
-depend on the runs it is batched with (issue #27).
+depend on the runs it is batched with.
 
 Each run already draws its batches from its own numpy generator (`np.random.default_rng([seed,
 7919])`, the trainer's `rngs`). The forward pass's random numbers (dropout masks) come from a torch
