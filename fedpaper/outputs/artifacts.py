@@ -349,7 +349,7 @@ def rerender_or_fail(art, profile, params, draw, missing, root, paths, asked=Fal
 
     The figure is drawn from the committed csv with the params the committed run was drawn with
     (its provenance's missing_datasets, never this machine's), so re-rendering on a machine without
-    the data gives the figure that was committed (issue 32, items 4 and 5). An artifact whose figure
+    the data gives the figure that was committed. An artifact whose figure
     shows images of the data set (catalog.DRAWS_DATA) is never re-rendered: one line, nothing written."""
     own = profile in FAITHFUL_ORDER and committed_paths(art.id, profile)["csv"].is_file()
     source = profile if own else None  # this profile's results, else the most faithful present
