@@ -32,7 +32,7 @@ A run with overrides or explicit seeds is an *exploration* (`Parameters.explorat
 artifacts go to a scratch folder under the cache unless out_dir is given, its provenance records
 what was changed, its figure says so, and the report never scores it.
 
-A *dry run* of the paper profile (`fedpaper reproduce --profile paper --dry-run`, issue 30) is an
+A *dry run* of the paper profile (`fedpaper reproduce --profile paper --dry-run`) is an
 exploration whose overrides hold `dry_run: True` plus the paper's cut (its profiles' `DRY_RUN`:
 rounds, images per client; fedpaper.outputs.dryrun) and seeds=1: every other setting and code path is the
 paper's. `Parameters.dry_run` says so; it is allowed at the paper profile only, its provenance
