@@ -1,4 +1,4 @@
-"""A dry run of the paper profile (issue 30, item 1): every artifact at the paper's settings and
+"""A dry run of the paper profile: every artifact at the paper's settings and
 code paths, cut only in rounds, seeds and images.
 
     fedpaper reproduce --profile paper --dry-run [--only ID ...] [--out-dir SCRATCH]
