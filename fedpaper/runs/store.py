@@ -46,7 +46,7 @@ class ResultStore:
     SUFFIX = ".pkl"
 
     def __init__(self, root=None, *, code: Optional[str] = None):
-        if root is None:  # a dry run's runs (issue 30) never mix with real ones
+        if root is None:  # a dry run's runs never mix with real ones
             root = cache_dir("dry-run", "results") if DRY_RUN.get() else cache_dir("results")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
