@@ -75,7 +75,7 @@ def status_rows(data_root=None, paper: Optional[str] = None, ladders: bool = Tru
 
     `status`, `data` and `reason` come from the committed results, their provenance and the
     catalog only, never from this machine: the README table and REPORT.md are the same wherever
-    they are made (issue 32, item 4). What this machine lacks is in `missing` (the data sets absent
+    they are made. What this machine lacks is in `missing` (the data sets absent
     under `data_root`) and `here` (one clause on what that means for the artifact here, '' if
     nothing), for the terminal (`fedpaper list`, `missing_here_lines`). ladders: with the compute
     ladders (`fedpaper list`); REPORT.md and the README table count the TARGETS artifacts only."""
@@ -226,7 +226,7 @@ def _with_quick_column(cmp: pd.DataFrame, reported: pd.DataFrame, artifact_id: s
     """Where the compared results are of a more faithful profile than quick and quick results are
     committed too, add them as a column `ours (quick)`. A cell whose per-seed values are the same
     in both profiles is the same runs, not a smaller run: the column says "same runs" there and
-    the note counts them (issue 26, item 7), so only the other cells compare scales."""
+    the note counts them, so only the other cells compare scales."""
     if shown == "quick":
         return cmp, ""
     quick, qrec = load_committed(artifact_id, "quick")
@@ -298,7 +298,7 @@ def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
 
 
 def ladder_section() -> list[str]:
-    """REPORT.md's compute ladders (issue 29), one table per committed `<paper>/scaling` csv: each
+    """REPORT.md's compute ladders, one table per committed `<paper>/scaling` csv: each
     quantity's trend, slope and its SE per decade of compute, and the projection to the paper's
     compute where the trend is clear. Nothing while no ladder is committed."""
 
