@@ -1,9 +1,9 @@
 """What the paper packages share: the claims toolkit, and per-seed summaries of table cells.
 
-Only reads results (not part of any paper's results-cache key: store.CORE_MODULES does not name it).
+Only reads results (not part of any paper's results-cache key: versions.CORE_MODULES does not name it).
 
-The claims toolkit (issue 26)
-=============================
+The claims toolkit
+==================
 Every paper's claims module holds only its claims' logic; this package holds the rest, once.
 
 Registration (``registry``)::
@@ -83,7 +83,7 @@ The paper's own numbers (hook for "the paper's own numbers contradict the claim"
   from mean and std (then the paired rule applies); the report uses the packaged tables as they
   are (no converter in the package).
 
-Compute-ladder trends (``scaling``, issue 29): ``fit(compute, per_seed)`` -> Fit (slope per
+Compute-ladder trends (``scaling``): ``fit(compute, per_seed)`` -> Fit (slope per
   decade of compute and its SE, paired by seed or OLS on seed means), ``classify(fit, direction)``
   -> narrowing / flat / widening (one-sided 90% bound, ``noise.t_quantile``) or "too few rungs",
   ``projection`` (clear trends on >= 3 rungs only), ``ladder_rows`` / ``read_trends`` (the
