@@ -1,4 +1,4 @@
-"""The causes of a non-pass verdict, chosen by code at report time (issue 26, item 5).
+"""The causes of a non-pass verdict, chosen by code at report time.
 
 A check attaches the causes it can see itself (models at chance, within seed noise, data
 absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this order:
@@ -11,7 +11,7 @@ absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this o
    data sets it was made without), quoted from the provenance, each distinct difference once
    across the claim's artifacts (:func:`setting_differences`);
 3. "compute-limited" / "not compute-limited": the claim's rows of a committed compute ladder
-   (`<paper>/scaling`, issue 29; `ladder_trends` reads them) say whether its margin (or the
+   (`<paper>/scaling`; `ladder_trends` reads them) say whether its margin (or the
    gap to the paper) narrows as compute grows: compute-limited when one of its quantities narrows
    (slope and its SE per decade of compute, and the projection to the paper's compute where the
    trend is clear), not compute-limited when all are flat or widening; a verdict within noise gets
