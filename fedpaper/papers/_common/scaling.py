@@ -1,4 +1,4 @@
-"""Trends along a compute ladder (issue 29, item 1): does a gap close as compute grows?
+"""Trends along a compute ladder: does a gap close as compute grows?
 
 Pure (numpy/scipy, no torch). Input: for one quantity, per rung (a compute budget c_r > 0, in any
 unit proportional to training work) the per-seed values, the same seeds at every rung.
