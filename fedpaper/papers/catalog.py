@@ -188,7 +188,7 @@ ARTIFACTS: dict[str, Artifact] = {
     for row in _ROWS
 }
 
-#: The compute ladders (issue 29): one `<paper>/scaling` artifact per paper, beside the TARGETS list
+#: The compute ladders: one `<paper>/scaling` artifact per paper, beside the TARGETS list
 #: (not in ARTIFACTS: the report's artifact counts stay those of the papers). `fedpaper list` and
 #: `reproduce` see them (artifact_ids); the report reads their trends into the claims' causes.
 LADDER = "scaling"
