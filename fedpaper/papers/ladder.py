@@ -1,4 +1,4 @@
-"""A paper's compute ladder (issue 29): the numbers behind its headline claims, rerun at >= 3
+"""A paper's compute ladder: the numbers behind its headline claims, rerun at >= 3
 compute budgets, and the trend of each claim's margin and gap to the paper.
 
 A paper declares a `Ladder` in `papers/<paper>/ladder.py`: the artifact functions whose tables its
