@@ -1,4 +1,4 @@
-"""FedMT's compute ladder, the `fedmt/scaling` artifact (issue 29): claims 3 (Table 2: both FedMT
+"""FedMT's compute ladder, the `fedmt/scaling` artifact: claims 3 (Table 2: both FedMT
 variants beat every baseline at every n) and 11 (Fig. 2b: FedMT beats SemiFL at every gamma), and
 Table 2's gap to the paper, rerun at >= 3 budgets of rounds x data.
 
