@@ -1,4 +1,4 @@
-"""FedNCA-ML's compute ladder, the `fednca/scaling` artifact (issue 29): claims 1/9 (FedNCA-ML's
+"""FedNCA-ML's compute ladder, the `fednca/scaling` artifact: claims 1/9 (FedNCA-ML's
 class-wise margin over the second best, Table 1), 13 and 17 (the regularisers' gain, Tables 5 and 7),
 the gaps to the paper, and the agreement of our method ordering with the paper's (Kendall tau,
 item 5: where the ordering stabilises), rerun at >= 3 budgets of rounds x backbone width.
