@@ -1,4 +1,4 @@
-"""FedPALS's compute ladder, the `fedpals/scaling` artifact (issue 29): claims 1, 4 (Table 1) and 6
+"""FedPALS's compute ladder, the `fedpals/scaling` artifact: claims 1, 4 (Table 1) and 6
 (Fig. 2c) and Table 1's gap to the paper, rerun at >= 3 budgets of rounds x data.
 
 Work of one run: rounds x the fraction of each partition kept (CIFAR-10; Fashion-MNIST is scaled
