@@ -4,44 +4,23 @@
 artifact adds its own grid. `NOTES[profile]` lists every shrinkage relative to the paper; it goes
 into each artifact's provenance and its figure's subtitle.
 
-Sizing (measured, not guessed; issue 14). The paper trains 150 rounds on partitions of ~2,000-6,000
-images per client (about 14,000 SGD steps per client); at the measured throughput that is ~200 h
-here. Both scaled-down profiles keep a common fraction of every partition (`data_fraction`,
+Sizing (measured, not guessed). The paper trains 150 rounds on partitions of ~2,000-6,000
+images per client (about 14,000 SGD steps per client), far beyond a CPU budget. Both scaled-down
+profiles keep a common fraction of every partition (`data_fraction`,
 `fedpaper.blocks.partition.thin_partition`: client sizes keep their ratios, T(Y) is kept) and 20 rounds:
-CIFAR-10 10 % (200-500 images per client, ~130-310 SGD steps per client), Fashion-MNIST 10 %.
-Smaller than this and the models do not learn: at 10 %/20 rounds CIFAR-10 C=10 FedAvg reaches
-34.0/42.7/36.0 % (3 seeds) and was still climbing; Fashion-MNIST C=10 FedAvg at 5 %/20 rounds
-reached only 68.4/72.2/72.4 %, hence 10 %.
+CIFAR-10 10 % (200-500 images per client), Fashion-MNIST 10 %: the smallest sizes at which the models
+still learn (with `probe.py`; the sizing runs are kept with the benchmark results).
 
 - quick: every artifact and claim; all 7 Table 1 methods and rows; FedPALS lambda = 0 only;
   curves at C in {2, 3, 10}, beta in {0.1, 10}; Fig 7 and the curves with FedPALS, FedAvg,
   Oracle; Fig 8b E in {1, 20}, Fig 8c 10 and 100 clients. Its runs are a SUBSET of long's (same
-  per-run settings: checked by enumerating both sweeps' specs, 222 of 345, none outside), so
-  after, or alongside with the same FEDPAPER_CACHE, a long sweep it costs nothing.
+  per-run settings: every quick spec is a long spec), so after, or alongside with the same
+  FEDPAPER_CACHE, a long sweep it costs nothing.
 - long: quick plus the paper's lambda grid {0, lambda_25, lambda_50, lambda_75} (vague-8)
   everywhere, Fig 8b E = 5, Fig 8c 50 clients.
-A quick of at most 12 minutes does not fit with models that learn: Table 1 alone (5 rows x 7
-methods x 3 seeds) at the smallest learning size is ~21 min.
-
-Estimate (1-thread CPU; the machine is shared, so timings are noisy): quick ~41 min alone,
-long ~63 min (quick included), from 222 / 345 runs and 12.5 M / 18.9 M training sample-steps at
-the measured 4,256 (CIFAR-10) and 7,690 (Fashion-MNIST) samples per CPU second (Table 1 cells
-with all 7 methods; process CPU time incl. per-round evaluation; wall time was 3.2-4.4x the CPU
-time under a load of 6-8 on 2 cores). Measured with (private FEDPAPER_CACHE, OMP_NUM_THREADS=1,
-nice 10, branch s4-P):
-  probe.py '{"dataset":"cifar10","split":{"scheme":"sparsity","C":3},"methods":[all 7],
-            "data_fraction":{"cifar10":0.1},"rounds":{"cifar10":20},"test_n":300,"ess_grid":[0.5]}'
-    -> 24 runs, 1.42 M sample-steps, 334 s CPU (1,062 s wall); FedPALS 55.9, FedAvg 38.1,
-       Oracle 72.8 % (chance 33 %; FedProx/SCAFFOLD/AFL/FedRS 31-34 %, SCAFFOLD one class at 2 seeds)
-  probe.py '{"dataset":"fashion-mnist","split":{"scheme":"sparsity","C":3},"methods":[all 7],
-            "data_fraction":{"fashion-mnist":0.05},"rounds":{"fashion-mnist":20},"test_n":500,"ess_grid":[]}'
-    -> 21 runs, 0.75 M sample-steps, 97 s CPU; FedPALS 81.7, FedAvg 72.8, Oracle 86.9 %
-  probe.py '{"dataset":"fashion-mnist","split":{"scheme":"sparsity","C":10},"methods":["FedAvg"],
-            "data_fraction":{"fashion-mnist":0.05},"rounds":{"fashion-mnist":20},"test_n":500}'
-    -> 3 runs, 0.16 M sample-steps, 14.5 s CPU; 68.4/72.2/72.4 %
-and the sweep's work counted per artifact by enumerating its specs (cost.py: the training
-sample-steps of every distinct run, images x local epochs x participation x rounds). The probe
-and cost scripts are in the s4-P report. fp32 (no bf16 check was available at the time).
+A profile's cost is its training sample-steps (every distinct run's images x local epochs x
+participation x rounds, counted from its specs: benchmarks/fedpals_cost.py) at the CPU's measured
+samples per second; `fedpaper plan` prints it.
 """
 from __future__ import annotations
 
@@ -52,8 +31,8 @@ _C2 = {"fashion-mnist": 12, "cifar10": 16}  # vague-4
 
 PAPER_SEEDS = 8  # vague-13
 # The paper profile trains 3 of the paper's 8 seeds: its Table 1 (5 rows x 7 methods, the lambda
-# grid, 150 rounds, full partitions) is then 140 runs, 625 M training sample-steps, ~14 hours of
-# one CPU core (benchmarks/results/fedpals_sweep_speed.md), run in pieces with --max-hours and
+# grid, 150 rounds, full partitions) is then 140 runs, 625 M training sample-steps, many hours of
+# one CPU core (`fedpaper plan` estimates them), run in pieces with --max-hours and
 # `fedpaper cache export/import` (README, Profiles). Set RUNS["paper"]["seeds"] = 8 for all eight.
 PAPER_PROFILE_SEEDS = 3
 
