@@ -19,12 +19,13 @@
 # in parts to the same warm machine first. Here, once (splits the zip by the room the working tree
 # leaves, and says the calls):
 #     bash benchmarks/gpu_session.sh prepare
-# Then, through the device tool, each call within the 30 s the machine stays warm after the one before:
+# Then, through the device tool, each call within the 30 s the machine stays warm after the one before
+# (three parts while the working tree is about 34 MB; `prepare` prints the list for the tree at hand):
 #     run(command="mkdir -p /root/stage && cp .gpudata/c10-1/part.* /root/stage/", carry=[".gpudata/c10-1"], timeout_s=60)
-#     ... one such call per part but the last ...
-#     run(command="BUDGET=300 bash benchmarks/gpu_session.sh", carry=[".gpudata/c10-N"], timeout_s=360)
-# (N: the last part; `prepare` prints the exact list). Without the data (a fresh machine, parts missing
-# or not matching CIFAR10_SHA256) steps 1 and 2 still run: the CIFAR-10 test skips and step 3 is skipped.
+#     run(command="mkdir -p /root/stage && cp .gpudata/c10-2/part.* /root/stage/", carry=[".gpudata/c10-2"], timeout_s=60)
+#     run(command="BUDGET=300 bash benchmarks/gpu_session.sh", carry=[".gpudata/c10-3"], timeout_s=360)
+# Without the data (a fresh machine, parts missing or not matching CIFAR10_SHA256) steps 1 and 2 still
+# run: the CIFAR-10 test skips and step 3 is skipped. The files come back under the call's files_at.
 #
 # A dry path on the CPU (plumbing only, no result): DEVICE=cpu TINY=1 BUDGET=120 PY=.venv/bin/python \
 #     OUT=/tmp/gpu-out bash benchmarks/gpu_session.sh
