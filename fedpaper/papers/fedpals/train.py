@@ -29,10 +29,9 @@ def runs_per_engine_call() -> int:
     """Runs trained together in one engine call of the FedPALS sweeps: one on CPU, else up to 16.
 
     Clients of unequal size are padded to the largest in an engine call, and each seed's partition
-    differs, so on Table 1 three seeds trained together compute ~1.5x the useful samples (one run
-    alone: ~1.4x); on CPU one run per call trains more samples per CPU second
-    (benchmarks/results/fedpals_sweep_speed.md) and lets a deadline (--max-hours) be checked after
-    every run. A GPU wants the larger batches."""
+    differs, so several seeds trained together compute more padding than one run alone; on CPU
+    one run per call trains more useful samples per CPU second and lets a deadline (--max-hours) be
+    checked after every run. A GPU wants the larger batches."""
     return 1 if default_device() == "cpu" else 16
 
 
