@@ -133,19 +133,27 @@ def _returned_forward(self, x, keep, names, new):
     else:  # not one row per input row: the layer's own batch, as _masked_forward
         w, out_rows = xs.new_ones(x.shape[0]), None
     count = w.sum() * spatial
-    rows = xs.reshape(x.shape[0], x.shape[1], -1)  # [N, C, spatial]: row-weighted sums as one product each
+    per_row = tuple(range(2, x.dim()))  # each row's sum per channel, then the rows' weighted sum: no copies
+
+    def weighted_sum(t):
+        return w @ (t.sum(per_row) if per_row else t)
+
     with torch.autocast(x.device.type, enabled=False):  # the statistics in float32 under bf16 autocast too
-        mean = torch.einsum("n,ncs->c", w, rows) / count
+        mean = weighted_sum(xs) / count
         centred = xs - mean.view(shape)
-        var = torch.einsum("n,ncs->c", w, centred.square().reshape(rows.shape)) / count
+        var = weighted_sum(centred.square()) / count
     scale = torch.rsqrt(var + self.eps)
     if self.weight is not None:
         scale = scale * self.weight
-    out = centred * scale.view(shape) if self.bias is None else torch.addcmul(self.bias.view(shape), centred,
-                                                                              scale.view(shape))
+    # per row and channel [N or 1, C]: a padding row's scale and shift are 0, so its output is 0
+    row = None if out_rows is None else out_rows.to(xs.dtype).unsqueeze(1)
+    rowwise = [-1, x.shape[1]] + [1] * (x.dim() - 2)
+    scale = (scale.unsqueeze(0) if row is None else row * scale).view(rowwise)
+    if self.bias is None:
+        out = centred * scale
+    else:
+        out = torch.addcmul((self.bias.unsqueeze(0) if row is None else row * self.bias).view(rowwise), centred, scale)
     out = out.to(x.dtype)
-    if out_rows is not None:
-        out = torch.where(out_rows.view(-1, *[1] * (x.dim() - 1)), out, 0.0)
     if self.track_running_stats and self.running_mean is not None:
         prefix = names[id(self)]
         factor = 0.0 if self.momentum is None else self.momentum
