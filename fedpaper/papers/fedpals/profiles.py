@@ -9,7 +9,7 @@ images per client (about 14,000 SGD steps per client), far beyond a CPU budget. 
 profiles keep a common fraction of every partition (`data_fraction`,
 `fedpaper.blocks.partition.thin_partition`: client sizes keep their ratios, T(Y) is kept) and 20 rounds:
 CIFAR-10 10 % (200-500 images per client), Fashion-MNIST 10 %: the smallest sizes at which the models
-still learn (with `probe.py`; the sizing runs are kept with the benchmark results).
+still learn (measured in short probe runs, kept with the benchmark results).
 
 - quick: every artifact and claim; all 7 Table 1 methods and rows; FedPALS lambda = 0 only;
   curves at C in {2, 3, 10}, beta in {0.1, 10}; Fig 7 and the curves with FedPALS, FedAvg,
