@@ -10,11 +10,11 @@ global stratified 80/20 split (vague-3), 5,000 / 6,000 unlabeled server images (
 lr 1e-3, batch 64, E = 1, 100 rounds, FedProx mu 0.01, FedRS alpha 0.5, 3 tuning epochs per
 round, 10 seeds (3 for the epoch ablation, vague-13), L = 2..10 (vague-15).
 
-Sizing of the CPU profiles (issue #14; measured, not guessed). The sweep has about 270 runs
+Sizing of the CPU profiles (measured, not guessed). The sweep has about 270 runs
 (per data set 54 plain FedAvg/FedProx/FedRS runs and 48 central-tuning runs at L = 2, 3, 5, 10 x 3
 seeds, after the L = 10 identities are shared; plus the CIFAR-10 epoch ablation, E = 1, 3, 5 at
 L = 5, 6 methods x 3 seeds). A run's cost is set by images x rounds; central tuning adds the 10
-client models' predictions on the server set and 3 epochs over it, about 2x a plain run. Probe
+client models' predictions on the server set and 3 epochs over it, more than a plain run. Probe
 (process CPU seconds of one engine batch per cost class, one round, extrapolated to the sweep's
 run counts and rounds; data loading and notebook start-up not included):
 
@@ -22,36 +22,16 @@ run counts and rounds; data loading and notebook start-up not included):
     OMP_NUM_THREADS=1 FEDPAPER_DATA=... python -m fedpaper.papers.privlabels.probe --profile long --rounds 1
     ... --learn  (trains L = 10 FedAvg and private L = 2 FedAvg / Tuning-MSE at full size: does it learn?)
 
-Measured 2026-11-23/24 with OMP_NUM_THREADS=1, nice 10, on the 2-core machine shared with the other
-helpers (load average 7-10: wall time was 5-15x the process CPU time, and CPU time itself is
-inflated by the contention, so these estimates are noisy and probably high), with the grouped
-evaluation and central tuning of branch s4-E (commit 1a880fc; on main's engine, where tuning loops
-over runs, a tuning run-round cost 2-3x more) and bf16 autocast (s4-E "CHECKPOINT bf16" 1d47a29:
-fp32 0.4160 +- 0.0095 vs bf16 0.4145 +- 0.0084 on 3 CIFAR-10 seeds, within seed noise; bf16/fp32
-speed 1.56x for a FedAvg round of this CNN here: 1.28 vs 2.01 CPU s per run-round at 500/client).
-CPU seconds per (run x round):
-
-    profile  data set       plain  MSE tuning  pairwise tuning   sweep estimate (CPU)
-    quick    CIFAR-10       0.51   0.85        0.86              main 205 s + epoch ablation 283 s
-    quick    Fashion-MNIST  0.37   0.96        0.91              main 193 s
-    quick    total                                               681 s = 11.4 min (+ ~1-2 min notebook start-up, data loading)
-    long     CIFAR-10       0.88   1.65        2.23 (noisy)      main 1,425 s + epoch ablation 1,811 s
-    long     Fashion-MNIST  0.69   1.40        ~1.45             main ~1,060 s
-    long     total                                               ~4,300 s = ~72 min (67 min with pairwise = MSE cost)
-
-Does it learn? (`--learn`, bf16, test accuracy mean over 3 seeds)
-- quick size (100/client, batch 16, 4 rounds -- one round MORE than quick): CIFAR-10 public FedAvg
-  L=10 0.131, private FedAvg L=2 0.116, private Tuning-MSE L=2 0.093; Fashion-MNIST 0.400, 0.153,
-  0.208. So at ~12 CPU minutes the quick profile does NOT learn CIFAR-10 (at chance) and learns
-  Fashion-MNIST only partly: the whole sweep is about 270 runs, 12 minutes leave ~2.5 CPU s per
-  run, and a CIFAR-10 run of this CNN needs ~10 rounds at 200/client (~9 CPU s) to reach 29%.
-  The quick profile produces every artifact; its claims are mostly "not testable at this scale".
-- long size (200/client, batch 16, 10 rounds): CIFAR-10 public FedAvg L=10 0.287 (0.278, 0.272,
-  0.312), private FedAvg L=2 0.159, private Tuning-MSE L=2 0.157.
-Batch 16 rather than the paper's 64: the step cost here is mostly per-step overhead, and at 200
-images per client batch 64 gives 4 steps per round; batch 16 gives 4x the steps (local and
-tuning) for ~1.6x the CPU. A 500/client, batch-64 long profile would afford ~5 rounds (40 local
-steps per client) in the same time, against 130 steps here.
+The probe's CPU seconds per run and round, the sweep estimates and the `--learn` accuracies are
+kept with the benchmark results. What they decided:
+- quick (100 images per client, 3 rounds) fits the quick budget but does NOT learn CIFAR-10 (at
+  chance) and learns Fashion-MNIST only partly: the whole sweep is about 270 runs, and a CIFAR-10
+  run of this CNN needs about 10 rounds at 200 images per client to learn. The quick profile
+  produces every artifact; its claims are mostly "not testable at this scale".
+- long (200 images per client, 10 rounds) learns CIFAR-10 above chance (public FedAvg, L = 10).
+- batch 16 rather than the paper's 64: the step cost here is mostly per-step overhead, and at 200
+  images per client batch 64 gives 4 steps per round; batch 16 gives 4x the steps (local and
+  tuning) for much less than 4x the CPU.
 """
 from __future__ import annotations
 
@@ -216,8 +196,8 @@ NOTES = {profile: _notes(profile, p) for profile, p in SETTINGS.items()}  # as t
 def settings(profile: str) -> dict:
     """A deep copy of the profile's settings, with its notes. A profile that asks for bf16 gets it
     only where bf16 is native (fedpaper.engine.cpu.resolve_precision: AVX-512 BF16 / AMX CPUs, bf16
-    GPUs), else fp32, which is then as fast or faster (benchmarks/results/precision.md: emulated bf16
-    ran 6-16x slower than fp32 on AVX2): "precision" holds the precision actually used (so the run
+    GPUs), else fp32, which is then as fast or faster (emulated bf16 is several times slower than
+    fp32): "precision" holds the precision actually used (so the run
     key, which omits fp32, is that of an fp32 run) and "precision_rule" (also a note) says why."""
     p = copy.deepcopy(SETTINGS[profile])
     notes = list(NOTES[profile])
