@@ -13,35 +13,20 @@ Rungs (`RUNGS`; the same 3 seeds at every rung):
 - quick (base quick: 3 rounds, 100 images per client): 1/12 (1 round, 25), 1/2 (2 rounds, 75), 1 (the
   quick profile): 12x.
 - long (base long: 10 rounds, 200 per client, CNN 8-8-16-16): the CNN's widths 4-4-8-8 (1/4), 8-8-16-16 (1, the
-  long profile), 16-16-32-32 (4), at the long profile's rounds and data: 16x. Until 2026-11-28 this
-  ladder varied rounds x data below the long profile (2 rounds x 100 images, 5 x 200, the profile):
-  every compared model was at chance on the lowest rung, so each quantity had two rungs (2x) and no
-  trend was classified; a rung above the long profile was needed. Width is the paper's other axis of
+  long profile), 16-16-32-32 (4), at the long profile's rounds and data: 16x. Not rounds x data below
+  the long profile: there every compared model is at chance on the lowest rung, so no trend can be
+  classified, and a rung above the long profile is needed. Width is the paper's other axis of
   compute (its CNN is 32-32-64-64, 4x ours in width), and a wider CNN costs less CPU than the same
-  nominal work in rounds (a grouped training step of 16-16-32-32 took 2.75x the time of 8-8-16-16
-  here, for 4x the multiply-adds: benchmarks/results/first_conv_avx2.md). The 4-4-8-8 CNN learns
-  CIFAR-10 at L = 10 (public FedAvg, 10 rounds x 200: 22.4 % over seeds 0-2; 8-8-16-16: ~28 %),
+  nominal work in rounds (a grouped training step's time grows more slowly than its multiply-adds).
+  The 4-4-8-8 CNN still learns CIFAR-10 at L = 10 (public FedAvg, 10 rounds x 200):
   `python -m fedpaper.papers.privlabels.probe --profile long --learn --set 'widths=[4,4,8,8]'`.
 - smoke: 1 round x 8, the smoke profile (2 x 16), 4 x 32 (synthetic, seconds).
 
-Cost, counted from the specs Figs. 2 and 3 build at each rung (benchmarks/privlabels_ladder_cost.py:
-the unique runs of `runs.main_specs`, L = 10 shared, no training; CPU s at the per-run rates of
-benchmarks/results/privlabels_quick_sizing.md; the long profile's main sweep measured 2,485 s there,
-counted 2,766 s here):
-
-| ladder | rung | runs | sample-steps | ~CPU s |
-|---|---|---|---|---|
-| quick | r1 | 198 | 0.07 M | 35 |
-| quick | r2 | 198 | 0.42 M | 208 |
-| quick | r3 = quick | 198 | 0.83 M | 415 |
-| long | r1 (4-4-8-8) | 198 | 5.54 M | measured ~3,570 (29.7 min wall on 2 cores) |
-| long | r2 = long | 198 | 5.54 M | 2,766 counted; measured ~4,750 (39.6 min wall on 2 cores) |
-| long | r3 (16-16-32-32) | 198 | 5.54 M | > 75 min wall for 179 runs (partly on one core), 16.9 min for the last 19 |
-
-The long rungs were measured on an AVX2-only AMD EPYC (fp32), two processes on one cache, one core
-each (2026-11-28; r1 and r2: CPU s = 2 x wall; wall from the cached runs' file times per rung): 4-4-8-8
-costs ~0.75x the profile's CNN, not 1/4, so costs that do not scale with the width dominate its runs
-(not profiled).
+Cost: benchmarks/privlabels_ladder_cost.py counts the specs Figs. 2 and 3 build at each rung (the
+unique runs of `runs.main_specs`, L = 10 shared, no training) and their CPU time at measured per-run
+rates. The narrowest rung costs more than its share of multiply-adds: costs that do not scale with
+the width dominate its runs. The counts and the measured rung times are kept with the benchmark
+results.
 
 The rung equal to the profile reuses its cached runs, so the quick ladder adds ~240 CPU s (~4 min) to
 the quick profile (747 s measured: ~17 min together); the long one adds r1 and r3, more than 3.5 CPU-hours
