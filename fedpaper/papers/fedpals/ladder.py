@@ -11,28 +11,15 @@ Rungs (overrides of the base profile, `RUNGS`; the same 3 seeds at every rung):
 - long (base long): 1/8 (5 rounds, 5 %), 1 (the long profile), 1.5 (30 rounds, 10 %): 12x; then
   75x, the paper's compute: Table 1 at the paper profile (150 rounds, full partitions, the same 3
   seeds) as committed in figures/paper/fedpals/table1.csv (ladder.Rung.committed: read, never
-  retrained here; ~11 CPU-hours, its runs in archives/fedpals-table1-paper.tar.gz). Claims 1 and 4
+  retrained here; its runs in archives/fedpals-table1-paper.tar.gz). Claims 1 and 4
   and Table 1's gap get a value there; claim 6 (Fig. 2c) has none (no paper-profile Fig. 2c).
 - smoke: 1 round at 10 %, the smoke profile (2 rounds, 25 %), 4 rounds at 50 % (synthetic, seconds).
 
-Cost, counted from the specs the rungs build (benchmarks/fedpals_cost.py's `count`: every distinct
-run's client images x local epochs x participation x rounds, no training) for the rung's artifact
-functions (Table 1 and `accuracy_vs_shift`: Figs. 2c, 6b, 5c), in CPU s at the measured 4,256
-CIFAR-10 / 7,690 Fashion-MNIST samples per CPU second (fedpals/profiles.py):
-
-| ladder | rung | runs | sample-steps | ~CPU s |
-|---|---|---|---|---|
-| quick | r1 | 132 | 0.59 M | 112 |
-| quick | r2 | 132 | 2.33 M | 445 |
-| quick | r3 = quick | 132 | 9.33 M | 1,780 |
-| long | r1 | 174 | 1.52 M | 294 |
-| long | r2 = long | 174 | 12.19 M | 2,349 |
-| long | r3 | 174 | 18.29 M | 3,523 |
-
-The rung equal to the profile reuses the profile's runs from the cache (same specs; checked on
-smoke), so the ladder adds its other two rungs' work: quick (r1 + r2) ~560 CPU s (~9 min) beyond the quick profile (itself
-~41 min by the same count: over quick's 30 min already, benchmarks/results/fedpals_quick_cost.md); long
-(r1 + r3) ~3,820 CPU s (~64 min) beyond the long profile's ~63 min: ~2.1 h, inside long's 2.5 h on one core here.
+Cost: benchmarks/fedpals_cost.py's `count` counts the specs the rungs build (every distinct run's
+client images x local epochs x participation x rounds, no training) for the rung's artifact
+functions (Table 1 and `accuracy_vs_shift`: Figs. 2c, 6b, 5c); the counts are kept with the
+benchmark results. The rung equal to the profile reuses the profile's runs from the cache (same
+specs), so the ladder adds only its other two rungs' work to the profile's.
 """
 from __future__ import annotations
 
