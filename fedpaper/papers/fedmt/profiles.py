@@ -1,10 +1,11 @@
 """The smoke, quick, long and paper profiles of the FedMT artifacts (targets/fedmt.md sections 2 and 4).
 
 `settings(profile)` holds everything a run needs; `notes(profile)` lists every difference from the
-paper (provenance, figure footnotes). Sizing (benchmarks/results/fedmt_backbones.md): on the 2-core
-CPU the Table 5 ResNet-18 trains at about 30 images/s, far too slow, so quick and long use a
-LeNet-size CNN (no BatchNorm: about 1,500 training images/s, the engine's grouped backend), the
-same for every method, named on every figure. Without BatchNorm, SemiFL/FedMT's static BN has
+paper (provenance, figure footnotes). Sizing: on a 2-core CPU the Table 5 ResNet-18 trains far too
+slowly (benchmarks/fedmt_backbones.py measures it), so quick and long use a small BatchNorm convnet
+(blocks.nets.resnet.BNConvNet, chosen at equal CPU seconds by benchmarks/fedmt_backbone_study.py)
+and smoke a LeNet-size CNN, the same for every method, named on every figure. With BatchNorm,
+SemiFL/FedMT's static BN recomputes its statistics as in the paper; without it (smoke) it has
 nothing to recompute (noted). ImageNet weights are not available offline: every profile here runs
 from random initialisation (Table 2's baselines use ImageNet weights in the paper; Table 6's
 random-init column is the paper's number to compare them with).
@@ -33,12 +34,12 @@ _PAPER = {
     "eval_every": 1, "stand_in": None, "precision": "fp32",
 }
 
-# Sized in session 5 on one CPU core with the LeNet (benchmarks/results/fedmt_sizing.md): long <= 60 min
-# and quick <= 20 min wall on one core from an empty cache. Session 16 replaced the LeNet by the
-# BatchNorm convnet that the equal-CPU-second study chose (issue 29, item 3), same rounds and grid: the
-# measured times are in the README's profile table. xi = 0.7 (Table 7's lowest value, the paper's best at a fixed number of rounds)
-# instead of 0.95: at 0.95 no client row is confident before the LeNet's server model has trained
-# about 25-30 epochs, so the clients would never train within these rounds (FedMT (T) = (E)).
+# Sized for long <= 60 min and quick <= 20 min wall on one CPU core from an empty cache
+# (benchmarks/fedmt_sizing.py; the measured times are in the README's profile table), with the
+# BatchNorm convnet that the equal-CPU-second study chose. xi = 0.7 (Table 7's lowest value, the
+# paper's best at a fixed number of rounds) instead of 0.95: at 0.95 no client row is confident
+# until the server model has trained many epochs, so the clients would never train within these
+# rounds (FedMT (T) = (E)).
 _LONG = dict(
     _PAPER, backbone="bn_convnet", backbone_kwargs={"in_channels": 3, "width": 16, "dim": 64},
     backbone_label="BatchNorm convnet (16-32-64-64 conv, BN, GAP, FC), random init",
@@ -48,10 +49,9 @@ _LONG = dict(
     thresholds=[0.7, 0.95], lambda2s=[1, 1 / 16, 1 / 64],
 )
 
-# quick: long's settings with 2 rounds instead of 6 (Single 6 epochs) and fewer grid points. With the
-# LeNet it had 4 rounds; the BatchNorm convnet costs about 3-5x the LeNet per run here (session 16:
-# 400 s vs 120 s for table7's runs), and at equal CPU seconds its round 1-2 (8.6 %, 10.5 % FedMT (E))
-# already beat the LeNet's best (7.2 %; benchmarks/results/fedmt_backbone_study_b300.md).
+# quick: long's settings with 2 rounds instead of 6 (Single 6 epochs) and fewer grid points: the
+# BatchNorm convnet costs several times a LeNet per run, and at equal CPU seconds its first two
+# rounds already beat a LeNet's best FedMT (E) accuracy.
 _QUICK = dict(
     _LONG, rounds=2, single_rounds=6, n_values=[5, 25], gammas=[0.99], fig3_sizes=[100, 400],
     lambda2s=[1, 1 / 16],
