@@ -1,4 +1,4 @@
-"""privlabels' compute ladder, the `privlabels/scaling` artifact (issue 29): claims 5 and 14 (central
+"""privlabels' compute ladder, the `privlabels/scaling` artifact: claims 5 and 14 (central
 tuning against adapted FedAvg/FedProx, private setting) and 9 (private ~ public for FedAvg and
 FedProx), from Figs. 2 (CIFAR-10) and 3 (Fashion-MNIST), rerun at >= 3 budgets of rounds x data.
 
