@@ -75,7 +75,7 @@ def _decode_pil(blobs: list[bytes]) -> np.ndarray:
 def decode_jpegs(blobs: list[bytes]) -> np.ndarray:
     """Decode JPEG byte strings to uint8 [N,3,H,W].
 
-    Large batches use torchvision's batched decoder (about 4x faster than PIL, identical pixels on
+    Large batches use torchvision's batched decoder (faster than PIL, identical pixels on
     the offline copies); small ones use PIL, which avoids importing torchvision.
     """
     if len(blobs) < 2000:
