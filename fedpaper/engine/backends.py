@@ -201,8 +201,8 @@ class SlotGradients:
         (NaN where their parameters are not finite, as their masked rows' sum would be).
 
         Clients of unequal size finish their local epochs at different steps, and every slot of an
-        engine call is padded to the largest one: the finished slots' passes were wasted (up to 27 %
-        of a FedPALS paper-profile run's compute). Skipping them changes no bit of the active slots'
+        engine call is padded to the largest one: the finished slots' passes would be wasted (much
+        of a FedPALS paper-profile run's compute, whose clients' sizes differ widely). Skipping them changes no bit of the active slots'
         gradients (each slot's are the same whatever its group mates: safe_width), and an inactive
         slot does not step (optim: its parameters and state are kept) whatever its gradient, so a
         run's numbers are unchanged except where a finished slot's masked rows would have given a
