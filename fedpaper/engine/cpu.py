@@ -73,9 +73,9 @@ def _tune_cpu_allocator(step_bytes=None):
     """glibc only, per engine call: for a small training step (allocator_tuned_for), keep freed memory
     in the heap (M_TRIM_THRESHOLD, and M_MMAP_THRESHOLD so that large activation buffers come from the
     heap, not fresh mmaps). Otherwise every training step returns its activation buffers to the OS and
-    page-faults them back in, which costs up to ~40% of a step for small CNNs on CPU. The process keeps
+    page-faults them back in, which costs a large part of a step for small CNNs on CPU. The process keeps
     its peak heap instead, and a heap of 1 GiB blocks fragments: for a large step (FedNCA-ML's 224 px
-    ResNet-18) that cost ~0.5 GiB of resident memory over glibc's defaults in a 10-client step and is
+    ResNet-18) that costs resident memory over glibc's defaults and is
     worth little (page faults are a small part of a multi-second step), so a large step gets
     LARGE_STEP_THRESHOLDS, set at its first large step, also after a small model raised them in the
     same process. Results are unchanged either way.
