@@ -16,7 +16,7 @@ from fedpaper.engine.randomness import slot_dropout
 
 
 def fast_layout(t):
-    """channels_last for 4-D tensors (images, conv weights): about 3x faster convolutions on CPU (strides
+    """channels_last for 4-D tensors (images, conv weights): faster convolutions on CPU (strides
     and all: a tensor with one channel gets channels_last strides too)."""
     if isinstance(t, dict):
         return {k: fast_layout(v) for k, v in t.items()}
@@ -127,7 +127,7 @@ def per_slot_ops(ops: list, per_slot: str) -> int:
 
 
 GROUPED_SAMPLES = 640  # the grouped backend trains at most this many samples (slots x batch) per pass
-# (smaller passes stay in cache: on the 2-core benchmark CPU, 256-640 was ~25% faster than 2048 for LeNet)
+# (smaller passes stay in cache: on the benchmark CPU a few hundred samples ran faster than 2048 for LeNet)
 
 
 class GroupedForward:
@@ -136,7 +136,7 @@ class GroupedForward:
     For models whose forward is `classifier(features(x))` with `features` one of the LAYERS below
     or an nn.Sequential of them, and `classifier` an nn.Linear (LeNet, PrivLabelsCNN, LogisticRegression). Image
     activations are kept as one [B, G*C, H, W] channels_last tensor, so slot g's channels are the
-    block g*C..(g+1)*C-1: every Conv2d is one convolution with groups=G (channels_last is ~1.5-3x
+    block g*C..(g+1)*C-1: every Conv2d is one convolution with groups=G (channels_last is
     faster than the default layout on CPU), pooling and ReLU act per channel, and Flatten reorders
     to [G, B, C*H*W] in the model's own (C, H, W) order, after which Linear layers are batched
     matmuls. With `per_slot` (per_slot_ops; per_slot_rule picks it), the leading layers run instead as G
