@@ -18,24 +18,13 @@ Rungs (`RUNGS`; the same 3 seeds at every rung; every rung has at least 2 rounds
   long profile): 12x.
 - smoke: 1 round x 8 images, the smoke profile (2 x 24), 4 x 48 (synthetic, seconds).
 
-Why 2 rounds at least: the 1-round rungs used until 2026-11-27 (quick 1 x 75 and 1 x 400, long 1 x
-200) gave FedMT (T), FedMT (E) and SemiFL the same score on every seed (long r1: 8.6/7.5/9.8 at n = 25),
-so claims 3 and 11 had a margin of exactly 0 there by construction, which entered their fits (claim 11
-"flat" on the quick ladder, "widening" on the long one). `differ` now leaves such a rung out, and the
-rungs start at 2 rounds, where the methods differ.
+Why 2 rounds at least: after one round FedMT (T), FedMT (E) and SemiFL give the same score on every
+seed (a client trains only once the server model is confident), so claims 3 and 11 would have a
+margin of exactly 0 there by construction and it would enter their fits. `differ` leaves such a rung
+out, and the rungs start at 2 rounds, where the methods differ.
 
-Cost (measured 2026-11-27, 2-core Intel Xeon, one core per worker, `OMP_NUM_THREADS=1`, the
-BatchNorm convnet; runs counted by benchmarks/ladder_runs.py; the rung equal to the profile reuses its
-cached runs):
-
-| ladder | rung | runs | measured |
-|---|---|---|---|
-| quick | r1 (2 x 40), r2 (2 x 200) | 54 + 54 | 11.8 min wall, 690 s CPU, the notebook included (`fedpaper reproduce --profile quick --only fedmt/scaling`, the quick runs cached) |
-| long | r1 (2 x 100) | 120 | 14.0 min wall, 827 s CPU, the notebook included (r2, r3 cached) |
-| long | r2 (4 x 400) | 114 | made with the old 1-round r1 (120 runs) in 38.6 min wall on two workers, <= 3,350 s CPU for both |
-
-The long ladder thus adds at most ~4,200 CPU s (~70 min on one core) to the long profile's <= 2.05
-CPU-hours (85.6 min wall on two workers).
+Cost: benchmarks/ladder_runs.py counts each rung's runs; the rung equal to the profile reuses its
+cached runs. The measured rung times are kept with the benchmark results.
 """
 from __future__ import annotations
 
