@@ -17,21 +17,10 @@ Rungs (`RUNGS`; the same 3 seeds and one partition seed at every rung):
 - smoke: 1 round, the smoke profile (2 rounds, width 4), 4 rounds at width 8 (synthetic, seconds).
 
 Cost: runs counted from the specs of Tables 1, 5, 7 at each rung (benchmarks/ladder_runs.py, no
-training: 69 runs per rung), CPU s = the quick profile's measured 394 s wall for the three (240 + 73 +
-81 s from an empty cache, commit 4bb137a's provenance) x the rung's work / quick's (a narrow net runs
-below its share of the multiply-adds on a CPU, a wide one may run above: measure the top rung first):
-
-| ladder | rung | runs | work (x quick) | ~CPU s |
-|---|---|---|---|---|
-| quick | r1 | 69 | 0.0625 | 25 |
-| quick | r2 | 69 | 0.281 | 111 |
-| quick | r3 = quick | 69 | 1 | 394 |
-| long | r1 | 69 | 0.5 | 197 |
-| long | r2 = long | 69 | 3 | 1,182 |
-| long | r3 | 69 | 6.75 | 2,660 |
-
-The rung equal to the profile reuses its cached runs: the quick ladder adds ~140 CPU s (~2.3 min), the
-long one ~2,860 CPU s (~48 min) to the long profile (~60 min): ~1.8 h, inside 2.5 h.
+training), their CPU time estimated as the quick profile's measured time x the rung's work / quick's
+(a narrow net runs below its share of the multiply-adds on a CPU, a wide one may run above: measure
+the top rung first). The rung equal to the profile reuses its cached runs. The estimates are kept
+with the benchmark results.
 """
 from __future__ import annotations
 
