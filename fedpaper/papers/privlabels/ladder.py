@@ -28,9 +28,9 @@ rates. The narrowest rung costs more than its share of multiply-adds: costs that
 the width dominate its runs. The counts and the measured rung times are kept with the benchmark
 results.
 
-The rung equal to the profile reuses its cached runs, so the quick ladder adds ~240 CPU s (~4 min) to
-the quick profile (747 s measured: ~17 min together); the long one adds r1 and r3, more than 3.5 CPU-hours
-on that CPU: over long's 2.5 h per paper on 2 cores, so it is made in pieces (README, compute ladders).
+The rung equal to the profile reuses its cached runs, so a ladder adds its other two rungs; the
+long one adds more than long's time budget per paper, so it is made in pieces (README, compute
+ladders).
 """
 from __future__ import annotations
 
