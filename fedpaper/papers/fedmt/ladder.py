@@ -18,8 +18,8 @@ Rungs (`RUNGS`; the same 3 seeds at every rung; every rung has at least 2 rounds
   long profile): 12x.
 - smoke: 1 round x 8 images, the smoke profile (2 x 24), 4 x 48 (synthetic, seconds).
 
-Why 2 rounds at least: after one round FedMT (T), FedMT (E) and SemiFL give the same score on every
-seed (a client trains only once the server model is confident), so claims 3 and 11 would have a
+Why 2 rounds at least: after one round FedMT (T), FedMT (E) and SemiFL gave the same score on every
+seed in these profiles, so claims 3 and 11 would have a
 margin of exactly 0 there by construction and it would enter their fits. `differ` leaves such a rung
 out, and the rungs start at 2 rounds, where the methods differ.
 
