@@ -54,7 +54,7 @@ NOT_FORWARDED = {EXECUTOR_ENV}
 
 #: Runs per engine call in a dry run (SmallGroupExecutor, unless an executor is named): a group
 #: holds every client's parameters and optimiser state of each of its runs, ~180 MB per client for
-#: the paper profile's ResNet-18s (a group of 3 FedNCA-ML runs peaked at 7 GB here).
+#: the paper profile's ResNet-18s (45 MB of parameters, times the copies a step and Adam hold).
 DRY_RUN_GROUP_RUNS = 1
 
 class ExecutorMissingError(FedpaperError, ImportError):
