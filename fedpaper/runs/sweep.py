@@ -166,8 +166,7 @@ def _free_first(root, specs: list, keys: dict) -> list:
     """`specs` with the ones whose run another live process holds a lease on (fedpaper.runs.leases)
     moved to the end, order kept otherwise (keys: id(spec) -> its store key): two workers on one
     store each take the next free engine call instead of the second waiting for the first's
-    (measured: a second worker on FedPALS Table 1's CIFAR-10 beta=0.1 row sat idle for a whole
-    10-minute run, then led, and the first waited)."""
+    (otherwise a second worker sits idle for a whole run, then leads, and the first waits)."""
     held = [holder(root, keys[id(s)]) is not None for s in specs]
     return [s for s, h in zip(specs, held) if not h] + [s for s, h in zip(specs, held) if h]
 
