@@ -82,7 +82,7 @@ def split_rows(dataset: str, beta, gamma, data_root) -> list:
 
 def counts_figures(dataset: str, p: dict, data_root) -> list:
     """figXa / figXb: per-client class counts at the paper's two beta values."""
-    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (slow to import): imported when a figure is drawn, not with the package
 
     fig_id, betas, gamma = SETTINGS[dataset]
     needs = {"voc2007": ["voc2007:labels"], "chestxray14": ["chestxray14:labels"]}.get(dataset, [dataset])
@@ -133,7 +133,7 @@ def _sub(p, dataset):
 
 def composite_figure(p: dict, data_root):
     """fig8: example DermaMNIST composites with their label sets (App. C)."""
-    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (slow to import): imported when a figure is drawn, not with the package
 
     held = {}  # the example pixels, kept out of params (params go into the provenance json)
 
@@ -176,7 +176,7 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
     """<tsne_fig>a-c (t-SNE) and <cos_fig>a-c (cosine maps) of the Table 5 / 7 variants 1, 3, 6."""
     import pandas as pd
 
-    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (slow to import): imported when a figure is drawn, not with the package
 
     ds = p["settings"][table]["dataset"]
     held = {}
@@ -233,7 +233,7 @@ def attention_figure(p: dict, data_root):
     test composites, per ground-truth class, with the share of attention in that class's quadrant."""
     import pandas as pd
 
-    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a figure is drawn, not with the package
+    from fedpaper.papers.fednca import draw  # matplotlib.pyplot (slow to import): imported when a figure is drawn, not with the package
 
     held = {}
 
