@@ -161,7 +161,11 @@ def test_backend_rule_for_batchnorm_models():
     assert choose_backend("grouped", cpu, True, False, "m")[0] == "loop"  # no grouped forward for BatchNorm
 
 
-def _trainer(backend):
+def _trainer(backend, monkeypatch=None, chunk=None):
+    """A FederatedTrainer of two runs of FedAvg on the tiny BatchNorm convnet, run; chunk: the slots
+    per part of a round (memory.slots_that_fit's answer, forced)."""
+    if chunk is not None:
+        monkeypatch.setattr(FederatedTrainer, "slot_chunk", lambda self, slots: chunk)
     pools, feds = two_runs()  # clients of 30 and 20 rows at batch 8: padded last batches, inactive slots
     cfg = TrainConfig(model="bn_convnet", model_kwargs=dict(num_classes=4, in_channels=1, width=4, dim=8),
                       optimizer="sgd", lr=0.05, momentum=0.9, batch_size=8, rounds=2, local_epochs=2,
@@ -187,6 +191,19 @@ def test_trainer_with_vmap_equals_loop_for_a_batchnorm_model():
     np.testing.assert_allclose(vmap.history["train_loss"], loop.history["train_loss"], rtol=1e-5)
     # test accuracy reads the averaged running statistics: one of the 40 rows may fall the other way at most
     np.testing.assert_allclose(vmap.history["test_acc"], loop.history["test_acc"], atol=1 / 40 + 1e-9)
+
+
+def test_vmap_in_parts_of_a_round_stores_each_parts_statistics(monkeypatch):
+    """A round trained in parts (slot_chunk: one slot at a time, then three of four slots): each
+    part's returned statistics reach the round's buffers, as the loop backend's in-place ones do."""
+    t_loop, loop = _trainer("loop")
+    for chunk in (1, 3):
+        t_vmap, vmap = _trainer("vmap", monkeypatch, chunk)
+        assert vmap.log.get("slot_chunk") == chunk
+        for k in loop.final_params:
+            torch.testing.assert_close(vmap.final_params[k], loop.final_params[k], **PARAMS)
+        for k, v in t_loop.global_buffers.items():
+            torch.testing.assert_close(t_vmap.global_buffers[k], v, **STATS, msg=lambda m: f"{chunk} {k}: {m}")
 
 
 def test_fedmt_on_a_small_resnet_with_vmap_equals_loop():
