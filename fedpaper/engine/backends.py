@@ -46,8 +46,8 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
     BatchNorm models: "vmap" when asked or (auto) on CUDA, else "loop" (the grouped forward has no
     BatchNorm layer). An explicit backend is used as asked. "auto": "vmap" on CUDA; on CPU "grouped"
     where the model supports it, except for a model whose widest convolution (`conv_width`,
-    widest_conv) has GROUPED_MAX_CONV[precision] output channels or more: "loop". A rule on the model and the precision, never a timing (see the
-    module docstring)."""
+    widest_conv) has GROUPED_MAX_CONV[precision] output channels or more: "loop". A rule on the
+    model, the device and the precision, never a timing (see the module docstring)."""
     if requested not in BACKENDS:
         raise BadParameterError(f"backend={requested!r}; choose 'auto', 'vmap', 'loop' or 'grouped'")
     if batchnorm:
