@@ -35,6 +35,7 @@ fedpaper.runs.model_costs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import tempfile
@@ -50,7 +51,7 @@ from fedpaper.outputs.artifacts import ArtifactResult
 from fedpaper.outputs.pipeline import COMPUTE_HOOK
 from fedpaper.driver import trainer as T
 from fedpaper.runs.executors import using_executor
-from fedpaper.runs.experiment import get_pools, run_samples
+from fedpaper.runs.experiment import build_stored, get_pools, run_samples, store_key
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.ground.files import atomic_path
 from fedpaper import notebook
@@ -213,6 +214,15 @@ def _no_direct_training(found: list):
         T.FederatedTrainer.__init__ = real
 
 
+def declared_runs(job, params: dict, data_root) -> list[tuple]:
+    """(store key, build) of each distinct run an artifact declares (`job.specs(params)`), in order,
+    as `fedpaper.runs.executors.run_specs` would key and build them: nothing is trained."""
+    specs = list(dict.fromkeys(job.specs(params)))
+    keys = [store_key(s, data_root) for s in specs]
+    build = functools.partial(build_stored, {spec_json(k): s for k, s in zip(keys, specs)}, data_root, job.execution)
+    return [(k, build) for k in keys]
+
+
 def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
     """The ArtifactPlan of every selected artifact, in catalog order (nothing trained or written)."""
 
@@ -240,9 +250,13 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         ex, direct = CollectingExecutor(), []
         before = len(plan.runs)
         outer.append(plan)
+        job = getattr(compute, "job", None)  # an artifact that declares its runs (pipeline.ArtifactJob.specs)
         try:
-            with using_executor(ex), _no_direct_training(direct):
-                compute(params)
+            if job is not None and job.declares_runs:
+                ex.found += declared_runs(job, params, compute.data_root)
+            else:
+                with using_executor(ex), _no_direct_training(direct):
+                    compute(params)
             if not ex.found and not direct and not nested and len(plan.runs) == before:
                 plan.status = "no training"
         except _Collected:

@@ -33,7 +33,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import pandas as pd
 
@@ -50,6 +50,9 @@ from fedpaper.papers.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
 from fedpaper.runs.sweep import BAR_PREFIX, RUN_TALLY, SWEEP_OWNER, RunTally
 
+if TYPE_CHECKING:
+    from fedpaper.runs.experiment import Execution
+
 #: While set (by `fedpaper plan`, fedpaper.plan), the pipeline hands `hook(artifact_id, compute,
 #: params, missing_datasets)` the artifact instead of computing, drawing and writing it, and returns
 #: what the hook returns: nothing is written, data sets may be absent.
@@ -59,14 +62,61 @@ COMPUTE_HOOK: "contextvars.ContextVar[Optional[Callable]]" = contextvars.Context
 
 @dataclass(frozen=True)
 class ArtifactJob:
-    """One artifact, declared: what an artifact function returns (see the module docstring)."""
+    """One artifact, declared: what an artifact function returns (see the module docstring).
+
+    An artifact that trains declares its runs: `specs(params) -> [RunSpec]` and `summarise(specs,
+    results, params) -> (table, info)`, pure (it reads only its arguments and the data sets'
+    descriptions); the pipeline runs the specs through `fedpaper.runs.executors.run_specs` (each
+    distinct spec once, at `execution`, `max_batch` runs per engine call; or through `run(specs,
+    params) -> results` where the artifact splits its sweep itself) and hands summarise one result
+    per spec, in order. `fedpaper plan` reads the same `specs` without training. An artifact that
+    trains nothing gives `compute` instead (compute=None when it declares specs)."""
 
     artifact_id: str
     params: dict
-    compute: Callable  # params -> (table, info)
+    compute: Optional[Callable]  # params -> (table, info); None when `specs` is given
     draw: Callable  # (table, params) -> Figure
     datasets: Sequence[str] = ("none",)
     optional_datasets: Sequence[str] = ()
+    specs: Optional[Callable] = None  # params -> list[RunSpec]
+    summarise: Optional[Callable] = None  # (specs, results, params) -> (table, info)
+    execution: Optional[Execution] = None  # how the declared runs execute (not part of their key)
+    max_batch: int = 16
+    run: Optional[Callable] = None  # (specs, params) -> results; default: run_declared
+
+    @property
+    def declares_runs(self) -> bool:
+        return self.specs is not None
+
+    def run_declared(self, specs: list, data_root=None) -> list:
+        """One result per spec, in order: the distinct specs (first occurrence) through run_specs."""
+        from fedpaper.runs.executors import run_specs  # start-up time: torch, imported when an artifact trains
+
+        uniq = list(dict.fromkeys(specs))
+        res = run_specs(uniq, data_root, execution=self.execution, desc=self.artifact_id, max_batch=self.max_batch)
+        by = dict(zip(uniq, res))
+        return [by[s] for s in specs]
+
+    def compute_fn(self, data_root=None) -> Callable:
+        """params -> (table, info): `compute`, or the declared runs' sweep followed by `summarise`."""
+        if not self.declares_runs:
+            return self.compute
+        return _DeclaredCompute(self, data_root)
+
+
+@dataclass(frozen=True)
+class _DeclaredCompute:
+    """The compute of an artifact that declares its runs (ArtifactJob.compute_fn); `job` lets a
+    reader (fedpaper plan) take its specs instead of calling it."""
+
+    job: ArtifactJob
+    data_root: Optional[str] = None
+
+    def __call__(self, params: dict):
+        specs = list(self.job.specs(params))
+        results = (self.job.run(specs, params) if self.job.run is not None
+                   else self.job.run_declared(specs, self.data_root))
+        return self.job.summarise(specs, results, params)
 
 
 def _public(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
@@ -162,7 +212,10 @@ def _dataset_records(needed: Sequence[str], root: Path, info_datasets) -> list[d
 def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
     """The pipeline for one job under the checked parameters `p` (see the module docstring)."""
     artifact_id, profile, data_root, out_dir, seeds = job.artifact_id, p.profile, p.data_root, p.out_dir, p.seeds
-    compute, draw = job.compute, job.draw
+    compute, draw = job.compute_fn(data_root), job.draw
+    if job.declares_runs and not callable(job.summarise):
+        raise BadParameterError(f"{artifact_id}: an ArtifactJob that declares specs also needs "
+                                "summarise(specs, results, params) -> (table, info)")
     datasets, optional_datasets = list(job.datasets), list(job.optional_datasets)
     art = get_artifact(artifact_id)
     check_profile(profile)
