@@ -58,9 +58,11 @@ def _table(table_id: str, rows_fn, row_keys, data_root, p):
     ds = p["settings"][table_id]["dataset"]
     aid = f"{PAPER}/{table_id}"
 
-    def compute(pp):
-        rows = rows_fn(pp, table_id)
-        res = runs.sweep([s for _, s in rows], pp, data_root, desc=aid)
+    def specs(pp):
+        return [s for _, s in rows_fn(pp, table_id)]
+
+    def summarise(specs, res, pp):
+        rows = rows_fn(pp, table_id)  # the same specs, with their row keys
         tab = runs.summarise(runs.per_seed(rows, res))
         tab["our_backbone"] = backbone_name(pp)
         info = _info(pp, ds, data_root, composite_counts=runs.pools(pp, ds, data_root).composite_counts)
@@ -71,7 +73,7 @@ def _table(table_id: str, rows_fn, row_keys, data_root, p):
         return draw.results_table(tab, load_reported(aid), row_keys, f"FedNCA-ML {table_id}", subtitle(pp, ds),
                                   pp.get("notes", []) + TABLE_NOTES)
 
-    return ArtifactJob(aid, p, compute, draw_fn, (ds,))
+    return ArtifactJob(aid, p, None, draw_fn, (ds,), specs=specs, summarise=summarise, execution=runs.execution(p))
 
 
 def _main_rows(p, table_id):

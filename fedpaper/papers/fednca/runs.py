@@ -116,11 +116,15 @@ def query_specs(p: dict, table: str) -> list[tuple[dict, RunSpec]]:
     return out
 
 
+def execution(p: dict) -> Execution:
+    """How FedNCA-ML's runs execute (outside their cache key)."""
+    return Execution(backend="auto", eval_batch=p.get("eval_batch", 512))
+
+
 def sweep(specs: list[RunSpec], p: dict, data_root=None, desc="fednca") -> list[dict]:
     """Results of the specs (cached; identical specs trained once)."""
     uniq = list(dict.fromkeys(specs))
-    execution = Execution(backend="auto", eval_batch=p.get("eval_batch", 512))
-    res = run_specs(uniq, data_root, execution=execution, desc=desc)
+    res = run_specs(uniq, data_root, execution=execution(p), desc=desc)
     by = dict(zip(uniq, res))
     return [by[s] for s in specs]
 
