@@ -20,7 +20,9 @@ Choices where the paper is vague (targets/fedpals.md section 4; defaults unless 
 - vague-3: T(Y) = partition 9's label marginal; target validation = partition 9's images; target
   test = official test split resampled to T(Y).
 - vague-4: LeNet of the authors' prototype (CIFAR conv 6/16, FMNIST conv 6/12).
-- vague-5: SGD, no momentum, lr 0.1, batch 32, no weight decay, fresh optimiser each round.
+- vague-5: SGD, no momentum, lr 0.1, batch 32, no weight decay, fresh optimiser each round;
+  the paper profile trains SCAFFOLD at lr 0.01 (profiles.RUNS["paper"]["method_lr"]: at lr 0.1 its
+  training turns non-finite at full partitions, the fallback vague-5 names).
 - vague-6: 150 rounds (FMNIST, CIFAR); PACS 50 rounds, Adam lr 5e-5, batch 32 (Bai et al. config);
   iWildCam 80 rounds, Adam lr 3e-5, batch 16 (vague-16).
 - vague-7: Fig 8b E in {1, 2, 5, 10, 20, 40}, T = round(150/E) rounds.

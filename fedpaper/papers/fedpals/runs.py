@@ -145,11 +145,12 @@ def method_of(name: str, hyper: dict, lam=None, oracle=False) -> Method:
 
 def base_spec(p: dict, dataset: str, split: dict, *, num_clients=None, seed=0, method="FedAvg", lam=None,
               local_epochs=None, rounds=None, participation=1.0) -> RunSpec:
-    """One run's spec from the profile parameters `p` (see the module docstring)."""
+    """One run's spec from the profile parameters `p` (see the module docstring); a method named in
+    `p["method_lr"]` trains at that local learning rate instead of `p["lr"]` (vague-5)."""
     oracle = method == "Oracle"
     name = "FedAvg" if oracle else method
     training = {"model": "lenet", "model_kwargs": {"c2": p["lenet_c2"][dataset]}, "optimizer": "sgd",
-                "lr": p["lr"], "batch_size": p["batch_size"], "local_epochs": int(local_epochs or p.get("local_epochs", 1)),
+                "lr": (p.get("method_lr") or {}).get(method, p["lr"]), "batch_size": p["batch_size"], "local_epochs": int(local_epochs or p.get("local_epochs", 1)),
                 "rounds": int(rounds or p["rounds"][dataset]), "participation": float(participation),
                 "eval_every": int(p.get("eval_every", 1))}
     return RunSpec(
