@@ -180,10 +180,13 @@ def section_partitions() -> dict:
                          "holders_per_target_label": held, "uncovered_target_labels": int(sum(h == 0 for h in held)),
                          "max_accuracy_if_uncovered_pct": round(100 * (1 - sum(h == 0 for h in held) / len(tl)), 1),
                          "fedavg_mass_on_target_labels": round(float((W.fedavg_weights(n) @ S)[tl].sum()), 3),
+                         "uniform_mass_on_target_labels": round(float((np.full(len(n), 1 / len(n)) @ S)[tl].sum()), 3),
                          "d_T_S": round(float(W.projection_distance(S, T)), 3),
                          "client_size_min_max": [int(n.min()), int(n.max())]})
     return {"factor": "the target's label draw per seed (sparsity sampling, vague-2, -13): seeds 0-2 (ours) vs 0-7 "
-                      "(the paper's count)", "rows": rows}
+                      "(the paper's count); FedAvg's weights n_i/N (eq. 4, unequal client sizes) vs equal weights "
+                      "(equal-size clients, McMahan et al.'s shards): the aggregate's label mass on the target's labels",
+            "rows": rows}
 
 
 # ----------------------------------------------------------------------------- small training
@@ -246,12 +249,25 @@ def section_scaffold_lr() -> dict:
             "scale": "Fashion-MNIST C=3, full partitions, 12 rounds, seeds 0-2", "runs": rows, "cpu_s": round(cpu, 1)}
 
 
-def section_diverge() -> dict:
-    """CIFAR-10 C=2 seed 2 FedPALS lambda=0 (diverged at round 26 in the paper-profile table),
-    with the driver's per-round divergence check wrapped to record each client's training loss and
-    which clients' updates were non-finite. Control: every client trained (FedPALSWeights.round_rows
-    switched off, the code before the fix); variant: clients of weight 0 not trained (the code now).
-    Each in a results store of its own (the switch is not part of the cache key)."""
+def section_scaffold_lr_cifar() -> dict:
+    rows, cpu = [], 0.0
+    for lr in (0.1, 0.01):
+        p = P.runs("paper")
+        p.update({"lr": lr, "rounds": {"fashion-mnist": 30, "cifar10": 30}})
+        res, c = _train(p, "cifar10", {"scheme": "sparsity", "C": 2}, ["SCAFFOLD"], [0])
+        cpu += c
+        rows += [dict(x, lr=lr) for x in res]
+    return {"factor": "SCAFFOLD local learning rate past the round where lr 0.1 diverged (round 19 in the paper-profile "
+                      "table)", "scale": "CIFAR-10 C=2, full partitions, 30 rounds, seed 0", "runs": rows,
+            "cpu_s": round(cpu, 1)}
+
+
+def _diverge(dataset: str, split: dict, seed: int, lam_label: str, rounds: int) -> dict:
+    """One FedPALS run of the paper profile (lambda: its grid entry `lam_label`) with the driver's
+    per-round divergence check wrapped to record each client's training loss and which clients'
+    updates were non-finite. Control: every client trained (FedPALSWeights.round_rows switched off,
+    the code before the fix); variant: clients of weight 0 not trained (the code now). Each in a
+    results store of its own (the switch is not part of the cache key)."""
     import torch
 
     from fedpaper.algorithms.base import Part
@@ -261,9 +277,9 @@ def section_diverge() -> dict:
     from fedpaper.runs.store import ResultStore
 
     orig = T.FederatedTrainer._hold_diverged
-    split = {"scheme": "sparsity", "C": 2}
     p = P.runs("paper")
-    p.update({"rounds": {"fashion-mnist": 30, "cifar10": 30}})
+    p.update({"rounds": {"fashion-mnist": rounds, "cifar10": rounds}})
+    lam = dict(R.lambda_grid(*R.stats_for(p, dataset, split, seed), p["ess_grid"]))[lam_label]
     out = {}
     for arm in ("control", "variant"):
         log = []
@@ -279,27 +295,94 @@ def section_diverge() -> dict:
         if arm == "control":
             FedPALSWeights.round_rows = Part.round_rows
         try:
-            res, cpu = _train(p, "cifar10", split, ["FedPALS"], [2], store=ResultStore(cache_dir("causes-" + arm)))
+            res, cpu = _train(p, dataset, split, ["FedPALS"], [seed], lam=lam,
+                              store=ResultStore(cache_dir("causes-" + arm)))
         finally:
             T.FederatedTrainer._hold_diverged = orig
             FedPALSWeights.round_rows = saved
         out[arm] = {"run": res[0], "cpu_s": round(cpu, 1), "rounds": log}
-    part = R.partition(R.data_spec("cifar10", {}), split, 10, None, 2)
+    part = R.partition(R.data_spec(dataset, {}), split, 10, None, seed)
     S, n, T_ = R.client_stats(part, 9)
-    a = W.fedpals_weights(S, n, T_, 0.0)
-    return {"factor": "divergence of FedPALS lambda=0: which client, its aggregation weight; control: every client "
+    a = W.fedpals_weights(S, n, T_, lam)
+    return {"factor": "divergence of FedPALS: which client, its aggregation weight; control: every client "
                       "trained, variant: clients of weight 0 not trained",
-            "scale": "CIFAR-10 C=2, seed 2, full partition, 30 rounds, lr 0.1", **out,
+            "scale": f"{R.DISPLAY[dataset]} {R.label_setting(split)}, seed {seed}, lambda {lam:g} ({lam_label}), "
+                     f"full partition, {rounds} rounds, lr 0.1", **out,
             "cpu_s": round(sum(v["cpu_s"] for v in out.values()), 1),
             "weights": [round(float(x), 4) for x in a], "client_labels": [np.flatnonzero(r > 0).tolist() for r in S],
             "target_labels": np.flatnonzero(T_ > 0).tolist()}
 
 
+def section_diverge() -> dict:
+    """CIFAR-10 C=2 seed 2 lambda=0: diverged at round 26 in the paper-profile table."""
+    return _diverge("cifar10", {"scheme": "sparsity", "C": 2}, 2, "lambda=0", 30)
+
+
+def section_diverge_fmnist() -> dict:
+    """Fashion-MNIST C=2 seed 0 lambda_25: diverged at round 76 in the paper-profile table."""
+    return _diverge("fashion-mnist", {"scheme": "sparsity", "C": 2}, 0, "ESS 25%", 80)
+
+
 # ----------------------------------------------------------------------------- report
+def summary_lines(d: dict) -> list[str]:
+    """Cell -> candidate causes -> measured effect, every number read from the sections' json."""
+    if not {"selection", "seeds8", "partitions"} <= set(d):
+        return []
+    cell = {(r["dataset"], r["label_split"], r["method"]): r for r in d["selection"]["cells"]}
+    s8 = {(r["label_split"], r["method"], r["rule"]): r for r in d["seeds8"]["summary"]}
+    parts = d["partitions"]["rows"]
+    L = ["## Summary: cell -> candidate causes -> measured effect", "",
+         "| cell | ours (best val) | paper | selection: last round | seeds 0-7 vs 0-2 (reduced scale) | other |",
+         "|---|---|---|---|---|---|"]
+    for ds, ls, m in [("Fashion-MNIST", "C=3", "FedAvg"), ("Fashion-MNIST", "C=3", "FedProx"),
+                      ("Fashion-MNIST", "C=2", "FedAvg"), ("Fashion-MNIST", "C=2", "FedProx"),
+                      ("CIFAR-10", "C=3", "SCAFFOLD"), ("CIFAR-10", "C=3", "FedRS")]:
+        c = cell[(ds, ls, m)]
+        seed = "–"
+        if ds == "Fashion-MNIST" and (ls, "FedAvg", "best_val") in s8:
+            r = s8[(ls, "FedAvg", "best_val")]
+            seed = (f"FedAvg {r['seeds_0_2'][0]:.1f} ± {r['seeds_0_2'][1]:.1f} -> {r['seeds_0_7'][0]:.1f} ± "
+                    f"{r['seeds_0_7'][1]:.1f} ({r['seeds_0_7'][0] - r['seeds_0_2'][0]:+.1f})")
+        other = ""
+        if ds == "Fashion-MNIST":
+            rows = [p for p in parts if p["dataset"] == ds and p["label_split"] == ls]
+            unc = [p["seed"] for p in rows if p["uncovered_target_labels"]]
+            dm = [p["uniform_mass_on_target_labels"] - p["fedavg_mass_on_target_labels"] for p in rows]
+            other = (f"seeds 0-7 with a target label no client holds: {unc or 'none'}; equal client weights instead "
+                     f"of n_i/N: target-label mass {np.mean(dm):+.3f} on average (range {min(dm):+.3f} to {max(dm):+.3f})")
+        L.append(f"| {ds} {ls} {m} | {c['best_val']:.1f} | {c['paper_mean']:.1f} ± {c['paper_sd']:.1f} | "
+                 f"{c['last']:.1f} ({c['last'] - c['best_val']:+.1f}) | {seed} | {other} |")
+    L.append("")
+    if "zero_weight" in d:
+        a, b = d["zero_weight"]["diverged_with_zero_weight_clients"], d["zero_weight"]["diverged_without"]
+        L += [f"Divergence, FedPALS: {a[0]} of {a[1]} paper-profile FedPALS runs with a client of weight 0 diverged, "
+              f"{b[0]} of {b[1]} without.", ""]
+    for key in ("diverge", "diverge_fmnist"):
+        if key not in d:
+            continue
+        v, c = d[key]["variant"]["run"], d[key]["control"]["run"]
+        bad = sorted({i for r in d[key]["control"]["rounds"] for i in r["non_finite_clients"]})
+        who = ", ".join(f"client {i} (weight {d[key]['weights'][i]:g})" for i in bad) or "none"
+        L += [f"Reproduced ({d[key]['scale']}): the non-finite update is {who}'s; not training weight-0 clients: "
+              f"diverged at {c['diverged_at']} -> {v['diverged_at']}, best-val test accuracy {c['best_val']:.1f} -> "
+              f"{v['best_val']:.1f}, CPU {d[key]['control']['cpu_s']} -> {d[key]['variant']['cpu_s']} s.", ""]
+    for key in ("scaffold_lr", "scaffold_lr_cifar"):
+        if key not in d:
+            continue
+        runs = d[key]["runs"]
+        for lr in sorted({r["lr"] for r in runs}, reverse=True):
+            g = [r for r in runs if r["lr"] == lr]
+            L.append(f"SCAFFOLD {d[key]['scale']}, lr {lr}: seeds {[r['seed'] for r in g]} diverged at "
+                     f"{[r['diverged_at'] for r in g]}, best-val test accuracy {[round(r['best_val'], 1) for r in g]}.")
+        L.append("")
+    return L
+
+
 def render() -> None:
     d = load()
     L = ["# FedPALS Table 1: ours vs the paper, candidate causes measured", "",
          f"Written by `benchmarks/fedpals_table1_causes.py` (sections below; each with its command and CPU).", ""]
+    L += summary_lines(d)
     if "selection" in d:
         s = d["selection"]
         L += ["## Model selection (paper-profile runs, no training)", "", s["factor"] + "; " + s["scale"], "",
@@ -315,18 +398,19 @@ def render() -> None:
     if "partitions" in d:
         s = d["partitions"]
         L += ["## The target's label draw per seed (no training)", "", s["factor"], "", f"CPU: {s['cpu']}. Command: `{s['command']}`", "",
-              "| data set | split | seed | target labels | holders per target label | max acc. if uncovered | FedAvg mass on T labels | d(T,S) | client sizes |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| data set | split | seed | target labels | holders per target label | max acc. if uncovered | FedAvg (n_i/N) mass on T labels | equal-weight mass | d(T,S) | client sizes |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
         for r in s["rows"]:
             L.append(f"| {r['dataset']} | {r['label_split']} | {r['seed']} | {r['target_labels']} | {r['holders_per_target_label']} | "
-                     f"{r['max_accuracy_if_uncovered_pct']} | {r['fedavg_mass_on_target_labels']} | {r['d_T_S']} | {r['client_size_min_max']} |")
+                     f"{r['max_accuracy_if_uncovered_pct']} | {r['fedavg_mass_on_target_labels']} | {r['uniform_mass_on_target_labels']} | {r['d_T_S']} | {r['client_size_min_max']} |")
         L.append("")
     if "zero_weight" in d:
         s = d["zero_weight"]
         a, b = s["diverged_with_zero_weight_clients"], s["diverged_without"]
         L += ["## FedPALS zero-weight clients and divergence (paper-profile runs)", "", f"CPU: {s['cpu']}. Command: `{s['command']}`", "",
               f"Runs with at least one client of weight 0 that diverged: {a[0]} of {a[1]}; runs without: {b[0]} of {b[1]}.", ""]
-    for key, title in (("seeds8", "Seed draw: 3 vs 8 seeds (reduced scale)"), ("scaffold_lr", "SCAFFOLD learning rate")):
+    for key, title in (("seeds8", "Seed draw: 3 vs 8 seeds (reduced scale)"), ("scaffold_lr", "SCAFFOLD learning rate"),
+                       ("scaffold_lr_cifar", "SCAFFOLD learning rate, CIFAR-10 C=2, past the divergence round")):
         if key in d:
             s = d[key]
             L += [f"## {title}", "", s["factor"] + "; " + s["scale"], "",
@@ -341,25 +425,28 @@ def render() -> None:
                 for r in s["runs"]:
                     L.append(f"| {r['lr']} | {r['seed']} | {r['best_val']:.1f} | {r['last']:.1f} | {r['diverged_at']} |")
             L.append("")
-    if "diverge" in d:
-        s = d["diverge"]
-        L += ["## A diverging FedPALS seed reproduced", "", s["factor"] + "; " + s["scale"], "",
+    for key in ("diverge", "diverge_fmnist"):
+        if key not in d:
+            continue
+        s = d[key]
+        L += [f"## A diverging FedPALS seed reproduced ({key})", "", s["factor"] + "; " + s["scale"], "",
               f"CPU: {s['cpu']}; {s['cpu_s']} CPU s. Command: `{s['command']}`", "",
               f"Target labels {s['target_labels']}; client labels {s['client_labels']}; FedPALS weights {s['weights']}.", "",
               "| arm | best-val test acc. | last-round test acc. | diverged at | CPU s |", "|---|---|---|---|---|"]
         for arm in ("control", "variant"):
             r = s[arm]
             L.append(f"| {arm} | {r['run']['best_val']:.1f} | {r['run']['last']:.1f} | {r['run']['diverged_at']} | {r['cpu_s']} |")
-        L += ["", "Control, each client's training loss per round (weight-0 clients train and one turns non-finite):", "",
+        L += ["", "Control, each client's training loss per round (the last 5 rounds):", "",
               "| round | clients' training loss | non-finite clients |", "|---|---|---|"]
-        for r in s["control"]["rounds"]:
+        for r in s["control"]["rounds"][-5:]:
             L.append(f"| {r['round']} | {', '.join(f'{v:.3g}' for v in r['loss'])} | {r['non_finite_clients']} |")
         L.append("")
     atomic_write_text(OUT.with_suffix(".md"), "\n".join(L) + "\n")
 
 
 SECTIONS = {"selection": section_selection, "partitions": section_partitions, "zero_weight": section_zero_weight,
-            "seeds8": section_seeds8, "scaffold_lr": section_scaffold_lr, "diverge": section_diverge}
+            "seeds8": section_seeds8, "scaffold_lr": section_scaffold_lr,
+            "scaffold_lr_cifar": section_scaffold_lr_cifar, "diverge_fmnist": section_diverge_fmnist, "diverge": section_diverge}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
