@@ -217,7 +217,7 @@ def _no_direct_training(found: list):
 def declared_runs(job, params: dict, data_root) -> list[tuple]:
     """(store key, build) of each distinct run an artifact declares (`job.specs(params)`), in order,
     as `fedpaper.runs.executors.run_specs` would key and build them: nothing is trained."""
-    specs = list(dict.fromkeys(job.specs(params)))
+    specs = [s for _, part in job.sweeps(job.specs(params)) for s in part]
     keys = [store_key(s, data_root) for s in specs]
     build = functools.partial(build_stored, {spec_json(k): s for k, s in zip(keys, specs)}, data_root, job.execution)
     return [(k, build) for k in keys]

@@ -67,9 +67,9 @@ class ArtifactJob:
     An artifact that trains declares its runs: `specs(params) -> [RunSpec]` and `summarise(specs,
     results, params) -> (table, info)`, pure (it reads only its arguments and the data sets'
     descriptions); the pipeline runs the specs through `fedpaper.runs.executors.run_specs` (each
-    distinct spec once, at `execution`, `max_batch` runs per engine call; or through `run(specs,
-    params) -> results` where the artifact splits its sweep itself) and hands summarise one result
-    per spec, in order. `fedpaper plan` reads the same `specs` without training. An artifact that
+    distinct spec once, at `execution`, `max_batch` runs per engine call, in one call per
+    `split_by` label where runs may not share an engine call) and hands summarise one result per
+    spec, in order. `fedpaper plan` reads the same `specs` without training. An artifact that
     trains nothing gives `compute` instead (compute=None when it declares specs)."""
 
     artifact_id: str
@@ -82,19 +82,33 @@ class ArtifactJob:
     summarise: Optional[Callable] = None  # (specs, results, params) -> (table, info)
     execution: Optional[Execution] = None  # how the declared runs execute (not part of their key)
     max_batch: int = 16
-    run: Optional[Callable] = None  # (specs, params) -> results; default: run_declared
+    desc: Optional[str] = None  # the sweep's label (default: the artifact id)
+    split_by: Optional[Callable] = None  # spec -> label: runs with different labels never share an engine call
 
     @property
     def declares_runs(self) -> bool:
         return self.specs is not None
 
+    def sweeps(self, specs: list) -> list[tuple[str, list]]:
+        """(label, specs) of each run_specs call that trains `specs`: the distinct specs (first
+        occurrence, in order), in one call, or in one per `split_by` label (in order of first use)."""
+        uniq = list(dict.fromkeys(specs))
+        desc = self.desc or self.artifact_id
+        if self.split_by is None:
+            return [(desc, uniq)]
+        parts: dict = {}
+        for s in uniq:
+            parts.setdefault(self.split_by(s), []).append(s)
+        return [(desc if len(parts) == 1 else f"{desc} {label}", ss) for label, ss in parts.items()]
+
     def run_declared(self, specs: list, data_root=None) -> list:
-        """One result per spec, in order: the distinct specs (first occurrence) through run_specs."""
+        """One result per spec, in order: each of `sweeps` through run_specs."""
         from fedpaper.runs.executors import run_specs  # start-up time: torch, imported when an artifact trains
 
-        uniq = list(dict.fromkeys(specs))
-        res = run_specs(uniq, data_root, execution=self.execution, desc=self.artifact_id, max_batch=self.max_batch)
-        by = dict(zip(uniq, res))
+        by: dict = {}
+        for desc, part in self.sweeps(specs):
+            by.update(zip(part, run_specs(part, data_root, execution=self.execution, desc=desc,
+                                          max_batch=self.max_batch)))
         return [by[s] for s in specs]
 
     def compute_fn(self, data_root=None) -> Callable:
@@ -114,9 +128,7 @@ class _DeclaredCompute:
 
     def __call__(self, params: dict):
         specs = list(self.job.specs(params))
-        results = (self.job.run(specs, params) if self.job.run is not None
-                   else self.job.run_declared(specs, self.data_root))
-        return self.job.summarise(specs, results, params)
+        return self.job.summarise(specs, self.job.run_declared(specs, self.data_root), params)
 
 
 def _public(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):

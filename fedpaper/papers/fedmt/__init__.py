@@ -61,14 +61,14 @@ def _info(p, data_root) -> dict:
             "backbone": p["backbone_label"]}
 
 
-def _job(name, p, compute, draw_fn):
-    return ArtifactJob(f"{PAPER}/{name}", p, compute, draw_fn, ("cifar100",))
+def _job(name, p, draw_fn, specs, summarise, desc):
+    """An artifact of FedMT's runs: `specs(q)` declared, `summarise(specs, results, q)` their table."""
+    return ArtifactJob(f"{PAPER}/{name}", p, None, draw_fn, ("cifar100",), specs=specs, summarise=summarise,
+                       execution=R.EXECUTION, max_batch=16, desc=desc, split_by=R.clients_label)
 
 
-def _table(p, specs, data_root, desc, keys, **setting):
-    res = R.sweep(specs, p, data_root, desc)
-    df = R.per_seed(specs, res, setting)
-    return R.summarise(df, keys)
+def _table(specs, res, keys, **setting):
+    return R.summarise(R.per_seed(specs, res, setting), keys)
 
 
 # ------------------------------------------------------------------ Table 2, Fig 2a, Table 6
@@ -86,27 +86,30 @@ def main(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     p = _params(profile, seeds, overrides)
     sub = P.subtitle(p)
 
-    def table(q):
-        t = _table(q, _main_specs(q), data_root, "fedmt table2", KEYS2, backbone=q["backbone_label"], init="random")
+    def table(specs, res, q):
+        t = _table(specs, res, KEYS2, backbone=q["backbone_label"], init="random")
         return t, _info(q, data_root)
 
     keep2 = ("test_acc_100class",) + R.SFIX_METRICS  # + the clients' last-round S_fix: explains FedMT vs Single
-    t2 = _job("table2", p, lambda q: (lambda t, i: (t[t["metric"].isin(keep2)].reset_index(drop=True), i))(*table(q)),
-              lambda t, q: D.lines(t, "n", "test_acc_100class", "Table 2: 100-class accuracy vs server images per class n",
-                                   sub, "n (server images per fine class)"))
-    f2a = _job("fig2a", p, lambda q: (lambda t, i: (t[t["metric"] == "test_acc_20class"].reset_index(drop=True), i))(*table(q)),
-               lambda t, q: D.lines(t, "n", "test_acc_20class", "Fig. 2a: 20-class accuracy vs n", sub,
-                                    "n (server images per fine class)"))
+    t2 = _job("table2", p, lambda t, q: D.lines(t, "n", "test_acc_100class",
+                                               "Table 2: 100-class accuracy vs server images per class n",
+                                               sub, "n (server images per fine class)"),
+              _main_specs, lambda specs, res, q: (lambda t, i: (t[t["metric"].isin(keep2)].reset_index(drop=True), i))(
+                  *table(specs, res, q)), "fedmt table2")
+    f2a = _job("fig2a", p, lambda t, q: D.lines(t, "n", "test_acc_20class", "Fig. 2a: 20-class accuracy vs n", sub,
+                                               "n (server images per fine class)"),
+               _main_specs, lambda specs, res, q: (lambda t, i: (t[t["metric"] == "test_acc_20class"].reset_index(
+                   drop=True), i))(*table(specs, res, q)), "fedmt table2")
 
-    def t6(q):
-        t, i = table(q)
+    def t6(specs, res, q):
+        t, i = table(specs, res, q)
         t = t[(t["metric"] == "test_acc_100class") & t["method"].isin(["Single", "FedRep", "FedTrans"])]
         i["notes"] = list(i["notes"]) + ["only the random-initialisation column is run: ImageNet weights are absent "
                                          "offline (the paper's ImageNet column is Table 2's baselines)"]
         return t.reset_index(drop=True), i
-    t6r = _job("table6", p, t6, lambda t, q: D.lines(t, "n", "test_acc_100class",
-                                                     "Table 6: baselines from random initialisation", sub,
-                                                     "n (server images per fine class)"))
+    t6r = _job("table6", p, lambda t, q: D.lines(t, "n", "test_acc_100class",
+                                                 "Table 6: baselines from random initialisation", sub,
+                                                 "n (server images per fine class)"), _main_specs, t6, "fedmt table2")
     return [t2, f2a, t6r]
 
 
@@ -119,24 +122,29 @@ def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     sub = P.subtitle(p)
     methods = ["SemiFL", "FedMT (E)"]
 
-    def f2b(q):
-        specs = [R.spec(q, m, s, gamma=g) for g in [None] + q["gammas"] for m in methods for s in q["seeds"]]
-        t = _table(q, specs, data_root, "fedmt fig2b", ["dataset", "split", "gamma", "C", "N_c", "n"])
+    def specs_b(q):
+        return [R.spec(q, m, s, gamma=g) for g in [None] + q["gammas"] for m in methods for s in q["seeds"]]
+
+    def f2b(specs, res, q):
+        t = _table(specs, res, ["dataset", "split", "gamma", "C", "N_c", "n"])
         return t[t["metric"] == "test_acc_100class"].reset_index(drop=True), _info(q, data_root)
 
-    def f2c(q):
-        specs = [R.spec(q, m, s, C=c, N_c=q["client_total"] // c) for c in q["client_counts"] for m in methods
-                 for s in q["seeds"]]
-        t = _table(q, specs, data_root, "fedmt fig2c", ["dataset", "split", "C", "N_c", "n"])
+    def specs_c(q):
+        return [R.spec(q, m, s, C=c, N_c=q["client_total"] // c) for c in q["client_counts"] for m in methods
+                for s in q["seeds"]]
+
+    def f2c(specs, res, q):
+        t = _table(specs, res, ["dataset", "split", "C", "N_c", "n"])
         return t[t["metric"] == "test_acc_100class"].reset_index(drop=True), _info(q, data_root)
 
     def draw_b(t, q):
         t = t.assign(skew=t["gamma"].fillna(0.0))
         return D.lines(t, "skew", "test_acc_100class", "Fig. 2b: accuracy vs label skew gamma (0 = IID)", sub, "gamma")
 
-    b = _job("fig2b", p, f2b, draw_b)
-    c = _job("fig2c", p, f2c, lambda t, q: D.lines(t, "C", "test_acc_100class",
-                                                   "Fig. 2c: accuracy vs clients C (N_c x C fixed)", sub, "C", logx=True))
+    b = _job("fig2b", p, draw_b, specs_b, f2b, "fedmt fig2b")
+    c = _job("fig2c", p, lambda t, q: D.lines(t, "C", "test_acc_100class",
+                                              "Fig. 2c: accuracy vs clients C (N_c x C fixed)", sub, "C", logx=True),
+             specs_c, f2c, "fedmt fig2c")
     return [b, c]
 
 
@@ -147,17 +155,18 @@ def estimation(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     clients, for several client sizes N_c, and of the learnable M at the largest N_c (App. D.4)."""
     p = _params(profile, seeds, overrides)
 
-    def compute(q):
-        specs = [R.spec(q, "FedMT (E)", s, N_c=nc) for nc in q["fig3_sizes"] for s in q["seeds"]]
-        specs += [R.spec(q, "Learnable", s, N_c=max(q["fig3_sizes"])) for s in q["seeds"]]
-        res = R.sweep(specs, q, data_root, "fedmt fig3")
+    def specs(q):
+        return ([R.spec(q, "FedMT (E)", s, N_c=nc) for nc in q["fig3_sizes"] for s in q["seeds"]]
+                + [R.spec(q, "Learnable", s, N_c=max(q["fig3_sizes"])) for s in q["seeds"]])
+
+    def summarise(specs, res, q):
         info = _info(q, data_root)
         info["notes"] = list(info["notes"]) + ["error bar: sd over the clients (vague-15); the learnable M (App. D.4) "
                                                "at the largest N_c"]
         return R.round_errors(specs, res), info
 
-    return [_job("fig3", p, compute, lambda t, q: D.error_curves(t, "Fig. 3: estimation error of M per round",
-                                                                 P.subtitle(q)))]
+    return [_job("fig3", p, lambda t, q: D.error_curves(t, "Fig. 3: estimation error of M per round", P.subtitle(q)),
+                 specs, summarise, "fedmt fig3")]
 
 
 # ------------------------------------------------------------------ Tables 7-9
@@ -168,34 +177,43 @@ def ablations(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     p = _params(profile, seeds, overrides)
     sub = P.subtitle(p)
 
-    def t7(q):
-        specs = [R.spec(q, m, s, threshold=x, lambda2=1) for x in q["thresholds"] for m in ["SemiFL", "FedMT (E)"]
-                 for s in q["seeds"]]
-        t = _table(q, specs, data_root, "fedmt table7", ["dataset", "split", "C", "N_c", "n", "threshold"])
+    def specs7(q):
+        return [R.spec(q, m, s, threshold=x, lambda2=1) for x in q["thresholds"] for m in ["SemiFL", "FedMT (E)"]
+                for s in q["seeds"]]
+
+    def t7(specs, res, q):
+        t = _table(specs, res, ["dataset", "split", "C", "N_c", "n", "threshold"])
         return t[t["metric"].isin(("test_acc_100class",) + R.SFIX_METRICS)].reset_index(drop=True), _info(q, data_root)
 
-    def t8(q):
-        specs = [R.spec(q, m, s, lambda2=x) for x in q["lambda2s"] for m in R.FEDMT for s in q["seeds"]]
-        t = _table(q, specs, data_root, "fedmt table8", ["dataset", "split", "C", "N_c", "n", "lambda2"])
+    def specs8(q):
+        return [R.spec(q, m, s, lambda2=x) for x in q["lambda2s"] for m in R.FEDMT for s in q["seeds"]]
+
+    def t8(specs, res, q):
+        t = _table(specs, res, ["dataset", "split", "C", "N_c", "n", "lambda2"])
         t = t[t["metric"] == "test_acc_100class"].reset_index(drop=True)
         t.insert(t.columns.get_loc("lambda2") + 1, "lambda2_label",
                  ["1" if v == 1 else f"1/{round(1 / v)}" for v in t["lambda2"]])
         return t, _info(q, data_root)
 
-    def t9(q):
-        specs = [R.spec(q, m, s, gamma=g) for g in [None] + q["gammas"] for m in R.TABLE9_METHODS for s in q["seeds"]]
-        t = _table(q, specs, data_root, "fedmt table9", ["dataset", "split", "gamma", "C", "N_c", "n"])
+    def specs9(q):
+        return [R.spec(q, m, s, gamma=g) for g in [None] + q["gammas"] for m in R.TABLE9_METHODS for s in q["seeds"]]
+
+    def t9(specs, res, q):
+        t = _table(specs, res, ["dataset", "split", "gamma", "C", "N_c", "n"])
         info = _info(q, data_root)
         info["notes"] = list(info["notes"]) + ["Learnable: per-client softmax-parameterised M, logits N(0, 0.01^2), "
                                                "trained with the network by the same SGD (vague-16)"]
         return t[t["metric"] == "test_acc_100class"].reset_index(drop=True), info
 
-    a = _job("table7", p, t7, lambda t, q: D.lines(t, "threshold", "test_acc_100class",
-                                                   "Table 7: accuracy vs pseudo-label threshold", sub, "threshold"))
-    b = _job("table8", p, t8, lambda t, q: D.lines(t, "lambda2", "test_acc_100class",
-                                                   "Table 8: accuracy vs lambda2", sub, "lambda2", logx=True))
-    c = _job("table9", p, t9, lambda t, q: D.bars(t.assign(gamma=t["gamma"].fillna("IID")), "gamma",
-                                                  "test_acc_100class", "Table 9: estimators of M", sub))
+    a = _job("table7", p, lambda t, q: D.lines(t, "threshold", "test_acc_100class",
+                                               "Table 7: accuracy vs pseudo-label threshold", sub, "threshold"),
+             specs7, t7, "fedmt table7")
+    b = _job("table8", p, lambda t, q: D.lines(t, "lambda2", "test_acc_100class",
+                                               "Table 8: accuracy vs lambda2", sub, "lambda2", logx=True),
+             specs8, t8, "fedmt table8")
+    c = _job("table9", p, lambda t, q: D.bars(t.assign(gamma=t["gamma"].fillna("IID")), "gamma",
+                                              "test_acc_100class", "Table 9: estimators of M", sub),
+             specs9, t9, "fedmt table9")
     return [a, b, c]
 
 

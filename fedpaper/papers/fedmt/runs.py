@@ -82,15 +82,23 @@ def spec(p: dict, name: str, seed: int, *, n=None, C=None, N_c=None, gamma=None,
                    {k: v for k, v in tags.items() if v is not None})
 
 
+#: How FedMT's runs execute (outside their cache key).
+EXECUTION = Execution(eval_batch=1024)
+
+
+def clients_label(s: RunSpec) -> str:
+    """What keeps two runs out of one engine call: runs trained together need the same number of clients."""
+    return f"C={s.partition['num_clients']}"
+
+
 def sweep(specs: list, p: dict, data_root, desc: str) -> list:
     out = [None] * len(specs)
     by_clients: dict = {}
-    for i, s in enumerate(specs):  # runs trained together need the same number of clients
-        by_clients.setdefault(s.partition["num_clients"], []).append(i)
+    for i, s in enumerate(specs):
+        by_clients.setdefault(clients_label(s), []).append(i)
     for c, idx in by_clients.items():
-        label = desc if len(by_clients) == 1 else f"{desc} C={c}"
-        res = run_specs([specs[i] for i in idx], data_root, desc=label, execution=Execution(eval_batch=1024),
-                        max_batch=16)
+        label = desc if len(by_clients) == 1 else f"{desc} {c}"
+        res = run_specs([specs[i] for i in idx], data_root, desc=label, execution=EXECUTION, max_batch=16)
         for i, r in zip(idx, res):
             out[i] = r
     return out
