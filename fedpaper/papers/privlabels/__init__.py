@@ -89,21 +89,34 @@ def _job(name, p, compute, draw_fn, datasets):
     return ArtifactJob(f"{PAPER}/{name}", p, compute, draw_fn, tuple(datasets or ["none"]))
 
 
-def _seed_table(p, dataset, labels, data_root, methods=None):
-    """Runs of the given L (and methods), trained as part of the FULL grid of the data set, so
-    that whichever notebook runs first trains every method's runs in one batch and the others
-    read the same cached results."""
-    full = runs.main_specs(p, dataset, p["labels"])
-    res = runs.sweep(full, p, data_root, desc=f"privlabels {dataset}")
+def _runs_job(name, p, draw_fn, datasets, grid, summarise, desc):
+    """An artifact of a grid of runs: `grid(q)` its specs as the tables name them; the runs it declares
+    are their canonical ones (runs.canonical: identical L = 10 runs trained once), and
+    `summarise(grid specs, results, q)` sees the grid's specs with their results."""
+    return ArtifactJob(f"{PAPER}/{name}", p, None, draw_fn, tuple(datasets),
+                       specs=lambda q: [runs.canonical(s, q) for s in grid(q)],
+                       summarise=lambda specs, res, q: summarise(grid(q), res, q),
+                       execution=runs.execution(p), desc=desc)
+
+
+def _full_grid(dataset):
+    """Every run of the data set's main grid: each figure of it declares the FULL grid, so that
+    whichever notebook runs first trains every method's runs in one batch and the others read the
+    same cached results."""
+    return lambda q: runs.main_specs(q, dataset, q["labels"])
+
+
+def _seed_table(full, res, labels, methods=None):
+    """The runs of the given L (and methods) of the full grid, with their results."""
     keep = [i for i, s in enumerate(full)
             if s.partition["L"] in labels and (not methods or s.tags["display"] in methods)]
     return [full[i] for i in keep], [res[i] for i in keep]
 
 
 # ------------------------------------------------------------------------ Figs 2, 3 (accuracy vs L)
-def _lines_compute(dataset, data_root):
-    def compute(p):
-        specs, res = _seed_table(p, dataset, p["labels"], data_root)
+def _lines_summarise(dataset, data_root):
+    def summarise(full, res, p):
+        specs, res = _seed_table(full, res, p["labels"])
         tab = runs.summarise(runs.per_seed(specs, res, dataset), KEYS)
         miss = runs.missing_labels(p, dataset, p["labels"], p["seeds"], data_root)
         extra = [{"dataset": dataset, "setting": "both", "labels_per_client": L, "method": "(partition)",
@@ -121,7 +134,7 @@ def _lines_compute(dataset, data_root):
             "rows with method '(partition)' describe the seeds' partitions (labels held by no client, smallest "
             "client); for them ci_low / ci_high are the min / max over seeds"]
         return tab, info
-    return compute
+    return summarise
 
 
 @artifact_function
@@ -134,7 +147,8 @@ def accuracy_vs_labels(*, profile="smoke", data_root=None, seeds=None, overrides
             t = t[t["metric"] == "accuracy"]
             return draw.lines(t, "labels_per_client", f"{NAMES[ds]}: test accuracy vs labels per client",
                               subtitle(q), "labels per client L")
-        out.append(_job(name, p, _lines_compute(ds, data_root), draw_fn, [ds]))
+        out.append(_runs_job(name, p, draw_fn, [ds], _full_grid(ds), _lines_summarise(ds, data_root),
+                             f"privlabels {ds}"))
     return out
 
 
@@ -145,13 +159,13 @@ def bars(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     p = _params(profile, seeds, overrides)
     out = []
     for name, (ds, L) in BARS.items():
-        def compute(q, ds=ds, L=L):
-            specs, res = _seed_table(q, ds, [L], data_root)
+        def summarise(full, res, q, ds=ds, L=L):
+            specs, res = _seed_table(full, res, [L])
             return runs.summarise(runs.per_seed(specs, res, ds), KEYS), _info(q, [ds], data_root)
 
         def draw_fn(t, q, ds=ds, L=L):
             return draw.bars(t, f"{NAMES[ds]}, L = {L} labels per client", subtitle(q))
-        out.append(_job(name, p, compute, draw_fn, [ds]))
+        out.append(_runs_job(name, p, draw_fn, [ds], _full_grid(ds), summarise, f"privlabels {ds}"))
     return out
 
 
@@ -162,8 +176,8 @@ def rounds(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     p = _params(profile, seeds, overrides)
     out = []
     for name, (ds, setting) in CURVES.items():
-        def compute(q, ds=ds, setting=setting):
-            specs, res = _seed_table(q, ds, [q["rounds_L"]], data_root, methods=runs.ROUNDS_METHODS)
+        def summarise(full, res, q, ds=ds, setting=setting):
+            specs, res = _seed_table(full, res, [q["rounds_L"]], methods=runs.ROUNDS_METHODS)
             keep = [i for i, s in enumerate(specs) if s.tags["setting"] == setting]
             pr = runs.per_round([specs[i] for i in keep], [res[i] for i in keep], ds)
             tab = runs.summarise(pr, KEYS + ["round"])
@@ -172,7 +186,7 @@ def rounds(*, profile="smoke", data_root=None, seeds=None, overrides=None):
         def draw_fn(t, q, ds=ds, setting=setting):
             return draw.curves(t, f"{NAMES[ds]}, {setting} label sets, L = {q['rounds_L']}: test accuracy per round",
                                subtitle(q))
-        out.append(_job(name, p, compute, draw_fn, [ds]))
+        out.append(_runs_job(name, p, draw_fn, [ds], _full_grid(ds), summarise, f"privlabels {ds}"))
     return out
 
 
@@ -197,9 +211,10 @@ def epochs(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     p = _params(profile, seeds, overrides)
     out = []
     for name in ("fig11", "fig12", "fig13"):
-        def compute(q, name=name):
-            specs = runs.epoch_specs(q, "cifar10", _epoch_pairs(q, name), q["epochs"]["seeds"])
-            res = runs.sweep(specs, q, data_root, desc=f"privlabels {name}")
+        def grid(q, name=name):
+            return runs.epoch_specs(q, "cifar10", _epoch_pairs(q, name), q["epochs"]["seeds"])
+
+        def summarise(specs, res, q):
             df = runs.per_seed(specs, res, "cifar10")
             tab = runs.summarise(df, ["dataset", "setting", "labels_per_client", "local_epochs", "method"])
             info = _info(q, ["cifar10"], data_root)
@@ -214,7 +229,7 @@ def epochs(*, profile="smoke", data_root=None, seeds=None, overrides=None):
             E = _fig_E(q, name)
             return draw.lines(t, "labels_per_client", f"CIFAR-10, E = {E} local epochs: test accuracy vs labels "
                               "per client (SGD central tuning)", subtitle(q, epochs=True), "labels per client L")
-        out.append(_job(name, p, compute, draw_fn, ["cifar10"]))
+        out.append(_runs_job(name, p, draw_fn, ["cifar10"], grid, summarise, f"privlabels {name}"))
     return out
 
 

@@ -167,12 +167,16 @@ def canonical(spec: RunSpec, p: dict) -> RunSpec:
     return spec.with_(tags={"setting": "public"})
 
 
+def execution(p: dict) -> Execution:
+    """How this paper's runs execute (outside their cache key)."""
+    return Execution(backend=p.get("backend", "auto"), eval_batch=p.get("eval_batch", 1024))
+
+
 def sweep(specs: list[RunSpec], p: dict, data_root=None, desc="privlabels") -> list[dict]:
     """Results of the specs (cached); with share_L10, identical L = 10 runs are trained once."""
     canon = [canonical(s, p) for s in specs]
     uniq = list(dict.fromkeys(canon))
-    execution = Execution(backend=p.get("backend", "auto"), eval_batch=p.get("eval_batch", 1024))
-    res = run_specs(uniq, data_root, execution=execution, desc=desc)
+    res = run_specs(uniq, data_root, execution=execution(p), desc=desc)
     by = dict(zip(uniq, res))
     return [by[c] for c in canon]
 
