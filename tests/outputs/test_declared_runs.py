@@ -1,0 +1,72 @@
+"""Artifacts that declare their runs (fedpaper.outputs.pipeline.ArtifactJob.specs): an override and
+explicit seeds reach every declared run of every such artifact, and `fedpaper plan` reads the
+declared runs without running a sweep. (FedPALS's artifacts compute their runs themselves; their
+check is tests/papers/fedpals/test_params_reach_rows.py.)"""
+import pytest
+
+from fedpaper import plan as P
+from fedpaper.outputs import pipeline
+from fedpaper.runs import executors
+
+import fedpaper.papers.fedmt as FM
+import fedpaper.papers.fednca as FN
+import fedpaper.papers.privlabels as PL
+
+#: artifact functions whose jobs declare their runs, with an override of every rounds setting of the paper
+DECLARING = [
+    (FN.table1, {"rounds": 1}), (FN.table2, {"rounds": 1}), (FN.table5, {"rounds": 1}), (FN.table6, {"rounds": 1}),
+    (FN.table7, {"rounds": 1}), (FN.table8, {"rounds": 1}),
+    (FM.main, {"rounds": 1, "single_rounds": 1}), (FM.scaling, {"rounds": 1, "single_rounds": 1}),
+    (FM.estimation, {"rounds": 1, "single_rounds": 1}), (FM.ablations, {"rounds": 1, "single_rounds": 1}),
+    (PL.accuracy_vs_labels, {"rounds": 1}), (PL.bars, {"rounds": 1}), (PL.rounds, {"rounds": 1}),
+    (PL.epochs, {"epochs.rounds": 1}),
+]
+
+
+def _jobs(fn, **kw):
+    """[(job, params as the pipeline hands them on)] of an artifact function, nothing run."""
+    got = []
+    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((compute, params)))
+    try:
+        fn(**kw)
+    finally:
+        pipeline.COMPUTE_HOOK.reset(token)
+    return [(getattr(c, "job", None), p) for c, p in got]
+
+
+@pytest.mark.parametrize("fn,rounds", DECLARING, ids=lambda x: getattr(x, "__qualname__", ""))
+@pytest.mark.parametrize("profile", ["smoke", "paper"])
+def test_an_override_and_explicit_seeds_reach_every_declared_run(fn, rounds, profile):
+    seeds = [3, 5]
+    jobs = _jobs(fn, profile=profile, seeds=seeds, overrides=rounds)
+    assert jobs
+    for job, params in jobs:
+        assert job is not None and job.declares_runs, f"{fn.__qualname__}: a job that does not declare its runs"
+        specs = job.specs(params)
+        assert specs, job.artifact_id
+        assert {s.seed for s in specs} == set(seeds), job.artifact_id
+        assert {s.training["rounds"] for s in specs} == {1}, job.artifact_id
+        # without the override and seeds the profile's own settings come back: the test can fail
+        [default] = [j for j, _ in _jobs(fn, profile=profile) if j.artifact_id == job.artifact_id]
+        dspecs = default.specs(default.params)
+        assert {s.training["rounds"] for s in dspecs} != {1} or {s.seed for s in dspecs} != set(seeds)
+
+
+def test_plan_reads_declared_runs_without_a_sweep(monkeypatch, cache_tmp):
+    """fedmt/fig3 and fednca/table6 at smoke: the plan counts their declared runs while any sweep fails."""
+    def no_sweep(*a, **k):
+        raise AssertionError("the plan ran a sweep")
+
+    monkeypatch.setattr(executors, "run_specs", no_sweep)
+    fig3, table6 = P.collect(["fedmt/fig3", "fednca/table6"], "smoke", None)
+    [(job, params)] = _jobs(FM.estimation, profile="smoke")
+    assert fig3.status == "planned" and len(fig3.runs) == len(set(job.specs(params)))
+    assert table6.status == "planned" and len(table6.runs) == 3 and all(r.train_samples for r in table6.runs)
+
+
+def test_a_job_that_declares_specs_needs_a_summarise():
+    from fedpaper.ground.errors import BadParameterError
+
+    job = pipeline.ArtifactJob("fedmt/fig3", {}, None, lambda t, p: None, ("cifar100",), specs=lambda p: [])
+    with pytest.raises(BadParameterError, match="summarise"):
+        pipeline.run_job(job, profile="smoke")
