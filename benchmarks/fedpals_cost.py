@@ -105,10 +105,10 @@ CONFIGS = {"before": lambda: 16, "after": TR.runs_per_engine_call, "all-slots": 
 
 def _all_slots():
     """The grouped backend as it was before it skipped finished slots: every slot of the call is
-    passed at every step (engine.backends.SlotGradients._grouped_active bypassed)."""
+    passed at every step (engine.backends.GroupedBackend._grouped_active bypassed)."""
     from fedpaper.engine import backends
 
-    return mock.patch.object(backends.SlotGradients, "_grouped_active",
+    return mock.patch.object(backends.GroupedBackend, "_grouped_active",
                              lambda self, params, batch, present, anchor, objective, gens, active:
                              self._grouped(params, batch, present, anchor, objective, gens))
 

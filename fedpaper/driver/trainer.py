@@ -31,7 +31,7 @@ import torch
 
 from fedpaper.algorithms.base import Aggregation, Context
 from fedpaper.engine import evaluate
-from fedpaper.engine.backends import SlotGradients, choose_backend, widest_conv
+from fedpaper.engine.backends import choose_backend, make_backend, widest_conv
 from fedpaper.engine.batching import epoch_batches, gather
 from fedpaper.engine.cpu import _tune_cpu_allocator, allocator_bytes, large_step, release_freed_memory
 from fedpaper.engine.evaluate import autocast, predict, split_metrics
@@ -115,7 +115,9 @@ class FederatedTrainer:
         self.backend, self.backend_rule = choose_backend(config.backend, self.device, has_batchnorm(self.template),
                                                          self.grouped is not None, config.model,
                                                          widest_conv(self.template), config.precision)
-        self.grads_of = SlotGradients(self.template, self.grouped, self.backend, self.channels_last)
+        # the backend object that owns the local step (engine/backends)
+        self.local = make_backend(self.backend, self.template, self.grouped, self.channels_last, config.precision,
+                                  self.device)
         # dropout masks from each run's own stream (randomness.py), so batch-mates never shift them
         self.draws = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in self.template.modules())
         self.run_gens = RunGenerators(self.device)
@@ -176,19 +178,12 @@ class FederatedTrainer:
     # ---- gradients (kept as a method: tests and benchmarks call it)
     def _grads(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         """Per-slot gradients of `objective` (an Objective, or a Method/Algorithm whose objective
-        is taken) on `batch`; see backends.SlotGradients (active: the slots that will step; gens:
-        each slot's run generator for dropout). BatchNorm statistics that the backend returns
-        (vmap) are stored into `buffers`, the slots' state, as the loop backend's in-place update."""
+        is taken) on `batch`: the backend's engine.backends.Backend.grads (active: the slots that
+        will step; gens: each slot's run generator for dropout; BatchNorm statistics stored into
+        `buffers`, the slots' state)."""
         if hasattr(objective, "algorithm"):
             objective = objective.algorithm().objective((self.cls_w, self.cls_b))
-        with self._autocast():
-            step = self.grads_of(params, batch, present, anchor, objective, buffers, active=active, gens=gens)
-        grads, lsum = step
-        for k, v in (step.buffers or {}).items():
-            buffers[k].copy_(v)
-        if self.cfg.precision != "fp32":  # fp32 master weights and optimiser state
-            grads, lsum = {k: g.float() for k, g in grads.items()}, lsum.float()
-        return grads, lsum
+        return self.local.grads(params, batch, present, anchor, objective, buffers, active, gens)
 
     # ---- local training of all participating slots
     def local_train(self, rnd: int, params: dict, slots: np.ndarray, rngs: list, buffers=None):
@@ -291,12 +286,10 @@ class FederatedTrainer:
                 if algo.batch_rows:
                     batch["rows"] = idx
                 active = algo.augment(self.ctx, batch, bmask[:, s], aug_rngs, round_data, epoch, s, mask.any(1))
-                grads, lsum = self._grads(params, batch, present, anchor, objective, buffers, active, gens)
-                if corr is not None:
-                    grads = {k: g + corr[k] for k, g in grads.items()}
-                # consume: the old optimiser state and the gradients are freed tensor by tensor in the step
-                new, opt = self.optim.step(params, grads, opt, self.round_lr, active, consume=True)
-                params = {k: (params[k] if k in frozen else v) for k, v in new.items()}
+                # the backend's local step: gradients, correction, optimiser update (engine.backends.Backend.step)
+                params, opt, lsum = self.local.step(params, opt, batch, present, anchor, objective, optim=self.optim,
+                                                    lr=self.round_lr, buffers=buffers, active=active, gens=gens,
+                                                    corr=corr, frozen=frozen)
                 steps_done += active.float()
                 loss_sum += lsum
         n = torch.as_tensor([len(r) for r in rows], device=self.device, dtype=torch.float32)

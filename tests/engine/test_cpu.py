@@ -90,16 +90,16 @@ def test_grouped_backend_skips_finished_slots_without_changing_a_bit(method, mon
     options = {"FedProx": {"client": "fedprox", "mu": 0.1}, "SCAFFOLD": {"client": "scaffold"}}.get(method, {})
     cfg = _cfg(model, model_kwargs=kw, backend="grouped", local_epochs=2, rounds=2)
     passed = []
-    real = backends.SlotGradients._grouped
+    real = backends.GroupedBackend._grouped
 
     def spy(self, params, batch, *a, **k):
         passed.append(batch["x"].shape[0])
         return real(self, params, batch, *a, **k)
 
-    monkeypatch.setattr(backends.SlotGradients, "_grouped", spy)
+    monkeypatch.setattr(backends.GroupedBackend, "_grouped", spy)
     skip = train(Method(method, **options), cfg, pools, feds, progress=False)
     assert min(passed) < max(passed)  # finished slots were left out
-    monkeypatch.setattr(backends.SlotGradients, "_grouped_active",
+    monkeypatch.setattr(backends.GroupedBackend, "_grouped_active",
                         lambda self, params, batch, present, anchor, objective, gens, active:
                         real(self, params, batch, present, anchor, objective, gens))
     full = train(Method(method, **options), cfg, pools, feds, progress=False)
@@ -313,7 +313,7 @@ def test_fast_layout_gives_one_channel_tensors_channels_last_strides():
 
 
 def test_loop_backend_gradients_are_torch_func_grads_bit_for_bit():
-    """SlotGradients' loop backend takes each slot's gradients with torch.autograd.grad: the same bits
+    """The loop backend (LoopBackend) takes each slot's gradients with torch.autograd.grad: the same bits
     as torch.func.grad of the slot's loss (dropout drawn from the same generator), zeros for an
     unused parameter."""
     from torch.func import grad

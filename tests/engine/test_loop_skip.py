@@ -20,13 +20,13 @@ def _pools(n=60, C=3, seed=0):
 
 def _run(monkeypatch, skip: bool, algo):
     calls = []
-    real = backends.SlotGradients.__call__
+    real = backends.LoopBackend.__call__
 
     def spy(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         calls.append(batch["x"].shape[0] if active is None or not skip else int(active.sum()))
         return real(self, params, batch, present, anchor, objective, buffers, active if skip else None, gens=gens)
 
-    monkeypatch.setattr(backends.SlotGradients, "__call__", spy)
+    monkeypatch.setattr(backends.LoopBackend, "__call__", spy)
     # unequal clients (5, 10 and 35 rows): the small ones finish their epoch early
     feds = [Federation([np.arange(0, 5), np.arange(5, 15), np.arange(15, 50)], np.arange(10), seed=0)]
     cfg = TrainConfig("fednca_net", dict(num_classes=3, head="fc", backbone="convnet", width=4, dim=8),
