@@ -384,8 +384,11 @@ def summary_lines(d: dict) -> list[str]:
             continue
         v, c = d[key]["variant"]["run"], d[key]["control"]["run"]
         bad = sorted({i for r in d[key]["control"]["rounds"] for i in r["non_finite_clients"]})
-        who = ", ".join(f"client {i} (weight {d[key]['weights'][i]:g})" for i in bad) or "none"
-        L += [f"Reproduced ({d[key]['scale']}): the non-finite update is {who}'s; not training weight-0 clients: "
+        who = ", ".join(f"client {i} (weight {d[key]['weights'][i]:g})" for i in bad)
+        what = (f"the non-finite update is {who}'s" if who else
+                "the control did not diverge here (the archived run did: the divergence is not reproduced bit for bit "
+                "on this machine)")
+        L += [f"Reproduced? ({d[key]['scale']}): {what}; not training weight-0 clients: "
               f"diverged at {c['diverged_at']} -> {v['diverged_at']}, best-val test accuracy {c['best_val']:.1f} -> "
               f"{v['best_val']:.1f}, CPU {d[key]['control']['cpu_s']} -> {d[key]['variant']['cpu_s']} s.", ""]
     for key in ("scaffold_lr", "scaffold_lr_cifar"):
