@@ -251,7 +251,10 @@ def test_paper_profile_has_the_papers_table1_setting_and_says_its_seeds():
     assert p["ess_grid"] == P.PAPER_ESS == [0.25, 0.5, 0.75] and p["eval_every"] == 1  # vague-8, -19
     assert (p["lr"], p["batch_size"], p["num_clients"]) == (0.1, 32, 10)  # vague-5, -1
     assert 3 <= p["seeds"] <= P.PAPER_SEEDS == 8
-    assert P.notes("paper") == ([] if p["seeds"] == 8 else [f"paper profile (2-core CPU): {p['seeds']} seeds (paper 8)"])
+    seeds_note = [] if p["seeds"] == 8 else [f"paper profile (2-core CPU): {p['seeds']} seeds (paper 8)"]
+    assert p["method_lr"] == {"SCAFFOLD": 0.01}  # vague-5's fallback, said in the notes
+    assert P.notes("paper") == seeds_note + ["SCAFFOLD local lr 0.01 instead of 0.1 (vague-5: 0.1 does not train "
+                                             "it stably at full partitions)"]
     assert TR.table1_settings(p) == TR.TABLE1_SETTINGS and "stand_ins" not in p
     assert resolve_out_dir("paper") == figures_dir() / "paper"
 
