@@ -252,23 +252,31 @@ def section_seeds8() -> dict:
             "runs": rows, "summary": summ, "cpu_s": round(cpu, 1)}
 
 
-def section_scaffold_lr() -> dict:
+def _scaffold_lr(C: int) -> dict:
     rows, cpu = [], 0.0
     for lr in (0.1, 0.01):
         p = P.runs("paper")
-        p.update({"lr": lr, "rounds": {"fashion-mnist": 12, "cifar10": 12}})
-        res, c = _train(p, "fashion-mnist", {"scheme": "sparsity", "C": 3}, ["SCAFFOLD"], [0, 1, 2])
+        p.update({"lr": lr, "method_lr": {}, "rounds": {"fashion-mnist": 12, "cifar10": 12}})
+        res, c = _train(p, "fashion-mnist", {"scheme": "sparsity", "C": C}, ["SCAFFOLD"], [0, 1, 2])
         cpu += c
         rows += [dict(x, lr=lr) for x in res]
     return {"factor": "SCAFFOLD local learning rate (vague-5: 0.1 from the authors' prototype; 0.01 its fallback)",
-            "scale": "Fashion-MNIST C=3, full partitions, 12 rounds, seeds 0-2", "runs": rows, "cpu_s": round(cpu, 1)}
+            "scale": f"Fashion-MNIST C={C}, full partitions, 12 rounds, seeds 0-2", "runs": rows, "cpu_s": round(cpu, 1)}
+
+
+def section_scaffold_lr() -> dict:
+    return _scaffold_lr(3)
+
+
+def section_scaffold_lr_c2() -> dict:
+    return _scaffold_lr(2)
 
 
 def section_scaffold_lr_cifar() -> dict:
     rows, cpu = [], 0.0
     for lr in (0.1, 0.01):
         p = P.runs("paper")
-        p.update({"lr": lr, "rounds": {"fashion-mnist": 30, "cifar10": 30}})
+        p.update({"lr": lr, "method_lr": {}, "rounds": {"fashion-mnist": 30, "cifar10": 30}})
         res, c = _train(p, "cifar10", {"scheme": "sparsity", "C": 2}, ["SCAFFOLD"], [0])
         cpu += c
         rows += [dict(x, lr=lr) for x in res]
@@ -391,7 +399,7 @@ def summary_lines(d: dict) -> list[str]:
         L += [f"Reproduced? ({d[key]['scale']}): {what}; not training weight-0 clients: "
               f"diverged at {c['diverged_at']} -> {v['diverged_at']}, best-val test accuracy {c['best_val']:.1f} -> "
               f"{v['best_val']:.1f}, CPU {d[key]['control']['cpu_s']} -> {d[key]['variant']['cpu_s']} s.", ""]
-    for key in ("scaffold_lr", "scaffold_lr_cifar"):
+    for key in ("scaffold_lr", "scaffold_lr_c2", "scaffold_lr_cifar"):
         if key not in d:
             continue
         runs = d[key]["runs"]
@@ -435,7 +443,8 @@ def render() -> None:
         L += ["## FedPALS zero-weight clients and divergence (paper-profile runs)", "", f"CPU: {s['cpu']}. Command: `{s['command']}`", "",
               f"Runs with at least one client of weight 0 that diverged: {a[0]} of {a[1]}; runs without: {b[0]} of {b[1]}.", ""]
     for key, title in (("seeds8", "Seed draw: 3 vs 8 seeds (reduced scale)"), ("scaffold_lr", "SCAFFOLD learning rate"),
-                       ("scaffold_lr_cifar", "SCAFFOLD learning rate, CIFAR-10 C=2, past the divergence round")):
+                       ("scaffold_lr_cifar", "SCAFFOLD learning rate, CIFAR-10 C=2, past the divergence round"),
+                       ("scaffold_lr_c2", "SCAFFOLD learning rate, Fashion-MNIST C=2")):
         if key in d:
             s = d[key]
             L += [f"## {title}", "", s["factor"] + "; " + s["scale"], "",
@@ -471,7 +480,7 @@ def render() -> None:
 
 SECTIONS = {"selection": section_selection, "partitions": section_partitions, "zero_weight": section_zero_weight,
             "seeds8": section_seeds8, "scaffold_lr": section_scaffold_lr,
-            "scaffold_lr_cifar": section_scaffold_lr_cifar, "diverge_fmnist": section_diverge_fmnist, "diverge": section_diverge}
+            "scaffold_lr_cifar": section_scaffold_lr_cifar, "scaffold_lr_c2": section_scaffold_lr_c2, "diverge_fmnist": section_diverge_fmnist, "diverge": section_diverge}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
