@@ -23,6 +23,10 @@ data of the input shape (labels of the model's kind), for each model:
   seeds, at most run_specs' 16), --batches batches per client per round; one warm-up round, then
   rounds until --per-cell seconds, torch.cuda.synchronize at the engine's round callbacks, the median
   round (a round includes the aggregation and each run's evaluation of one test batch).
+- engine captured (CUDA only; skipped with a note elsewhere): the engine cell with
+  TrainConfig.backend="captured", its local step replayed from CUDA graphs
+  (fedpaper/engine/backends/captured.py); the cell records how many shape signatures were captured
+  and any rule under which it ran the eager step instead.
 - plain loop: FedAvg as the papers' public code writes it (benchmarks/plain_loop.py), one client at
   a time: a copy of the global model, a fresh optimiser of the key's kind, --batches steps at the
   paper batch, the state_dicts averaged; fp32 with torch's default TF32 settings; the clients of one
@@ -100,7 +104,10 @@ MODELS = [
 #: --tiny: every size cut so the CPU runs all cells in seconds (plumbing, not results).
 TINY = {"runs": 1, "clients": 2, "batches": 1, "batch": 4, "side": 32, "ceiling_batch": 8, "per_cell": 0.05,
         "warmup": 1}
-CELLS = ("engine", "plain_loop", "ceiling_fp32_tf32", "ceiling_bf16", "vmap_graph_fp32", "vmap_graph_bf16")
+CELLS = ("engine", "engine_captured", "plain_loop", "ceiling_fp32_tf32", "ceiling_bf16", "vmap_graph_fp32",
+         "vmap_graph_bf16")
+#: cells that run on CUDA only, and the note the row keeps where they are skipped
+CUDA_ONLY = {"engine_captured": "CUDA only: the captured backend replays CUDA graphs (off CUDA it trains as vmap)"}
 
 
 def _refuse(msg: str):
@@ -212,18 +219,25 @@ def time_steps(step, device, seconds: float, warmup: int = 3, min_reps: int = 3,
 
 
 # ----------------------------------------------------------------------------- the cells
-def engine_cell(key, runs: int, batches: int, device, seconds: float, max_rounds: int = 6) -> dict:
-    """The engine training `runs` runs of key.clients clients in one call (see the module docstring)."""
+def engine_cell(key, runs: int, batches: int, device, seconds: float, max_rounds: int = 6,
+                backend: str | None = None) -> dict:
+    """The engine training `runs` runs of key.clients clients in one call (see the module docstring);
+    backend: the TrainConfig backend (None: the key's, "auto")."""
     from fedpaper.algorithms.methods import Method
     from fedpaper.driver import FederatedTrainer
     from fedpaper.runs.model_costs import timing_federation
 
     pools, fed, cfg, n = timing_federation(key, key.clients, batches, rounds=1 + max_rounds, device=device)
     feds = [dataclasses.replace(fed) for _ in range(runs)]
+    if backend is not None:
+        cfg = dataclasses.replace(cfg, backend=backend)
     trainer, rounds, warmup = time_rounds(
         lambda: FederatedTrainer(Method("FedAvg"), cfg, pools, feds, progress=False), device, seconds)
     med = statistics.median(rounds)
-    return {"samples_per_s": n * runs / med, "backend": trainer.backend, "runs": runs, "clients": key.clients,
+    extra = {}
+    if trainer.backend == "captured":  # how many shape signatures were captured, and where it ran eagerly
+        extra = {"graphs": len(trainer.local.graphs), "fallbacks": sorted(set(trainer.local.fallbacks.values()))}
+    return {**extra, "samples_per_s": n * runs / med, "backend": trainer.backend, "runs": runs, "clients": key.clients,
             "batches": batches, "rounds_timed": len(rounds), "warmup_s": round(warmup, 2),
             "timed_with": f"engine (FedAvg, {runs} run(s) x {key.clients} clients x {batches} batch(es) of "
                           f"{key.batch_size} per engine call, median of {len(rounds)} round(s) after 1 warm-up)"}
@@ -372,9 +386,10 @@ def measure_model(m: dict, device, a, tiny: bool, budget_left) -> dict:
     row = {"name": m["name"], "label": key.label(), "signature": key.signature(), "paper": m["paper"],
            "paper_side": m["shape"][-1],
            "paper_seeds": seeds, "runs_per_call": runs, "clients": key.clients, "batch": key.batch_size,
-           "cells": {}, "errors": {}, "not_run": []}
+           "cells": {}, "errors": {}, "not_run": [], "skipped": {}}
     todo = {
         "engine": lambda: engine_cell(key, runs, batches, device, per_cell),
+        "engine_captured": lambda: engine_cell(key, runs, batches, device, per_cell, backend="captured"),
         "plain_loop": lambda: plain_loop_cell(key, batches, device, per_cell, min(warmup, 1)),
         "ceiling_fp32_tf32": lambda: ceiling_cell(key, cbatch, "fp32", device, per_cell, warmup),
         "ceiling_bf16": lambda: ceiling_cell(key, cbatch, "bf16", device, per_cell, warmup),
@@ -383,6 +398,10 @@ def measure_model(m: dict, device, a, tiny: bool, budget_left) -> dict:
     }
     for cell in CELLS:
         if cell not in a.cells:
+            continue
+        if cell in CUDA_ONLY and device.type != "cuda":
+            row["skipped"][cell] = CUDA_ONLY[cell]
+            print(f"  {cell}: skipped ({CUDA_ONLY[cell]})", flush=True)
             continue
         if budget_left() <= 0:
             row["not_run"].append(cell)
@@ -414,6 +433,9 @@ def _ratios(row: dict) -> None:
                        ("engine_over_plain_loop", "plain_loop"), ("engine_over_vmap_graph_bf16", "vmap_graph_bf16")):
         other = _rate(row, cell)
         row[name] = e / other if e and other else None
+    c = _rate(row, "engine_captured")
+    for name, other in (("captured_over_engine", e), ("captured_over_ceiling_bf16", _rate(row, "ceiling_bf16"))):
+        row[name] = c / other if c and other else None
 
 
 def update_gpu_json(path: Path, out: dict) -> list:
@@ -484,22 +506,33 @@ def markdown(out: dict) -> str:
          "FedAvg through fedpaper.driver.FederatedTrainer, the paper profile's runs per engine call; plain loop: "
          "one client at a time at the paper batch, fp32; ceiling: one model at a large batch, channels_last, "
          "fp32+TF32 or bf16 autocast; vmap+graph: torch.func.vmap of grad over runs x clients clients at the "
-         "paper batch, in-place SGD, one CUDA graph on CUDA (eager on the CPU).", "",
-         "| model | key | runs x clients per call | backend | engine | plain loop | ceiling fp32+TF32 (batch) | "
-         "ceiling bf16 | vmap+graph fp32 | vmap+graph bf16 | engine / ceiling bf16 | engine / plain loop |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "paper batch, in-place SGD, one CUDA graph on CUDA (eager on the CPU); engine captured: the engine "
+         "with backend='captured' (its local step replayed from CUDA graphs; CUDA only).", "",
+         "| model | key | runs x clients per call | backend | engine | engine captured | plain loop | "
+         "ceiling fp32+TF32 (batch) | ceiling bf16 | vmap+graph fp32 | vmap+graph bf16 | engine / ceiling bf16 | "
+         "engine / plain loop | captured / engine |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in out["models"]:
         c = r["cells"]
         cb = c.get("ceiling_fp32_tf32", {}).get("batch") or c.get("ceiling_bf16", {}).get("batch")
         L.append(f"| {r['name']} | {r['label']} | {r['runs_per_call']} x {r['clients']} | "
-                 f"{c.get('engine', {}).get('backend', '-')} | {_n(_rate(r, 'engine'))} | {_n(_rate(r, 'plain_loop'))} | "
+                 f"{c.get('engine', {}).get('backend', '-')} | {_n(_rate(r, 'engine'))} | "
+                 f"{_n(_rate(r, 'engine_captured'))} | {_n(_rate(r, 'plain_loop'))} | "
                  f"{_n(_rate(r, 'ceiling_fp32_tf32'))}" + (f" ({cb})" if cb else "") + f" | {_n(_rate(r, 'ceiling_bf16'))} | "
                  f"{_n(_rate(r, 'vmap_graph_fp32'))} | {_n(_rate(r, 'vmap_graph_bf16'))} | "
-                 f"{_x(r['engine_over_ceiling_bf16'])} | {_x(r['engine_over_plain_loop'])} |")
+                 f"{_x(r['engine_over_ceiling_bf16'])} | {_x(r['engine_over_plain_loop'])} | "
+                 f"{_x(r.get('captured_over_engine'))} |")
     L += ["", targets_line(out)]
     errs = [f"{r['name']} {cell}: {msg}" for r in out["models"] for cell, msg in r["errors"].items()]
     if errs:
         L += ["", "Errors: " + "; ".join(errs) + "."]
+    notes = sorted({f"{cell}: {note}" for r in out["models"] for cell, note in r.get("skipped", {}).items()})
+    if notes:
+        L += ["", "Skipped on this device: " + "; ".join(notes) + "."]
+    fell = [f"{r['name']}: {'; '.join(c['fallbacks'])}" for r in out["models"]
+            if (c := r["cells"].get("engine_captured")) and c.get("fallbacks")]
+    if fell:
+        L += ["", "engine captured ran eagerly where it could not capture: " + " | ".join(fell) + "."]
     skipped = [f"{r['name']} {cell}" for r in out["models"] for cell in r["not_run"]] + out.get("models_not_run", [])
     if skipped:
         L += ["", f"Not run (--max-seconds {out['max_seconds']:g} spent): " + "; ".join(skipped) + "."]

@@ -6,7 +6,9 @@ device (tests/conftest.py prints why; CI has none); run them on a GPU machine wi
 Stated tolerance: with TF32 off (torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 =
 False), a run's final parameters on CUDA are within atol 1e-4 + rtol 1e-4 of the same run on the
 CPU, and its per-round training losses within rtol 1e-4, for each backend (vmap, loop, grouped;
-loop also with a BatchNorm model): float sums in another order, nothing else.
+loop also with a BatchNorm model): float sums in another order, nothing else. The captured backend
+(CUDA graphs of the vmap step) is within the same tolerance of the vmap backend on the same card,
+and a run trained with it alone and in a group of two within it of each other.
 
 The unmarked tests at the end check on the CPU what the GPU tests rely on (the paper cut's
 overrides are valid settings)."""
@@ -140,6 +142,44 @@ def test_paper_artifact_cut_runs_on_cuda(monkeypatch, tmp_path, cache_tmp):
     res = run(table1, profile="paper", seeds=1, out_dir=tmp_path, overrides=PAPER_CUT)
     rec = json.loads(res.paths["json"].read_text())
     assert rec["profile"] == "paper" and rec["params"]["rounds"] == 1
+
+
+def _captured_trainer(backend, seeds=(0, 1), model="lenet", kwargs=None, lr=0.05, momentum=0.9):
+    """A trained FederatedTrainer on CUDA (the trainer, to read its backend object) and its result."""
+    from fedpaper.driver import FederatedTrainer
+
+    ds = synthetic_images(num_classes=4, n_train=240, n_test=60, shape=(3, 16, 16), seed=0)
+    pools = Pools.from_dataset(ds, device="cuda")
+    y = ds.y_train.numpy()
+    feds = [Federation([np.asarray(c) for c in sparsity_partition(y, 3, 2, seed=s).client_indices],
+                       np.arange(60), seed=s) for s in seeds]
+    kw = kwargs or dict(in_channels=3, image_size=16, num_classes=4)
+    cfg = TrainConfig(model, kw, optimizer="sgd", lr=lr, momentum=momentum, batch_size=16, rounds=2, device="cuda",
+                      backend=backend)
+    tr = FederatedTrainer(get_method("FedAvg"), cfg, pools, feds, progress=False)
+    return tr, tr.run()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model,kwargs,lr,momentum", [("lenet", None, 0.05, 0.9), ("fednca_net", BN_NET, 0.01, 0.5)],
+                         ids=["lenet", "batchnorm"])
+def test_captured_equals_vmap_on_cuda(model, kwargs, lr, momentum, no_tf32):
+    """The captured backend (the vmap step replayed from CUDA graphs) agrees with the vmap backend on
+    the same card within the stated tolerance, and its steps were replayed, not run eagerly."""
+    tr, cap = _captured_trainer("captured", model=model, kwargs=kwargs, lr=lr, momentum=momentum)
+    assert cap.log["backend"] == "captured" and tr.local.graphs and not tr.local.fallbacks, tr.local.fallbacks
+    _, vm = _captured_trainer("vmap", model=model, kwargs=kwargs, lr=lr, momentum=momentum)
+    _agree(vm, cap)
+
+
+@pytest.mark.gpu
+def test_captured_is_batch_invariant_on_cuda(no_tf32):
+    """A run trained alone and as the first of two runs with the captured backend ends within the
+    stated tolerance (a group's slots are other graph shapes: other kernels, another rounding)."""
+    _, alone = _captured_trainer("captured", seeds=(0,))
+    _, pair = _captured_trainer("captured", seeds=(0, 1))
+    for k, v in alone.final_params.items():
+        torch.testing.assert_close(pair.final_params[k][0], v[0], atol=ATOL, rtol=RTOL, msg=lambda m: f"{k}: {m}")
 
 
 # ----------------------------------------------------------------------------- on the CPU

@@ -25,12 +25,19 @@ def test_tiny_run_measures_every_cell_and_writes_the_table(tmp_path):
     assert [r["name"] for r in out["models"]] == ["LeNet (FedPALS)", "ResNet-18 (FedMT)"]
     for r in out["models"]:
         assert r["errors"] == {} and r["not_run"] == []
-        assert set(r["cells"]) == set(gc.CELLS) and all(c["samples_per_s"] > 0 for c in r["cells"].values())
+        assert set(r["cells"]) | set(r["skipped"]) == set(gc.CELLS) and not set(r["cells"]) & set(r["skipped"])
+        assert all(c["samples_per_s"] > 0 for c in r["cells"].values())
+        if torch.cuda.is_available():
+            assert r["cells"]["engine_captured"]["backend"] == "captured"
+        else:  # the captured backend replays CUDA graphs: skipped on the CPU, with its note
+            assert r["skipped"] == {"engine_captured": gc.CUDA_ONLY["engine_captured"]}
         assert r["engine_over_plain_loop"] == r["cells"]["engine"]["samples_per_s"] / r["cells"]["plain_loop"]["samples_per_s"]
         assert r["runs_per_call"] == gc.TINY["runs"] and r["cells"]["engine"]["runs"] == gc.TINY["runs"]
     text = md.read_text()
     assert out["card"] in text and f"torch {torch.__version__}" in text and "not a result" in text
     assert "| LeNet (FedPALS) | lenet 3x32x32 b4 | 1 x 2 |" in text and "Targets (engine >= 0.5x" in text
+    if not torch.cuda.is_available():
+        assert "Skipped on this device: engine_captured: CUDA only" in text
 
 
 def test_the_paper_group_sizes_are_the_profiles_seeds():

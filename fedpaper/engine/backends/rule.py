@@ -12,12 +12,13 @@ import torch
 
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.engine.backends.base import Backend, ModelFacts
+from fedpaper.engine.backends.captured import CapturedBackend
 from fedpaper.engine.backends.grouped import GroupedBackend
 from fedpaper.engine.backends.loop import LoopBackend
 from fedpaper.engine.backends.vmap import VmapBackend
 
 #: every backend by name: the one table choose_backend, make_backend and the tests read
-REGISTRY: dict = {cls.name: cls for cls in (VmapBackend, LoopBackend, GroupedBackend)}
+REGISTRY: dict = {cls.name: cls for cls in (VmapBackend, LoopBackend, GroupedBackend, CapturedBackend)}
 BACKENDS = ("auto", *REGISTRY)
 
 
@@ -39,7 +40,8 @@ def choose_backend(requested: str, device: torch.device, batchnorm: bool, groupe
 
     An explicit backend is used as asked where its class `supports` the model (REGISTRY); else its
     stated fallback (`fallback`: "grouped" for a BatchNorm model trains with "loop", the grouped
-    forward has no BatchNorm layer) or one clear error. "auto": "vmap" on CUDA;
+    forward has no BatchNorm layer; "captured" off CUDA trains with "vmap", the step it captures) or
+    one clear error. "auto" never picks "captured" (captured.py says when it may): "vmap" on CUDA;
     on CPU "loop" for BatchNorm models, "grouped" where the model supports it, except for a model
     whose widest convolution (`conv_width`, widest_conv) has GROUPED_MAX_CONV[precision] output
     channels or more: "loop". A rule on the model, the device and the precision, never a timing

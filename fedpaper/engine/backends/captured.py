@@ -1,0 +1,151 @@
+"""The "captured" backend: the vmap backend's whole local step, captured once as a CUDA graph and
+replayed at every step of the same shapes.
+
+The step is VmapBackend's (base.Backend.step on vmap.VmapBackend's gradients): torch.func.vmap of
+torch.func.grad over the slots, BatchNorm statistics per slot carried as state (batchnorm.returned_stats),
+the algorithm's correction, the SGD (plain or momentum/nesterov/weight decay) update of engine/optim.py.
+Its tensors (parameters, optimiser state, batch, present, anchor, BatchNorm buffers, active, the
+learning rate as a 0-d tensor, the correction) are copied into static buffers, the graph replays,
+and the new parameters, optimiser state and loss sums are copied out (BatchNorm statistics into the
+caller's buffers), so nothing the caller keeps aliases the graph's memory. One graph per shape
+signature (a round trained in parts, or another slot count, captures another); the replay computes
+the same kernels as the eager step on the same inputs, so the captured step equals the vmap
+backend's step on the same device up to the float rounding of kernels that choose their algorithm
+per call (tests/test_gpu.py states the tolerance).
+
+Why torch.cuda.graphs and not torch.compile(mode="reduce-overhead"): the step runs functorch
+transforms over a functional_call of the template whose BatchNorm layers read context variables
+(batchnorm.returned_stats) and whose objective is an arbitrary algorithm's Python; compile would
+trace (and may break the graph at) all of it, recompile per shape and per algorithm, and change the
+kernels (fusion) and so the numbers; a CUDA graph records exactly the eager kernels, so its result is
+the vmap backend's, and a step that cannot be recorded fails at capture, where it is caught.
+
+It falls back to the eager vmap step, and says why (`fallbacks`: the rule per shape signature), where
+the step cannot be captured: not on CUDA; an Adam/AdamW optimiser (its fused step picks the active
+slots on the host: torch.nonzero(...).tolist()); a model whose forward draws random numbers (dropout:
+the captured draws would repeat the graph's offsets only as torch's graph-safe generator allows, not
+tested here); a capture that raises (an objective that reads a tensor on the host). `supports` is
+True on CUDA only, and choose_backend's "auto" does not pick it: it is chosen when asked; "auto" can
+switch to it once a GPU measurement shows the replay faster than the eager vmap step for a model.
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from fedpaper.engine.backends.base import ModelFacts
+from fedpaper.engine.backends.vmap import VmapBackend
+
+#: eager runs before a capture (on a side stream, as torch.cuda.graphs asks: lazy initialisation,
+#: cuDNN/cuBLAS algorithm choice)
+WARMUP_STEPS = 2
+#: graphs kept at most (each holds its static inputs and its memory pool); the oldest goes first
+MAX_GRAPHS = 8
+
+
+class CapturedBackend(VmapBackend):
+    """The vmap backend's local step as one CUDA graph per shape signature (see the module docstring)."""
+
+    name = "captured"
+
+    def __init__(self, template, grouped=None, channels_last: bool = True, precision: str = "fp32", device=None,
+                 capture: bool | None = None):
+        super().__init__(template, grouped, channels_last, precision, device)
+        self.draws = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in template.modules())
+        # capture: None = on CUDA; False = always the eager step (what the graph would capture)
+        self.capture = (self.device.type == "cuda") if capture is None else capture
+        self.graphs: dict = {}      # signature -> (replay, static input leaves, static outputs, objective)
+        self.fallbacks: dict = {}   # signature (or "all") -> why the eager step runs there
+
+    @classmethod
+    def supports(cls, facts: ModelFacts, device: torch.device, precision: str) -> bool:
+        return torch.device(device).type == "cuda" and not facts.dropout
+
+    @classmethod
+    def fallback(cls, facts: ModelFacts, device: torch.device, precision: str) -> tuple:
+        """Not on CUDA (or a dropout model): the vmap backend, whose step it would capture."""
+        why = "a model that draws dropout" if facts.dropout else f"{torch.device(device).type}, not CUDA"
+        return "vmap", f"captured asked for, {why}: vmap (the step it captures)"
+
+    def _eager_rule(self, optim) -> str | None:
+        """Why this step cannot be captured (None: it can)."""
+        if not self.capture:
+            return "capture off" if self.device.type == "cuda" else f"{self.device.type}, not CUDA"
+        if optim.kind != "sgd":
+            return f"optimizer {optim.kind!r}: its fused step picks the active slots on the host"
+        if self.draws:
+            return "the forward draws dropout"
+        return None
+
+    def eager_step(self, params, opt, batch, present, anchor, objective, *, optim, lr, buffers=None, active=None,
+                   gens=None, corr=None, frozen=()):
+        """The step the graph captures, run eagerly: the vmap backend's step (base.Backend.step), with
+        the learning rate `lr` a float or a 0-d tensor."""
+        return super().step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr, buffers=buffers,
+                            active=active, gens=gens, corr=corr, frozen=frozen)
+
+    def step(self, params, opt, batch, present, anchor, objective, *, optim, lr, buffers=None, active=None,
+             gens=None, corr=None, frozen=()):
+        """One local step of every slot, replayed from its CUDA graph (captured at the first step of
+        its shape signature), or the eager vmap step where it cannot be captured (module docstring)."""
+        rule = self._eager_rule(optim)
+        if rule is not None:
+            self.fallbacks.setdefault("all", rule)
+            return self.eager_step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr,
+                                   buffers=buffers, active=active, gens=gens, corr=corr, frozen=frozen)
+        if active is None:
+            active = torch.ones(next(iter(params.values())).shape[0], dtype=torch.bool, device=self.device)
+        lr_t = torch.full((), float(lr), dtype=torch.float32, device=self.device)
+        inputs = (params, opt, batch, present, anchor, buffers or {}, active, lr_t, corr)
+        leaves, spec = tree_flatten(inputs)
+        sig = (str(spec), id(objective), id(optim), tuple(sorted(frozen)),
+               tuple((tuple(t.shape), t.dtype, t.stride()) if torch.is_tensor(t) else repr(t) for t in leaves))
+        if sig in self.fallbacks:
+            return self.eager_step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr,
+                                   buffers=buffers, active=active, gens=gens, corr=corr, frozen=frozen)
+        if sig not in self.graphs:
+            try:
+                if len(self.graphs) >= MAX_GRAPHS:  # the oldest signature's graph and memory go
+                    self.graphs.pop(next(iter(self.graphs)))
+                # the objective is kept with its graph: its id in the signature is never reused meanwhile
+                self.graphs[sig] = (*self._capture(leaves, spec, objective, optim, frozen), objective)
+            except Exception as e:  # noqa: BLE001 - a step that cannot be recorded runs eagerly
+                self.fallbacks[sig] = f"capture failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                return self.eager_step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr,
+                                       buffers=buffers, active=active, gens=gens, corr=corr, frozen=frozen)
+        replay, static, out, _ = self.graphs[sig]
+        for s, t in zip(static, leaves):
+            if torch.is_tensor(t):
+                s.copy_(t)
+        replay()
+        new_params, new_opt, lsum = (tree_unflatten([t.clone() for t in flat], sp) for flat, sp in out)
+        static_bufs = tree_unflatten(static, spec)[5]
+        for k, v in (buffers or {}).items():  # BatchNorm statistics: the caller's state, as vmap's copy
+            v.copy_(static_bufs[k])
+        return new_params, new_opt, lsum
+
+    def _capture(self, leaves, spec, objective, optim, frozen):
+        """(replay, static input leaves, [(output leaves, spec) x 3]) of one step's signature."""
+        static = [t.detach().clone() if torch.is_tensor(t) else t for t in leaves]
+
+        def run():
+            params, opt, batch, present, anchor, buffers, active, lr_t, corr = tree_unflatten(static, spec)
+            return self.eager_step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr_t,
+                                   buffers=buffers or None, active=active, corr=corr, frozen=frozen)
+
+        replay, result = self._record(run)
+        return replay, static, [tree_flatten(part) for part in result]
+
+    def _record(self, run):
+        """(replay, outputs): `run` recorded as a CUDA graph after WARMUP_STEPS eager runs on a side
+        stream; replay() reruns it on the static inputs, writing the same output tensors."""
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_STEPS):
+                run()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            result = run()
+        return graph.replay, result
