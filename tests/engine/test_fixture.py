@@ -8,10 +8,16 @@ BatchNorm case ("batchnorm resnet18|loop") was re-recorded for issue 31, when Ba
 came to be taken from a client's real rows only (engine/batchnorm.py): its client of 12 rows has a
 padded batch of 8; every other entry is the issue 13 recording.
 
-Regenerate (only when a change is MEANT to move results, and say so in the commit):
-    PYTHONPATH=$PWD python tests/engine/test_fixture.py
-Bitwise results depend on the CPU's kernels: the fixture records torch's version, the CPU
-capability and the CPU vendor, and the test skips (saying why) on a machine where they differ.
+Bitwise results depend on the CPU's kernels: the fixture holds one recording per kind of machine,
+each naming torch's version, the CPU capability, the CPU vendor and the CPU family (two AMD EPYC
+generations with AVX-512 give different bits for the loop backend). A test compares with every
+recording whose machine matches this one (a recording without a family matches any family of its
+vendor) and passes when its digests equal one of them; it skips (saying why) where none matches.
+Each recording names the commit whose code made it: a recording added for a new kind of machine is
+made from the code of a commit recorded before, never from code under test.
+
+Record this machine (only from such a commit, or when a change is MEANT to move results, saying so
+in the commit): PYTHONPATH=$PWD python tests/engine/test_fixture.py COMMIT
 """
 from __future__ import annotations
 
@@ -37,10 +43,26 @@ LABEL_SETS = ([0, 1, 2, 3], [3, 4, 5, 6, 7], [6, 7, 8, 9, 0])
 SIZES = (48, 33, 21)  # unequal sizes exercise the masks
 
 
+def _cpu_family() -> str | None:
+    """/proc/cpuinfo's "cpu family" (None where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu family"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def _machine() -> dict:
-    # the vendor too: an Intel Xeon with AMX moved every case against the AMD EPYC recording (session 14)
+    # the vendor and family too: MKL and oneDNN take vendor and generation paths
     return {"torch": torch.__version__.split("+")[0], "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "cpu_vendor": cpu_vendor() or "unknown"}
+            "cpu_vendor": cpu_vendor() or "unknown", "cpu_family": _cpu_family()}
+
+
+def _matches(recorded: dict, here: dict) -> bool:
+    return all(recorded.get(k) == here[k] for k in ("torch", "cpu_capability", "cpu_vendor")) \
+        and recorded.get("cpu_family") in (None, here["cpu_family"])
 
 
 def _pools(image=16) -> Pools:
@@ -151,11 +173,13 @@ def fixture_pools():
 
 @pytest.fixture(scope="module")
 def recorded():
-    data = json.loads(FIXTURE.read_text())
-    if data["machine"] != _machine():
-        pytest.skip(f"fixture recorded on {data['machine']}, this machine is {_machine()}: bitwise results "
-                    f"differ across CPUs/torch versions; regenerate on this machine from the commit it names")
-    return data["digests"]
+    recordings = json.loads(FIXTURE.read_text())["recordings"]
+    here = _machine()
+    mine = [r["digests"] for r in recordings if _matches(r["machine"], here)]
+    if not mine:
+        pytest.skip(f"fixture recorded on {[r['machine'] for r in recordings]}, this machine is {here}: bitwise "
+                    f"results differ across CPUs/torch versions; record this machine from a commit recorded before")
+    return mine
 
 
 @pytest.mark.parametrize("case,backend", _all_keys(), ids=[f"{c}-{b}" for c, b in _all_keys()])
@@ -166,22 +190,30 @@ def test_final_params_bitwise_equal_to_fixture(case, backend, fixture_pools, rec
         got = digest(run_case(case, backend, fixture_pools))
     finally:
         torch.set_num_threads(threads)
-    want = recorded[f"{case}|{backend}"]
-    moved = [k for k in want if got.get(k) != want[k]]
-    assert set(got) == set(want) and not moved, f"{case} on {backend}: parameters moved: {moved}"
+    wants = [r[f"{case}|{backend}"] for r in recorded]
+    assert any(got == want for want in wants), \
+        f"{case} on {backend}: parameters moved: {[k for k in wants[0] if got.get(k) != wants[0][k]]}"
 
 
-def main():
+def main(commit: str):
+    """Record this machine's digests (the code of `commit` must be what runs), replacing a recording
+    of the same machine."""
     torch.set_num_threads(1)
     pools = _pools()
     out = {}
     for case, backend in _all_keys():
         out[f"{case}|{backend}"] = digest(run_case(case, backend, pools))
         print(case, backend, flush=True)
+    here = _machine()
+    recordings = json.loads(FIXTURE.read_text())["recordings"] if FIXTURE.is_file() else []
+    recordings = [r for r in recordings if r["machine"] != here]
+    recordings.append({"machine": here, "digests": out, "recorded_at": commit})
     FIXTURE.parent.mkdir(exist_ok=True)
-    FIXTURE.write_text(json.dumps({"machine": _machine(), "digests": out}, indent=1, sort_keys=True) + "\n")
+    FIXTURE.write_text(json.dumps({"recordings": recordings}, indent=1, sort_keys=True) + "\n")
     print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size} bytes, {len(out)} entries)")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if len(sys.argv) != 2:
+        sys.exit("usage: PYTHONPATH=$PWD python tests/engine/test_fixture.py COMMIT (the commit whose code runs)")
+    sys.exit(main(sys.argv[1]))
