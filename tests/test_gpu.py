@@ -8,7 +8,8 @@ False), a run's final parameters on CUDA are within atol 1e-4 + rtol 1e-4 of the
 CPU, and its per-round training losses within rtol 1e-4, for each backend (vmap, loop, grouped;
 loop also with a BatchNorm model): float sums in another order, nothing else. The captured backend
 (CUDA graphs of the vmap step) is within the same tolerance of the vmap backend on the same card,
-and a run trained with it alone and in a group of two within it of each other.
+and a run trained with it alone and in a group of two within it of each other; dropout inside its
+graph draws fresh masks at each replay.
 
 The unmarked tests at the end check on the CPU what the GPU tests rely on (the paper cut's
 overrides are valid settings)."""
@@ -180,6 +181,42 @@ def test_captured_is_batch_invariant_on_cuda(no_tf32):
     _, pair = _captured_trainer("captured", seeds=(0, 1))
     for k, v in alone.final_params.items():
         torch.testing.assert_close(pair.final_params[k][0], v[0], atol=ATOL, rtol=RTOL, msg=lambda m: f"{k}: {m}")
+
+
+@pytest.mark.gpu
+def test_captured_dropout_draws_fresh_masks_at_each_replay():
+    """Dropout inside the captured graph: two replays of the same step on the same inputs (lr 0:
+    the parameters stay) give different loss sums (fresh masks), a run of the replay path, not an
+    eager fallback."""
+    from torch import nn
+
+    from fedpaper.algorithms.base import Objective
+    from fedpaper.engine.backends import CapturedBackend
+    from fedpaper.engine.optim import OptimSpec
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Flatten(), nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.5))
+            self.classifier = nn.Linear(32, 3)
+
+        def forward(self, x):
+            return self.classifier(self.features(x))
+
+    torch.manual_seed(0)
+    net = Net().cuda()
+    G, B = 4, 8
+    params = {k: v.detach().unsqueeze(0).repeat(G, *[1] * v.dim()).contiguous() for k, v in net.named_parameters()}
+    batch = {"x": torch.randn(G, B, 3, 2, 2, device="cuda"), "y": torch.randint(0, 3, (G, B), device="cuda"),
+             "mask": torch.ones(G, B, device="cuda")}
+    present = torch.ones(G, 3, dtype=torch.bool, device="cuda")
+    be, optim, objective = CapturedBackend(net, device="cuda"), OptimSpec("sgd", lr=0.0), Objective()
+    losses = []
+    for _ in range(3):
+        _, _, lsum = be.step(params, optim.init(params), batch, present, params, objective, optim=optim, lr=0.0)
+        losses.append(lsum)
+    assert len(be.graphs) == 1 and not be.fallbacks, be.fallbacks
+    assert not torch.equal(losses[1], losses[2]) and torch.isfinite(torch.stack(losses)).all()
 
 
 # ----------------------------------------------------------------------------- on the CPU

@@ -26,14 +26,13 @@ from fedpaper.engine.grouped import fast_layout
 @dataclass(frozen=True)
 class ModelFacts:
     """What the backend rule reads about a model: its name (for messages), whether it has BatchNorm
-    layers, whether the grouped forward can run it (GroupedForward.build is not None), its widest
-    convolution's output channels, and whether its forward draws random numbers (dropout)."""
+    layers, whether the grouped forward can run it (GroupedForward.build is not None) and its widest
+    convolution's output channels."""
 
     name: str
     batchnorm: bool = False
     grouped_ok: bool = False
     conv_width: int = 0
-    dropout: bool = False
 
 
 class SlotStep(tuple):

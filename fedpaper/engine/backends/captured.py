@@ -20,13 +20,17 @@ trace (and may break the graph at) all of it, recompile per shape and per algori
 kernels (fusion) and so the numbers; a CUDA graph records exactly the eager kernels, so its result is
 the vmap backend's, and a step that cannot be recorded fails at capture, where it is caught.
 
+Dropout draws from the default CUDA generator inside the graph, whose offset torch advances at every
+replay, so each step gets fresh masks (tests/test_gpu.py checks it); as with the vmap backend, a
+dropout model's run is then not batch-invariant. The objective must be a function of its arguments
+(algorithms.base.Objective is): a tensor it closes over is read at the address it had at capture.
+
 It falls back to the eager vmap step, and says why (`fallbacks`: the rule per shape signature), where
 the step cannot be captured: not on CUDA; an Adam/AdamW optimiser (its fused step picks the active
-slots on the host: torch.nonzero(...).tolist()); a model whose forward draws random numbers (dropout:
-the captured draws would repeat the graph's offsets only as torch's graph-safe generator allows, not
-tested here); a capture that raises (an objective that reads a tensor on the host). `supports` is
-True on CUDA only, and choose_backend's "auto" does not pick it: it is chosen when asked; "auto" can
-switch to it once a GPU measurement shows the replay faster than the eager vmap step for a model.
+slots on the host: torch.nonzero(...).tolist()); a capture that raises (an objective that reads a
+tensor on the host). `supports` is True on CUDA only, and choose_backend's "auto" does not pick it:
+it is chosen when asked; "auto" can switch to it once a GPU measurement shows the replay faster than
+the eager vmap step for a model.
 """
 from __future__ import annotations
 
@@ -51,7 +55,6 @@ class CapturedBackend(VmapBackend):
     def __init__(self, template, grouped=None, channels_last: bool = True, precision: str = "fp32", device=None,
                  capture: bool | None = None):
         super().__init__(template, grouped, channels_last, precision, device)
-        self.draws = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in template.modules())
         # capture: None = on CUDA; False = always the eager step (what the graph would capture)
         self.capture = (self.device.type == "cuda") if capture is None else capture
         self.graphs: dict = {}      # signature -> (replay, static input leaves, static outputs, objective)
@@ -59,13 +62,12 @@ class CapturedBackend(VmapBackend):
 
     @classmethod
     def supports(cls, facts: ModelFacts, device: torch.device, precision: str) -> bool:
-        return torch.device(device).type == "cuda" and not facts.dropout
+        return torch.device(device).type == "cuda"
 
     @classmethod
     def fallback(cls, facts: ModelFacts, device: torch.device, precision: str) -> tuple:
-        """Not on CUDA (or a dropout model): the vmap backend, whose step it would capture."""
-        why = "a model that draws dropout" if facts.dropout else f"{torch.device(device).type}, not CUDA"
-        return "vmap", f"captured asked for, {why}: vmap (the step it captures)"
+        """Not on CUDA: the vmap backend, whose step it would capture."""
+        return "vmap", f"captured asked for, {torch.device(device).type}, not CUDA: vmap (the step it captures)"
 
     def _eager_rule(self, optim) -> str | None:
         """Why this step cannot be captured (None: it can)."""
@@ -73,8 +75,6 @@ class CapturedBackend(VmapBackend):
             return "capture off" if self.device.type == "cuda" else f"{self.device.type}, not CUDA"
         if optim.kind != "sgd":
             return f"optimizer {optim.kind!r}: its fused step picks the active slots on the host"
-        if self.draws:
-            return "the forward draws dropout"
         return None
 
     def eager_step(self, params, opt, batch, present, anchor, objective, *, optim, lr, buffers=None, active=None,
