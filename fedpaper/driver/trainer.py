@@ -320,6 +320,7 @@ class FederatedTrainer:
             slot_rngs = [rngs[r] for r in slots[:, 0]]
             bufs = {k: v[slots[:, 0]].clone() for k, v in self.global_buffers.items()}
             new, anchor, steps, loss = self.local_train(rnd, params, slots, slot_rngs, bufs)
+            self.round_steps = steps  # each slot's steps this round (_evaluate: which slots trained)
             new, loss = self._hold_diverged(rnd, slots, new, anchor, loss)
             prev_params, prev_buffers = self.global_params, self.global_buffers
             self.global_buffers = self._average_buffers(bufs, slots)
@@ -442,9 +443,12 @@ class FederatedTrainer:
                 for name, value in split_metrics(y, lg, self.K, self.cfg.metrics).items():
                     results[(r, f"{split}_{name}")] = value
         loss_r = torch.zeros(self.R, device=self.device).index_add_(0, torch.as_tensor(slots[:, 0], device=self.device), loss)
+        # each run's train_loss: the mean over its slots that trained this round (a slot given no rows,
+        # e.g. a FedPALS client of weight 0, takes no step and its loss of 0 is not averaged in)
+        trained = (self.round_steps > 0).cpu().numpy()
         for r, f in enumerate(self.feds):
             row = {"run": r, "seed": f.seed, "round": rnd,
-                   "train_loss": (loss_r[r] / max(1, (slots[:, 0] == r).sum())).item()}
+                   "train_loss": (loss_r[r] / max(1, ((slots[:, 0] == r) & trained).sum())).item()}
             row.update({k: v for (rr, k), v in results.items() if rr == r})
             rows.append(row)
         return rows
