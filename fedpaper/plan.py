@@ -214,13 +214,22 @@ def _no_direct_training(found: list):
         T.FederatedTrainer.__init__ = real
 
 
-def declared_runs(job, params: dict, data_root) -> list[tuple]:
-    """(store key, build) of each distinct run an artifact declares (`job.specs(params)`), in order,
-    as `fedpaper.runs.executors.run_specs` would key and build them: nothing is trained."""
-    specs = [s for _, part in job.sweeps(job.specs(params)) for s in part]
-    keys = [store_key(s, data_root) for s in specs]
-    build = functools.partial(build_stored, {spec_json(k): s for k, s in zip(keys, specs)}, data_root, job.execution)
-    return [(k, build) for k in keys]
+def declared_runs(job, params: dict, data_root, memo: Optional[dict] = None) -> list[tuple]:
+    """(store key, build, its JSON) of each distinct run an artifact declares (`job.specs(params)`),
+    in order, as `fedpaper.runs.executors.run_specs` would key and build them: nothing is trained.
+    `memo`: {spec JSON: (store key, its JSON)}, shared by the artifacts of one plan (most share runs)."""
+    memo = {} if memo is None else memo
+    found, by_key = [], {}
+    build = functools.partial(build_stored, by_key, data_root, job.execution)
+    for _, part in job.sweeps(job.specs(params)):
+        for j, s in part.items():
+            if j not in memo:
+                k = store_key(s, data_root)
+                memo[j] = (k, spec_json(k))
+            k, ident = memo[j]
+            by_key[ident] = s
+            found.append((k, build, ident))
+    return found
 
 
 def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
@@ -239,6 +248,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
             notebooks.setdefault(nb, []).append(a)
 
     outer: list = []  # the plan of the artifact whose compute is running (a ladder runs its rungs' artifacts)
+    store_keys: dict = {}  # spec JSON -> (store key, its JSON), over all artifacts (declared_runs)
 
     def hook(aid, compute, params, missing):
         nested = bool(outer)
@@ -251,13 +261,14 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         before = len(plan.runs)
         outer.append(plan)
         job = getattr(compute, "job", None)  # an artifact that declares its runs (pipeline.ArtifactJob.specs)
+        declared: list = []  # (store key, build, its JSON)
         try:
             if job is not None and job.declares_runs:
-                ex.found += declared_runs(job, params, compute.data_root)
+                declared = declared_runs(job, params, compute.data_root, store_keys)
             else:
                 with using_executor(ex), _no_direct_training(direct):
                     compute(params)
-            if not ex.found and not direct and not nested and len(plan.runs) == before:
+            if not ex.found and not declared and not direct and not nested and len(plan.runs) == before:
                 plan.status = "no training"
         except _Collected:
             pass
@@ -268,8 +279,14 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
                 plan.status = f"error: {_one_line(e)}" + (f" (data absent: {', '.join(missing)})" if missing else "")
         finally:
             outer.pop()
-        for k, build in ex.found:
-            plan.runs.append(_count_key(k, build, counted))
+        found = declared + [(k, build, spec_json(k)) for k, build in ex.found]
+        # runs that share a partition built one after another: a paper's layout caches its partitions
+        # (privlabels: the last 64), and a sweep's order (method > setting > seed) would miss every time
+        new = sorted({i: n for n, (_, _, i) in enumerate(found) if i not in counted}.values(),
+                     key=lambda n: _partition_order(found[n][0]))
+        for n in new:
+            _count_key(*found[n], counted)
+        plan.runs += [counted[i] for _, _, i in found]
         for method, config, pools, feds in direct:
             for f in feds:
                 ident = "direct:" + hashlib.sha256(
@@ -296,7 +313,6 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
                     for a in aids:
                         if plans[a].status == "planned" and not plans[a].runs:
                             plans[a].status = f"error: {_one_line(e)}"
-                get_pools.cache_clear()  # one notebook's pools at a time (memory)
         finally:
             COMPUTE_HOOK.reset(token)
     seen: set = set()
@@ -329,8 +345,12 @@ def record_runs(selected: list[str], profile: str, data_root, store=None) -> dic
     return out
 
 
-def _count_key(key: dict, build, counted: dict) -> RunCount:
-    ident = spec_json(key)
+def _partition_order(key: dict) -> tuple:
+    run = key["run"]
+    return (spec_json(run["data"]), spec_json(run["partition"]), spec_json(run.get("evaluation") or {}))
+
+
+def _count_key(key: dict, build, ident: str, counted: dict) -> RunCount:
     if ident in counted:
         return counted[ident]
     run = key["run"]

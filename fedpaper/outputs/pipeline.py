@@ -89,17 +89,19 @@ class ArtifactJob:
     def declares_runs(self) -> bool:
         return self.specs is not None
 
-    def sweeps(self, specs: list) -> list[tuple[str, list]]:
-        """(label, specs) of each run_specs call that trains `specs`: the distinct specs (first
-        occurrence, in order), in one call, or in one per `split_by` label (in order of first use)."""
-        uniq = list(dict.fromkeys(specs))
+    def sweeps(self, specs: list) -> list[tuple[str, dict]]:
+        """(label, {spec JSON: spec}) of each run_specs call that trains `specs`: the distinct specs
+        (first occurrence, in order), in one call, or in one per `split_by` label (in order of first use)."""
+        uniq: dict = {}
+        for s in specs:
+            uniq.setdefault(s.to_json(), s)
         desc = self.desc or self.artifact_id
         if self.split_by is None:
             return [(desc, uniq)]
         parts: dict = {}
-        for s in uniq:
-            parts.setdefault(self.split_by(s), []).append(s)
-        return [(desc if len(parts) == 1 else f"{desc} {label}", ss) for label, ss in parts.items()]
+        for j, s in uniq.items():
+            parts.setdefault(self.split_by(s), {})[j] = s
+        return [(desc if len(parts) == 1 else f"{desc} {label}", part) for label, part in parts.items()]
 
     def run_declared(self, specs: list, data_root=None) -> list:
         """One result per spec, in order: each of `sweeps` through run_specs."""
@@ -107,9 +109,9 @@ class ArtifactJob:
 
         by: dict = {}
         for desc, part in self.sweeps(specs):
-            by.update(zip(part, run_specs(part, data_root, execution=self.execution, desc=desc,
+            by.update(zip(part, run_specs(list(part.values()), data_root, execution=self.execution, desc=desc,
                                           max_batch=self.max_batch)))
-        return [by[s] for s in specs]
+        return [by[s.to_json()] for s in specs]
 
     def compute_fn(self, data_root=None) -> Callable:
         """params -> (table, info): `compute`, or the declared runs' sweep followed by `summarise`."""
