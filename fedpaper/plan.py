@@ -15,7 +15,9 @@ the groups of runs the sweeps form, packed longest first onto the least loaded G
 How the runs are found (no artifact logic is repeated here): each artifact's notebook function is
 called as the notebook calls it, with `fedpaper.outputs.pipeline.COMPUTE_HOOK` set, so the pipeline
 hands this module its compute function instead of computing, drawing and writing (nothing is
-written, absent data sets do not stop it). The compute runs with a collecting executor
+written, absent data sets do not stop it). An artifact that declares its runs
+(`ArtifactJob.specs`) is read directly: its specs are keyed and built as run_specs would
+(`declared_runs`), nothing of it runs. The compute of any other runs with a collecting executor
 (`fedpaper.runs.executors.using_executor`): every `executors.run_specs` call records its runs' store
 keys and their `build` and returns placeholders, whose first use stops the compute (`_Collected`,
 a BaseException, so no `except Exception` in an artifact hides it). Runs that an artifact trains
