@@ -241,3 +241,51 @@ def test_trainer_replaying_the_recording_equals_vmap(model, kwargs, monkeypatch)
     assert set(cap_bufs) == set(vm_bufs) and (model == "lenet" or vm_bufs)
     for k, v in vm_bufs.items():
         assert torch.equal(cap_bufs[k], v), k
+
+
+def test_a_read_only_input_is_copied_again_only_when_it_changed(monkeypatch):
+    """The anchor (the same tensors every step) is copied in once; changed in place (its version
+    moves) it is copied again, and the step then equals the vmap backend's on the changed anchor."""
+    monkeypatch.setattr(CapturedBackend, "_record", _fake_record)
+    copied = []
+    real_copy = torch._foreach_copy_
+    monkeypatch.setattr(torch, "_foreach_copy_", lambda dst, src: copied.append(len(dst)) or real_copy(dst, src))
+    net, params, buffers, x_pool, y_pool, rows = _setup(False)
+    G, P = len(rows), len(params)
+    batch = {"x": x_pool[:G * 2].view(G, 2, 3, 6, 6), "y": y_pool[:G * 2].view(G, 2), "mask": torch.ones(G, 2)}
+    present, optim = torch.ones(G, 3, dtype=torch.bool), OptimSpec("sgd", lr=0.1)
+    active = torch.tensor([True, False, True])
+    anchor = {k: v.clone() for k, v in params.items()}
+    from fedpaper.algorithms.fedprox import Penalty
+
+    objective = Objective(parts=(Penalty("prox", 0.5),))  # FedProx's term reads the anchor
+    be, vm = CapturedBackend(net, capture=True), VmapBackend(net)
+
+    def both(p):
+        a = be.step(p, {}, batch, present, anchor, objective, optim=optim, lr=0.1, active=active)[0]
+        b = vm.step(p, {}, batch, present, anchor, objective, optim=optim, lr=0.1, active=active)[0]
+        assert all(torch.equal(a[k], b[k]) for k in a)
+        return a
+
+    p1 = both(params)
+    copied.clear()
+    p2 = both(p1)
+    n_in = copied[0]  # the first copy of the step is the copy-in
+    copied.clear()
+    for v in anchor.values():
+        v.add_(0.25)
+    both(p2)
+    assert copied[0] == n_in + P  # the anchor's P tensors again
+
+
+def test_bf16_eager_step_equals_vmap_step():
+    """Under bf16 autocast (without its weight cache in the captured backend) the step is still the
+    vmap backend's, bitwise, on the CPU."""
+    optim = OptimSpec("sgd", lr=0.1, momentum=0.9)
+    got = []
+    for which in ("vmap", "captured"):
+        net, params, buffers, x_pool, y_pool, rows = _setup(True)
+        be = (VmapBackend if which == "vmap" else CapturedBackend)(net, precision="bf16")
+        step = be.step if which == "vmap" else be.eager_step
+        got.append(_steps(which, step, params, buffers, x_pool, y_pool, rows, optim, 0.1))
+    _equal(*got)

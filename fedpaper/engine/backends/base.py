@@ -84,12 +84,16 @@ class Backend:
         outputs = functional_call(self.template, (params, buffers), (batch["x"],))
         return objective(outputs, batch, present, params, anchor)
 
+    def _autocast(self):
+        """The forward's precision (evaluate.autocast: bf16 autocast, or nothing for fp32)."""
+        return autocast(self.precision, self.device)
+
     def grads(self, params, batch, present, anchor, objective, buffers=None, active=None, gens=None):
         """(grads, lsum) of one step under the run's precision (autocast): BatchNorm statistics that
         the backend returns (SlotStep.buffers) are stored into `buffers`, the slots' state, as the
         loop backend's in-place update; below fp32 the gradients and losses come back float32 (fp32
         master weights and optimiser state)."""
-        with autocast(self.precision, self.device):
+        with self._autocast():
             step = self(params, batch, present, anchor, objective, buffers, active=active, gens=gens)
         grads, lsum = step
         for k, v in (step.buffers or {}).items():

@@ -5,9 +5,11 @@ The step is VmapBackend's (base.Backend.step on vmap.VmapBackend's gradients): t
 torch.func.grad over the slots, BatchNorm statistics per slot carried as state (batchnorm.returned_stats),
 the algorithm's correction, the SGD (plain or momentum/nesterov/weight decay) update of engine/optim.py.
 Its tensors (parameters, optimiser state, batch, present, anchor, BatchNorm buffers, active, the
-learning rate as a 0-d tensor, the correction) are copied into static buffers, the graph replays,
-and the new parameters, optimiser state and loss sums are copied out (BatchNorm statistics into the
-caller's buffers), so nothing the caller keeps aliases the graph's memory. One graph per shape
+learning rate as a 0-d tensor, the correction) are copied into static buffers (torch._foreach_copy_;
+a tensor the graph only reads is not copied again while it is the same tensor at the same version,
+e.g. the anchor), the graph replays, and the new parameters, optimiser state and loss sums are copied
+out (BatchNorm statistics into the caller's buffers), so nothing the caller keeps aliases the graph's
+memory. One graph per shape
 signature (a round trained in parts, or another slot count, captures another); the replay computes
 the same kernels as the eager step on the same inputs, so the captured step equals the vmap
 backend's step on the same device up to the float rounding of kernels that choose their algorithm
@@ -34,6 +36,8 @@ the eager vmap step for a model.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -57,7 +61,8 @@ class CapturedBackend(VmapBackend):
         super().__init__(template, grouped, channels_last, precision, device)
         # capture: None = on CUDA; False = always the eager step (what the graph would capture)
         self.capture = (self.device.type == "cuda") if capture is None else capture
-        self.graphs: dict = {}      # signature -> (replay, static input leaves, static outputs, objective)
+        # signature -> (replay, static input leaves, static outputs, objective, what each leaf last copied)
+        self.graphs: dict = {}
         self.fallbacks: dict = {}   # signature (or "all") -> why the eager step runs there
 
     @classmethod
@@ -68,6 +73,13 @@ class CapturedBackend(VmapBackend):
     def fallback(cls, facts: ModelFacts, device: torch.device, precision: str) -> tuple:
         """Not on CUDA: the vmap backend, whose step it would capture."""
         return "vmap", f"captured asked for, {torch.device(device).type}, not CUDA: vmap (the step it captures)"
+
+    def _autocast(self):
+        """bf16: autocast without its cache of cast weights (torch.cuda.graphs asks for
+        cache_enabled=False under capture); the same casts, so the same numbers."""
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16, cache_enabled=False)
+        return super()._autocast()
 
     def _eager_rule(self, optim) -> str | None:
         """Why this step cannot be captured (None: it can)."""
@@ -108,21 +120,44 @@ class CapturedBackend(VmapBackend):
                 if len(self.graphs) >= MAX_GRAPHS:  # the oldest signature's graph and memory go
                     self.graphs.pop(next(iter(self.graphs)))
                 # the objective is kept with its graph: its id in the signature is never reused meanwhile
-                self.graphs[sig] = (*self._capture(leaves, spec, objective, optim, frozen), objective)
+                self.graphs[sig] = (*self._capture(leaves, spec, objective, optim, frozen), objective,
+                                    [None] * len(leaves))
             except Exception as e:  # noqa: BLE001 - a step that cannot be recorded runs eagerly
                 self.fallbacks[sig] = f"capture failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 return self.eager_step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr,
                                        buffers=buffers, active=active, gens=gens, corr=corr, frozen=frozen)
-        replay, static, out, _ = self.graphs[sig]
-        for s, t in zip(static, leaves):
-            if torch.is_tensor(t):
-                s.copy_(t)
+        replay, static, out, _, seen = self.graphs[sig]
+        # copy in: every leaf but those the graph only reads and that are, unchanged, what was copied
+        # last time (the same tensor at the same version: the anchor, present, the correction); the
+        # BatchNorm buffers, which the graph writes, always
+        first_buf = len(tree_flatten(inputs[:5])[0])
+        written = range(first_buf, first_buf + len(tree_flatten(inputs[5])[0]))
+        dsts, srcs = [], []
+        for i, (st, t) in enumerate(zip(static, leaves)):
+            last = seen[i]
+            if not torch.is_tensor(t):
+                continue
+            if i not in written and last is not None and last[0]() is t and last[1] == t._version:
+                continue
+            dsts.append(st)
+            srcs.append(t)
+            seen[i] = None if i in written else (weakref.ref(t), t._version)
+        if dsts:
+            torch._foreach_copy_(dsts, srcs)
         replay()
-        new_params, new_opt, lsum = (tree_unflatten([t.clone() for t in flat], sp) for flat, sp in out)
-        static_bufs = tree_unflatten(static, spec)[5]
-        for k, v in (buffers or {}).items():  # BatchNorm statistics: the caller's state, as vmap's copy
-            v.copy_(static_bufs[k])
-        return new_params, new_opt, lsum
+        # copy out (fresh tensors: nothing the caller keeps aliases the graph's outputs)
+        flat_out = [t for flat, _ in out for t in flat]
+        fresh = [torch.empty_like(t) for t in flat_out]
+        if fresh:
+            torch._foreach_copy_(fresh, flat_out)
+        parts, at = [], 0
+        for flat, sp in out:
+            parts.append(tree_unflatten(fresh[at:at + len(flat)], sp))
+            at += len(flat)
+        if buffers:  # BatchNorm statistics: the caller's state, as the vmap backend's copy
+            static_bufs = tree_unflatten(static, spec)[5]
+            torch._foreach_copy_(list(buffers.values()), [static_bufs[k] for k in buffers])
+        return tuple(parts)
 
     def _capture(self, leaves, spec, objective, optim, frozen):
         """(replay, static input leaves, [(output leaves, spec) x 3]) of one step's signature."""
