@@ -27,6 +27,9 @@ data of the input shape (labels of the model's kind), for each model:
   TrainConfig.backend="captured", its local step replayed from CUDA graphs
   (fedpaper/engine/backends/captured.py); the cell records how many shape signatures were captured
   and any rule under which it ran the eager step instead.
+- engine captured bf16 (CUDA only, measured last): the same at TrainConfig.precision="bf16" (bf16
+  autocast, fp32 master weights), a speed measurement for every model; a paper's profile trains in
+  bf16 only where its fp32/bf16 parity check holds.
 - plain loop: FedAvg as the papers' public code writes it (benchmarks/plain_loop.py), one client at
   a time: a copy of the global model, a fresh optimiser of the key's kind, --batches steps at the
   paper batch, the state_dicts averaged; fp32 with torch's default TF32 settings; the clients of one
@@ -105,9 +108,10 @@ MODELS = [
 TINY = {"runs": 1, "clients": 2, "batches": 1, "batch": 4, "side": 32, "ceiling_batch": 8, "per_cell": 0.05,
         "warmup": 1}
 CELLS = ("engine", "engine_captured", "plain_loop", "ceiling_fp32_tf32", "ceiling_bf16", "vmap_graph_fp32",
-         "vmap_graph_bf16")
+         "vmap_graph_bf16", "engine_captured_bf16")
 #: cells that run on CUDA only, and the note the row keeps where they are skipped
-CUDA_ONLY = {"engine_captured": "CUDA only: the captured backend replays CUDA graphs (off CUDA it trains as vmap)"}
+_CAPTURED_NOTE = "CUDA only: the captured backend replays CUDA graphs (off CUDA it trains as vmap)"
+CUDA_ONLY = {"engine_captured": _CAPTURED_NOTE, "engine_captured_bf16": _CAPTURED_NOTE}
 
 
 def _refuse(msg: str):
@@ -220,9 +224,9 @@ def time_steps(step, device, seconds: float, warmup: int = 3, min_reps: int = 3,
 
 # ----------------------------------------------------------------------------- the cells
 def engine_cell(key, runs: int, batches: int, device, seconds: float, max_rounds: int = 6,
-                backend: str | None = None) -> dict:
+                backend: str | None = None, precision: str | None = None) -> dict:
     """The engine training `runs` runs of key.clients clients in one call (see the module docstring);
-    backend: the TrainConfig backend (None: the key's, "auto")."""
+    backend, precision: the TrainConfig's (None: the key's)."""
     from fedpaper.algorithms.methods import Method
     from fedpaper.driver import FederatedTrainer
     from fedpaper.runs.model_costs import timing_federation
@@ -231,13 +235,16 @@ def engine_cell(key, runs: int, batches: int, device, seconds: float, max_rounds
     feds = [dataclasses.replace(fed) for _ in range(runs)]
     if backend is not None:
         cfg = dataclasses.replace(cfg, backend=backend)
+    if precision is not None:
+        cfg = dataclasses.replace(cfg, precision=precision)
     trainer, rounds, warmup = time_rounds(
         lambda: FederatedTrainer(Method("FedAvg"), cfg, pools, feds, progress=False), device, seconds)
     med = statistics.median(rounds)
     extra = {}
     if trainer.backend == "captured":  # how many shape signatures were captured, and where it ran eagerly
         extra = {"graphs": len(trainer.local.graphs), "fallbacks": sorted(set(trainer.local.fallbacks.values()))}
-    return {**extra, "samples_per_s": n * runs / med, "backend": trainer.backend, "runs": runs, "clients": key.clients,
+    return {**extra, "samples_per_s": n * runs / med, "backend": trainer.backend, "precision": cfg.precision,
+            "runs": runs, "clients": key.clients,
             "batches": batches, "rounds_timed": len(rounds), "warmup_s": round(warmup, 2),
             "timed_with": f"engine (FedAvg, {runs} run(s) x {key.clients} clients x {batches} batch(es) of "
                           f"{key.batch_size} per engine call, median of {len(rounds)} round(s) after 1 warm-up)"}
@@ -390,6 +397,8 @@ def measure_model(m: dict, device, a, tiny: bool, budget_left) -> dict:
     todo = {
         "engine": lambda: engine_cell(key, runs, batches, device, per_cell),
         "engine_captured": lambda: engine_cell(key, runs, batches, device, per_cell, backend="captured"),
+        "engine_captured_bf16": lambda: engine_cell(key, runs, batches, device, per_cell, backend="captured",
+                                                    precision="bf16"),
         "plain_loop": lambda: plain_loop_cell(key, batches, device, per_cell, min(warmup, 1)),
         "ceiling_fp32_tf32": lambda: ceiling_cell(key, cbatch, "fp32", device, per_cell, warmup),
         "ceiling_bf16": lambda: ceiling_cell(key, cbatch, "bf16", device, per_cell, warmup),
@@ -508,16 +517,17 @@ def markdown(out: dict) -> str:
          "fp32+TF32 or bf16 autocast; vmap+graph: torch.func.vmap of grad over runs x clients clients at the "
          "paper batch, in-place SGD, one CUDA graph on CUDA (eager on the CPU); engine captured: the engine "
          "with backend='captured' (its local step replayed from CUDA graphs; CUDA only).", "",
-         "| model | key | runs x clients per call | backend | engine | engine captured | plain loop | "
-         "ceiling fp32+TF32 (batch) | ceiling bf16 | vmap+graph fp32 | vmap+graph bf16 | engine / ceiling bf16 | "
-         "engine / plain loop | captured / engine |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| model | key | runs x clients per call | backend | engine | engine captured | engine captured bf16 | "
+         "plain loop | ceiling fp32+TF32 (batch) | ceiling bf16 | vmap+graph fp32 | vmap+graph bf16 | "
+         "engine / ceiling bf16 | engine / plain loop | captured / engine |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in out["models"]:
         c = r["cells"]
         cb = c.get("ceiling_fp32_tf32", {}).get("batch") or c.get("ceiling_bf16", {}).get("batch")
         L.append(f"| {r['name']} | {r['label']} | {r['runs_per_call']} x {r['clients']} | "
                  f"{c.get('engine', {}).get('backend', '-')} | {_n(_rate(r, 'engine'))} | "
-                 f"{_n(_rate(r, 'engine_captured'))} | {_n(_rate(r, 'plain_loop'))} | "
+                 f"{_n(_rate(r, 'engine_captured'))} | {_n(_rate(r, 'engine_captured_bf16'))} | "
+                 f"{_n(_rate(r, 'plain_loop'))} | "
                  f"{_n(_rate(r, 'ceiling_fp32_tf32'))}" + (f" ({cb})" if cb else "") + f" | {_n(_rate(r, 'ceiling_bf16'))} | "
                  f"{_n(_rate(r, 'vmap_graph_fp32'))} | {_n(_rate(r, 'vmap_graph_bf16'))} | "
                  f"{_x(r['engine_over_ceiling_bf16'])} | {_x(r['engine_over_plain_loop'])} | "
@@ -529,8 +539,8 @@ def markdown(out: dict) -> str:
     notes = sorted({f"{cell}: {note}" for r in out["models"] for cell, note in r.get("skipped", {}).items()})
     if notes:
         L += ["", "Skipped on this device: " + "; ".join(notes) + "."]
-    fell = [f"{r['name']}: {'; '.join(c['fallbacks'])}" for r in out["models"]
-            if (c := r["cells"].get("engine_captured")) and c.get("fallbacks")]
+    fell = [f"{r['name']} {cell}: {'; '.join(c['fallbacks'])}" for r in out["models"]
+            for cell in ("engine_captured", "engine_captured_bf16") if (c := r["cells"].get(cell)) and c.get("fallbacks")]
     if fell:
         L += ["", "engine captured ran eagerly where it could not capture: " + " | ".join(fell) + "."]
     skipped = [f"{r['name']} {cell}" for r in out["models"] for cell in r["not_run"]] + out.get("models_not_run", [])

@@ -30,7 +30,7 @@ def test_tiny_run_measures_every_cell_and_writes_the_table(tmp_path):
         if torch.cuda.is_available():
             assert r["cells"]["engine_captured"]["backend"] == "captured"
         else:  # the captured backend replays CUDA graphs: skipped on the CPU, with its note
-            assert r["skipped"] == {"engine_captured": gc.CUDA_ONLY["engine_captured"]}
+            assert r["skipped"] == gc.CUDA_ONLY and set(gc.CUDA_ONLY) == {"engine_captured", "engine_captured_bf16"}
         assert r["engine_over_plain_loop"] == r["cells"]["engine"]["samples_per_s"] / r["cells"]["plain_loop"]["samples_per_s"]
         assert r["runs_per_call"] == gc.TINY["runs"] and r["cells"]["engine"]["runs"] == gc.TINY["runs"]
     text = md.read_text()
