@@ -107,8 +107,15 @@ class ArtifactJob:
         """One result per spec, in order: each of `sweeps` through run_specs."""
         from fedpaper.runs.executors import run_specs  # start-up time: torch, imported when an artifact trains
 
+        from fedpaper.runs.experiment import store_key  # start-up time: torch, imported when an artifact trains
+        from fedpaper.runs.store import ResultStore  # with the line above
+
+        sweeps = self.sweeps(specs)
+        owner = SWEEP_OWNER.get()
+        if owner is not None:  # every run in the store's index before the first trains: a stopped sweep counts all
+            ResultStore().record(*owner, [store_key(s, data_root) for _, part in sweeps for s in part.values()])
         by: dict = {}
-        for desc, part in self.sweeps(specs):
+        for desc, part in sweeps:
             by.update(zip(part, run_specs(list(part.values()), data_root, execution=self.execution, desc=desc,
                                           max_batch=self.max_batch)))
         return [by[s.to_json()] for s in specs]
