@@ -1,7 +1,7 @@
 """Artifacts that declare their runs (fedpaper.outputs.pipeline.ArtifactJob.specs): an override and
 explicit seeds reach every declared run of every such artifact, and `fedpaper plan` reads the
-declared runs without running a sweep. (FedPALS's artifacts compute their runs themselves; their
-check is tests/papers/fedpals/test_params_reach_rows.py.)"""
+declared runs without running a sweep. (FedPALS's artifacts, declared or not, are checked by
+tests/papers/fedpals/test_params_reach_rows.py.)"""
 import pytest
 
 from fedpaper import plan as P

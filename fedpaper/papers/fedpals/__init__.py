@@ -103,6 +103,13 @@ def _job(aid, p, compute, draw, datasets, optional=()):
     return ArtifactJob(aid, p, compute, draw, tuple(datasets), tuple(optional))
 
 
+def _runs_job(aid, p, draw, datasets, specs, summarise, desc, named=()):
+    """An artifact whose runs are declared (`specs(q)`), one sweep per setting (TR.setting_label)."""
+    return ArtifactJob(aid, p, None, draw, tuple(datasets), specs=specs, summarise=summarise,
+                       execution=R.execution(), max_batch=TR.runs_per_engine_call(), desc=desc,
+                       split_by=TR.setting_label(*named))
+
+
 # ============================================================================= Fig 1
 @artifact_function
 def fig1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
@@ -295,13 +302,15 @@ def accuracy_vs_shift(*, profile="smoke", data_root=None, seeds=None, overrides=
         ds = settings[0]["dataset"]
         xcol = "beta" if name == "fig5c" else "C"
 
-        def compute(p, settings=settings, ds=ds):
-            return TR.shift_table(p, settings, data_root), TR.info(p, [ds], data_root, p["notes"])
+        def summarise(specs, res, p, ds=ds):
+            return TR.shift_summary(specs, res), TR.info(p, [ds], data_root, p["notes"])
 
         def draw(tab, p, xcol=xcol, name=name):
             return TR.draw_curve(tab, p, xcol, titles[name], logx=xcol == "beta")
 
-        out.append(_job(f"fedpals/{name}", dict(p0), compute, draw, [ds]))
+        out.append(_runs_job(f"fedpals/{name}", dict(p0), draw, [ds],
+                             lambda p, settings=settings: TR.settings_specs(p, settings, data_root), summarise,
+                             "fedpals accuracy vs shift"))
     return out
 
 
@@ -310,7 +319,9 @@ def accuracy_vs_shift(*, profile="smoke", data_root=None, seeds=None, overrides=
 def fig7(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     """Fig 7 (App. B.2): target accuracy over rounds, FMNIST C=6 and CIFAR-10 beta=0.2."""
     p = _params(profile, "fig7", overrides)
-    return _job("fedpals/fig7", p, lambda q: TR.fig7_compute(q, data_root), TR.draw_fig7, _DATA)
+    return _runs_job("fedpals/fig7", p, TR.draw_fig7, _DATA,
+                     lambda q: TR.settings_specs(q, TR.fig7_settings(q), data_root),
+                     lambda specs, res, q: TR.fig7_summary(specs, res, q, data_root), "fedpals fig7")
 
 
 # ============================================================================= Fig 8
@@ -318,13 +329,14 @@ def _fig8_panel(name, profile, data_root, overrides):
     p = _params(profile, "fig8", overrides)
     settings = TR.fig8_settings(p)[name]
 
-    def compute(q):
-        return TR.fig8_table(q, settings, data_root), TR.info(q, ["cifar10"], data_root, q["notes"])
+    def summarise(specs, res, q):
+        return TR.fig8_summary(specs, res), TR.info(q, ["cifar10"], data_root, q["notes"])
 
     def draw(tab, q):
         return TR.draw_fig8(tab, q, name)
 
-    return _job(f"fedpals/{name}", p, compute, draw, ["cifar10"])
+    return _runs_job(f"fedpals/{name}", p, draw, ["cifar10"], lambda q: TR.settings_specs(q, settings, data_root),
+                     summarise, "fedpals fig8", TR.FIG8_NAMED[name])
 
 
 @artifact_function

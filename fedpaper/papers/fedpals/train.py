@@ -54,6 +54,23 @@ def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals"
     return specs, results
 
 
+def settings_specs(p: dict, settings: list[dict], data_root=None) -> list:
+    """Every spec of the settings, setting by setting (as train_settings trains them)."""
+    return [s for st in settings for s in R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"],
+                                                         data_root, **st.get("kw", {}))]
+
+
+def setting_label(*named: str):
+    """A declared sweep's `split_by`: one run_specs call per setting, labelled by its data set, label
+    split and the `named` settings ("num_clients", "local_epochs"), as train_settings labels them."""
+    where = {"num_clients": "partition", "local_epochs": "training"}
+
+    def label(s) -> str:
+        kw = ", ".join(f"{k}={getattr(s, where[k])[k]}" for k in named)
+        return f"{R.dataset_of(s.data)} {R.label_setting(s.partition['split'])}" + (f" ({kw})" if kw else "")
+    return label
+
+
 def records(specs: list, results: list) -> pd.DataFrame:
     """One row per (setting, method, seed): the best-validation snapshot; FedPALS's lambda chosen
     per seed on target-validation accuracy (vague-8, -19); plus 'FedPALS (lambda=0)' rows."""
@@ -219,7 +236,10 @@ def shift_settings(p: dict, g: dict) -> dict:
 
 
 def shift_table(p: dict, settings: list, data_root=None) -> pd.DataFrame:
-    specs, results = train_settings(p, settings, data_root, desc="fedpals accuracy vs shift")
+    return shift_summary(*train_settings(p, settings, data_root, desc="fedpals accuracy vs shift"))
+
+
+def shift_summary(specs: list, results: list) -> pd.DataFrame:
     tab = summary(records(specs, results), ["dataset", "label_split", "clients", "method"])
     x = tab["label_split"].str.split("=").str[1].astype(float)
     tab.insert(2, "C" if tab["label_split"].iloc[0].startswith("C") else "beta", x)
@@ -326,9 +346,15 @@ def draw_curve(tab: pd.DataFrame, params: dict, xcol: str, title: str, logx=Fals
 FIG7_SETTINGS = [("fashion-mnist", {"scheme": "sparsity", "C": 6}), ("cifar10", {"scheme": "dirichlet", "beta": 0.2})]
 
 
+def fig7_settings(p: dict) -> list[dict]:
+    return [{"dataset": d, "split": s, "methods": p["fig7_methods"]} for d, s in FIG7_SETTINGS]
+
+
 def fig7_compute(p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
-    settings = [{"dataset": d, "split": s, "methods": p["fig7_methods"]} for d, s in FIG7_SETTINGS]
-    specs, results = train_settings(p, settings, data_root, desc="fedpals fig7")
+    return fig7_summary(*train_settings(p, fig7_settings(p), data_root, desc="fedpals fig7"), p, data_root)
+
+
+def fig7_summary(specs: list, results: list, p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
     rec = records(specs, results)
     rows = []
     for _, r in rec[~rec["method"].str.contains(r"\(")].iterrows():
@@ -386,7 +412,14 @@ def fig8_settings(p: dict) -> dict:
 
 
 def fig8_table(p: dict, settings: list, data_root=None) -> pd.DataFrame:
-    specs, results = train_settings(p, settings, data_root, desc="fedpals fig8")
+    return fig8_summary(*train_settings(p, settings, data_root, desc="fedpals fig8"))
+
+
+#: The settings each Fig 8 panel's sweeps are labelled by (train_settings: those of its settings' kw)
+FIG8_NAMED = {"fig8a": ("num_clients",), "fig8b": ("local_epochs",), "fig8c": ("num_clients",)}
+
+
+def fig8_summary(specs: list, results: list) -> pd.DataFrame:
     rec = records(specs, results)
     rec["training_clients"] = rec["clients"] - 1
     return summary(rec, ["dataset", "label_split", "clients", "training_clients", "local_epochs", "rounds",

@@ -1,13 +1,14 @@
 """An override and explicit seeds reach every run of every FedPALS artifact that trains, Table 1's
 PACS row included (its settings are built from Table 1's own params, not from the profile name).
 
-The artifacts' compute functions run on the smoke stand-ins with the executor replaced by one that
+The artifacts' compute functions run on the smoke stand-ins with run_specs replaced by one that
 records the run specs it is given and returns a flat result for each (no training)."""
 import pandas as pd
 import pytest
 
 import fedpaper.papers.fedpals as F
 from fedpaper.outputs import pipeline
+from fedpaper.runs import executors
 from fedpaper.papers.fedpals import real as RL
 from fedpaper.papers.fedpals import train as TR
 
@@ -30,6 +31,7 @@ def recorded(monkeypatch):
 
     monkeypatch.setattr(TR, "run_specs", fake_run_specs)
     monkeypatch.setattr(RL, "run_specs", fake_run_specs)
+    monkeypatch.setattr(executors, "run_specs", fake_run_specs)  # the pipeline's sweep of declared runs
     return specs
 
 
