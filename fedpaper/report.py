@@ -11,6 +11,12 @@ beside the report under summary/, deterministic bytes) and, folded per paper, on
 (`claim_line`: verdict, the claim in a few words, the number that decides it, its cause; within
 noise, the seeds that would decide it). Below it every claim's full evidence, the comparison tables
 and the provenance are folded in <details> blocks, closed in GitHub and JupyterLab.
+
+Section 1b (`scale_section`), per table committed at the paper profile with reported numbers: per
+cell, whether the paper's mean lies inside our seeds' range and whether ours - paper is outside the
+paper's seed noise (the claims' rule, noise.beats), and for each such cell and each diverged seed the
+factors measured by controlled runs, read from the table's causes json (`causes_path`,
+`measured_causes`), or "no measured cause"; a figure of its cells (`summary_png`) beside the report.
 """
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, CONTEST_RULE, NOISE_RULE, Verdict, check_claims
 from fedpaper.papers._common.scaling import slope_text
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
-from fedpaper.papers._common.rows import norm, parse_per_seed
+from fedpaper.papers._common.noise import beats
+from fedpaper.papers._common.rows import cell_of, norm, parse_per_seed
 from fedpaper.papers import (
     LADDERS,
     PAPER_TITLES,
@@ -598,6 +605,7 @@ def summary_section(results: list[dict], rows: list[dict], tables: dict) -> list
            "artifacts of two profiles counts under both, joined by +; code: a formula or a data split, no "
            "trained model; none: no committed results). Rules, evidence and causes: section 2.", ""]
     out += scorecard(results, rows) + [""]
+    out += scale_summary_lines(rows)
     figs = [p for p in PAPERS if paper_matches(p, rows, tables)]
     if figs:
         out += ["Ours against the paper's numbers, every matched cell (bar: our seeds' range; dashed: ours = "
@@ -618,6 +626,311 @@ def summary_section(results: list[dict], rows: list[dict], tables: dict) -> list
         out += [f"<details><summary><b>{_html(paper)}</b>: {len(pr)} claims, {_html(counts)}</summary>", ""]
         out += ["- " + claim_line(c) for c in pr]
         out += ["", "</details>", ""]
+    return out
+
+
+# ------------------------------------------------------------------ paper-scale tables
+#: the folder of the paper-scale tables' causes json, <paper>_<table>_causes.json (causes_path)
+CAUSES_DIR = Path("benchmarks") / "results"
+_SCALE_RE = re.compile(r"^\s*([A-Za-z0-9-]+?)(?:,|\s+(C=\d+|beta=[\d.]+))")
+
+
+def paper_scale_rows(rows: list[dict]) -> list[dict]:
+    """The status rows of artifacts committed at the paper profile (figures/paper/<paper>/<table>.csv)
+    with reported numbers, in catalogue order."""
+    return [r for r in rows if r["reported"] and committed_paths(r["id"], "paper")["csv"].is_file()]
+
+
+def causes_path(artifact_id: str) -> Path:
+    return CAUSES_DIR / (artifact_id.replace("/", "_") + "_causes.json")
+
+
+def causes_record(artifact_id: str) -> Optional[dict]:
+    """The measured causes of an artifact's gaps (causes_path, a benchmark's json), or None."""
+    import json
+
+    try:
+        return json.loads((REPO_ROOT / causes_path(artifact_id)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _scale_of(section: dict) -> tuple:
+    """(data set, label split) that a section's `scale` text opens with ('' where it names none)."""
+    m = _SCALE_RE.match(str(section.get("scale", "")))
+    return (m.group(1), m.group(2) or "") if m else ("", "")
+
+
+def _mean(xs) -> float:
+    xs = [float(x) for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _toward(ours: float, paper: float, new: float) -> Optional[float]:
+    """How much of |ours - paper| moving ours to `new` closes (> 0), or None when it does not."""
+    closes = abs(ours - paper) - abs(new - paper)
+    return closes if closes > max(0.5, 0.1 * abs(ours - paper)) else None
+
+
+def _selection_cause(s: dict, key: dict, ours: float, paper: float) -> list[tuple]:
+    out = []
+    for c in s.get("cells", []):
+        if (c.get("dataset"), c.get("label_split"), c.get("method")) != (key.get("dataset"), key.get("label_split"),
+                                                                          key.get("method")):
+            continue
+        vals = {k[:-len("_per_seed")]: float(c[k[:-len("_per_seed")]]) for k in c
+                if k.endswith("_per_seed") and k[:-len("_per_seed")] in c}
+        if "best_val" not in vals or len(vals) < 2:
+            continue
+        best = min(vals, key=lambda r: abs(vals[r] - paper))
+        closes = _toward(vals["best_val"], paper, vals[best])
+        out.append((f"model selection: control best_val {vals['best_val']:.1f} -> "
+                    + ", ".join(f"{r} {v:.1f}" for r, v in vals.items() if r != "best_val")
+                    + (f"; {best} closes {closes:.1f} points of the gap to the paper" if closes else ""),
+                    f"toward the paper: {closes:.1f}" if closes else None))
+    return out
+
+
+def _lr_cause(s: dict, key: dict, ours: float, paper: float) -> list[tuple]:
+    runs = [r for r in s.get("runs", []) if r.get("method") == key.get("method") and "lr" in r]
+    if not runs or _scale_of(s) != (key.get("dataset"), key.get("label_split")):
+        return []
+    lrs = sorted({r["lr"] for r in runs}, reverse=True)
+    mean = {lr: _mean(r.get("best_val") for r in runs if r["lr"] == lr) for lr in lrs}
+    div = {lr: sum(r.get("diverged_at") is not None for r in runs if r["lr"] == lr) for lr in lrs}
+    n = {lr: sum(r["lr"] == lr for r in runs) for lr in lrs}
+    closes = _toward(ours, paper, ours + mean[lrs[-1]] - mean[lrs[0]]) if len(lrs) > 1 else None
+    finite = len(lrs) > 1 and div[lrs[0]] > 0 and div[lrs[-1]] == 0
+    return [(f"{key['method']} learning rate: " + " -> ".join(
+        f"lr {lr:g}: best_val {mean[lr]:.1f}, diverged {div[lr]} of {n[lr]}" for lr in lrs)
+,
+        "; ".join(x for x in ("the variant is finite" if finite else "",
+                               f"toward the paper: {closes:.1f}" if closes else "") if x) or None)]
+
+
+def _seeds_cause(s: dict, key: dict, ours: float, paper: float) -> list[tuple]:
+    if _scale_of(s)[0] != key.get("dataset") or not isinstance(s.get("summary"), list):
+        return []
+    out = []
+    for c in s["summary"]:
+        if (c.get("label_split"), c.get("method")) != (key.get("label_split"), key.get("method")) or "seeds_0_2" not in c:
+            continue
+        (m3, s3), (m8, s8) = c["seeds_0_2"], c["seeds_0_7"]
+        closes = _toward(ours, paper, ours + m8 - m3)
+        out.append((f"seed draw ({c.get('rule')}): seeds 0-2 {m3:.1f} ± {s3:.1f} -> seeds 0-7 {m8:.1f} ± {s8:.1f} "
+                    f"({m8 - m3:+.1f})", f"toward the paper: {closes:.1f}" if closes else None))
+    return out
+
+
+def _draw_cause(s: dict, key: dict, ours: float, paper: float, seeds: list) -> list[tuple]:
+    rows_ = [r for r in s.get("rows", []) if "uncovered_target_labels" in r
+             and (r.get("dataset"), r.get("label_split")) == (key.get("dataset"), key.get("label_split"))]
+    bad = [r for r in rows_ if r["uncovered_target_labels"] and r.get("seed") not in seeds]
+    if not bad:
+        return []
+    # such a seed caps the paper's mean (it has it, we do not) by an amount no run here measured
+    return [("target label draw: the paper's seeds " + f"{min(r['seed'] for r in rows_)}-{max(r['seed'] for r in rows_)}"
+             + " hold " + ", ".join(f"seed {r['seed']} (a target label no client holds: at most "
+                                    f"{r['max_accuracy_if_uncovered_pct']:g}%)" for r in bad)
+             + f", ours ({', '.join(map(str, seeds))}) none", None)]
+
+
+def _diverge_cause(s: dict, key: dict, diverged: dict) -> list[tuple]:
+    """A reproduced divergence (control: every client trained; variant: the section's factor)."""
+    c, v = (s.get("control") or {}).get("run") or {}, (s.get("variant") or {}).get("run") or {}
+    if (not c or not str(key.get("method", "")).startswith(str(c.get("method", "?")))
+            or _scale_of(s) != (key.get("dataset"), key.get("label_split")) or c.get("seed") not in diverged):
+        return []
+    bad = [(r["round"], r["non_finite_clients"]) for r in (s["control"].get("rounds") or []) if r.get("non_finite_clients")]
+    w = s.get("weights") or []
+    who = (f"first non-finite update: round {bad[0][0]}, client(s) {bad[0][1]} of weight "
+           + ", ".join(f"{w[i]:g}" for i in bad[0][1] if i < len(w))) if bad else "not reproduced: no non-finite update"
+    what = str(s.get("factor", "")).split("variant: ")[-1]
+    fixed = c.get("diverged_at") is not None and v.get("diverged_at") is None
+    def at(run):
+        return "did not diverge" if run.get("diverged_at") is None else f"diverged at {run['diverged_at']}"
+    return [(f"divergence, seed {c['seed']}: control {at(c)} (best_val {_mean([c.get('best_val')]):.1f}) -> {what}: "
+             f"{at(v)} (best_val {_mean([v.get('best_val')]):.1f}); {who}", "the variant is finite" if fixed else None)]
+
+
+def _zero_weight_cause(s: dict, key: dict, diverged: dict) -> list[tuple]:
+    runs = [r for r in s.get("runs", []) if "zero_weight_clients" in r and str(key.get("method", "")).startswith("FedPALS")
+            and (r.get("dataset"), r.get("label_split")) == (key.get("dataset"), key.get("label_split"))
+            and r.get("seed") in diverged and r.get("diverged_at") == diverged[r["seed"]]]
+    if not runs:
+        return []
+    w, wo = s.get("diverged_with_zero_weight_clients"), s.get("diverged_without")
+    return [("clients of weight 0 trained: " + ", ".join(f"seed {r['seed']} had {r['zero_weight_clients']}"
+                                                       for r in sorted(runs, key=lambda r: r["seed"]))
+             + (f" (archive: {w[0]} of {w[1]} runs with a weight-0 client diverged, {wo[0]} of {wo[1]} without)"
+                if w and wo else ""),
+             "divergence only with weight-0 clients" if all(r["zero_weight_clients"] for r in runs) and w and wo
+             and not wo[0] else None)]
+
+
+def measured_causes(record: Optional[dict], key: dict, ours: float, paper: float, seeds: list, diverged: dict,
+                    divergence_only: bool = False) -> list[tuple]:
+    """[(text, section, why)] for every measured factor of `record` (a causes json, one section
+    per factor) that concerns the cell `key` (data set, label split, method): the control and variant
+    numbers; why: how it explains the cell (the points of |ours - paper| the variant closes, a
+    divergence the variant removes), None where it does not. divergence_only: only the factors of a
+    diverged seed (`diverged` {seed: round})."""
+    out = []
+    for name in sorted(record or {}):
+        s = record[name]
+        if not isinstance(s, dict):
+            continue
+        found = []
+        if diverged:
+            found += _diverge_cause(s, key, diverged) + _zero_weight_cause(s, key, diverged)
+            found += [x for x in _lr_cause(s, key, ours, paper) if divergence_only and x[1] is not None]
+        if not divergence_only:
+            found += (_selection_cause(s, key, ours, paper) + _lr_cause(s, key, ours, paper)
+                      + _seeds_cause(s, key, ours, paper) + _draw_cause(s, key, ours, paper, seeds))
+        out += [(text, name, why) for text, why in dict.fromkeys(found)]
+    return out
+
+
+def _diverged_seeds(text) -> dict:
+    """{seed: round} from a table's `diverged` text ('seed 1 at round 126; ...')."""
+    return {int(a): int(b) for a, b in re.findall(r"seed (\d+) at round (\d+)", str(text or ""))}
+
+
+def scale_cells(artifact_id: str) -> list[dict]:
+    """Per cell of the paper's table that our paper-profile table has: the key, the paper's and our
+    Cells, our seed range, whether the paper's mean is inside it, the noise rule's verdict on
+    ours - paper (noise.beats, unpaired against the paper's std and seed count: 'pass' ours above,
+    'fail' below, 'within noise'), the diverged seeds and, for a cell outside the noise or with a
+    diverged seed, its measured causes (measured_causes)."""
+    reported = load_reported(artifact_id)
+    ours, rec = load_committed(artifact_id, "paper")
+    if reported is None or ours is None or "mean" not in ours.columns:
+        return []
+    keys = [c for c in reported.columns if c in ours.columns and c not in VALUE_COLUMNS and c not in SCALE_COLUMNS]
+    seeds = [int(s) for s in (rec or {}).get("seeds") or []]
+    record = causes_record(artifact_id)
+    index = {tuple(_norm(r[c]) for c in keys): r for _, r in ours.iterrows()}
+    out = []
+    for _, rep in reported.iterrows():
+        row = index.get(tuple(_norm(rep[c]) for c in keys))
+        if row is None:
+            continue
+        mine, theirs = cell_of(row), cell_of(rep)
+        if math.isnan(mine.mean) or math.isnan(theirs.mean):
+            continue
+        finite = [x for x in mine.seeds if not math.isnan(x)]
+        lo, hi = (min(finite), max(finite)) if finite else (math.nan, math.nan)
+        v = beats(mine, theirs, ("ours", "paper"))
+        diverged = _diverged_seeds(row.get("diverged"))
+        key = {c: str(rep[c]) for c in keys}
+        outside = v.verdict != "within noise"
+        causes = (measured_causes(record, key, mine.mean, theirs.mean, seeds, diverged, divergence_only=not outside)
+                  if outside or diverged else [])
+        out.append({"key": key, "paper": theirs, "ours": mine, "low": lo, "high": hi,
+                    "inside": bool(finite) and lo <= theirs.mean <= hi, "verdict": v, "outside": outside,
+                    "diverged": diverged, "causes": causes,
+                    "explained": any(c[2] is not None for c in causes)})
+    return out
+
+
+def scale_png_name(artifact_id: str) -> str:
+    """The figure of a paper-scale table, relative to REPORT.md's folder."""
+    return f"{SUMMARY_DIR}/{artifact_id.replace('/', '-')}-paper.png"
+
+
+def write_scale_figures(folder: Path, rows: list[dict]) -> list[Path]:
+    """Per paper-scale table, summary_png of its cells alone (ours vs the paper, our seed range as a
+    bar, the diagonal) at <folder>/scale_png_name; written atomically when the bytes change."""
+    out = []
+    for r in paper_scale_rows(rows):
+        cells_ = matched_cells(load_reported(r["id"]), load_committed(r["id"], "paper")[0])
+        if not len(cells_):
+            continue
+        path = Path(folder) / scale_png_name(r["id"])
+        data = summary_png(r["paper"], [(r["id"], "paper", cells_)])
+        if not path.is_file() or path.read_bytes() != data:
+            atomic_write_bytes(path, data)
+        out.append(path)
+    return out
+
+
+def _scale_counts(cs: list[dict]) -> str:
+    n_in = sum(c["inside"] for c in cs)
+    out_ = [c for c in cs if c["outside"]]
+    div = [c for c in cs if c["diverged"]]
+    return (f"{len(cs)} cells: the paper's mean inside our seed range in {n_in}, outside in {len(cs) - n_in}; "
+            f"ours - paper outside the paper's seed noise in {len(out_)} (a measured cause for "
+            f"{sum(c['explained'] for c in out_)}); a diverged seed in {len(div)} (a measured cause for "
+            f"{sum(c['explained'] for c in div)})")
+
+
+def scale_summary_lines(rows: list[dict]) -> list[str]:
+    """One line per paper-scale table for the report's first screen."""
+    out = []
+    for r in paper_scale_rows(rows):
+        cs = scale_cells(r["id"])
+        if cs:
+            stale = prov.staleness(load_committed(r["id"], "paper")[1] or {})
+            out.append(f"- Paper scale, `{r['id']}`: {_scale_counts(cs)}" + (f"; {stale}" if stale else "")
+                       + f" ([figure]({scale_png_name(r['id'])}); section 1b).")
+    return out + [""] if out else []
+
+
+def _cause_cell(c: dict) -> str:
+    if not (c["outside"] or c["diverged"]):
+        return ""
+    lines = [f"{text} [{name}] ({why})" for text, name, why in c["causes"] if why is not None]
+    rest = [f"{text} [{name}]" for text, name, why in c["causes"] if why is None]
+    head = [] if lines else ["no measured cause" + (" (measured, none moves ours toward the paper:)" if rest else "")]
+    return "<br>".join(_md_escape(x) for x in head + lines + rest)
+
+
+def scale_section(rows: list[dict]) -> list[str]:
+    """REPORT.md's section on the paper-scale tables: per table its counts, staleness and figure, and
+    folded, one row per cell (inside/outside our seed range, the noise rule's verdict on ours - paper,
+    diverged seeds, the measured causes read from the causes json, with each section's command)."""
+    prs = [(r, scale_cells(r["id"])) for r in paper_scale_rows(rows)]
+    prs = [(r, cs) for r, cs in prs if cs]
+    if not prs:
+        return []
+    out = ["## 1b. Paper-scale tables: every cell against the paper's seed noise", "",
+           "Per cell of each table committed at the paper profile: whether the paper's mean lies inside our "
+           "seeds' range, and whether ours - paper is outside the paper's seed noise by the claims' rule "
+           "(section 2; unpaired: our seeds against the paper's reported std and seed count). For a cell "
+           "outside the noise or with a diverged seed (†): the factors measured by controlled runs (control "
+           "-> variant) read from the table's causes json, first those that move ours toward the paper (or make "
+           "a diverged run finite), each naming its [section] (the command that measured it is listed below "
+           "the table); \"no measured cause\" where none does.", ""]
+    for r, cs in prs:
+        rec = load_committed(r["id"], "paper")[1] or {}
+        stale = prov.staleness(rec)
+        record = causes_record(r["id"])
+        varying = [k for k in cs[0]["key"] if len({c["key"][k] for c in cs}) > 1]
+        out += [f"### `{r['id']}` at the paper profile", "",
+                f"{_scale_counts(cs)}. "
+                + (f"The committed table is {stale}: the code changed since it was made (fixes included); "
+                   "regenerate it." if stale else "Made by this checkout's code.")
+                + (f" Causes from `{causes_path(r['id'])}`." if record else
+                   f" No `{causes_path(r['id'])}`: no measured causes."), "",
+                f'<a href="{scale_png_name(r["id"])}"><img src="{scale_png_name(r["id"])}" width="40%" '
+                f'alt="{r["id"]}: ours vs the paper"></a>', ""]
+        lines = ["| cell | paper (n) | ours (seed range) | paper's mean | ours - paper ± k SE | diverged | causes |",
+                 "|---|---|---|---|---|---|---|"]
+        for c in cs:
+            v = c["verdict"]
+            where = {"pass": "above, outside noise", "fail": "below, outside noise"}.get(v.verdict, "within noise")
+            div = "; ".join(f"† seed {s} at round {n}" for s, n in sorted(c["diverged"].items()))
+            lines.append(f"| {_md_escape(' '.join(c['key'][k] for k in varying))} | {_fmt(c['paper'].mean, c['paper'].std)} "
+                         f"({c['paper'].n}) | {c['ours'].mean:.2f} ({_fmt(c['low'])}-{_fmt(c['high'])}) | "
+                         f"{'inside' if c['inside'] else 'outside'} | "
+                         f"{_md_escape(v.decides.replace('ours - paper ', '').replace(' vs 0', ''))} ({where}) | "
+                         f"{div} | {_cause_cell(c)} |")
+        used = sorted({name for c in cs for _, name, _ in c["causes"]})
+        lines += [""] + [_md_escape(f"- [{n}] " + "; ".join(x for x in (record[n].get("factor"), record[n].get("scale")) if x)
+                                    + f": `{record[n].get('command', '?')}` ({record[n].get('cpu', '?')}, "
+                                    f"{record[n].get('cpu_s', '?')} CPU s, {record[n].get('when', '?')})") for n in used]
+        out += folded(f"{r['id']}: {len(cs)} cells, the measured causes of each gap outside the noise and of each "
+                      "divergence", "\n".join(lines))
     return out
 
 
@@ -685,6 +998,8 @@ def render_report(data_root=None, claims=None, rows=None) -> str:
         pending = [i for i in with_reported if not any(r["id"] == i and r["committed"] for r in rows)]
         if pending:
             out += ["Not yet regenerated, so not compared: " + ", ".join(f"`{i}`" for i in pending) + ".", ""]
+
+    out += scale_section(rows)
 
     # 2. claims
     out += ["## 2. Claims", ""]
@@ -789,6 +1104,7 @@ def write_report(data_root=None, path: Optional[Path] = None, readme: Optional[P
     text = render_report(data_root, claims=claims, rows=rows)
     path = Path(path) if path is not None else figures_dir() / "REPORT.md"
     write_summary_figures(path.parent / SUMMARY_DIR, rows, committed_tables(rows))
+    write_scale_figures(path.parent, rows)
     old = path.read_text(encoding="utf-8") if path.is_file() else None
     if text != old:
         atomic_write_text(path, text)
