@@ -145,7 +145,7 @@ def test_paper_artifact_cut_runs_on_cuda(monkeypatch, tmp_path, cache_tmp):
     assert rec["profile"] == "paper" and rec["params"]["rounds"] == 1
 
 
-def _captured_trainer(backend, seeds=(0, 1), model="lenet", kwargs=None, lr=0.05, momentum=0.9):
+def _captured_trainer(backend, seeds=(0, 1), model="lenet", kwargs=None, lr=0.05, momentum=0.9, optimizer="sgd"):
     """A trained FederatedTrainer on CUDA (the trainer, to read its backend object) and its result."""
     from fedpaper.driver import FederatedTrainer
 
@@ -155,21 +155,24 @@ def _captured_trainer(backend, seeds=(0, 1), model="lenet", kwargs=None, lr=0.05
     feds = [Federation([np.asarray(c) for c in sparsity_partition(y, 3, 2, seed=s).client_indices],
                        np.arange(60), seed=s) for s in seeds]
     kw = kwargs or dict(in_channels=3, image_size=16, num_classes=4)
-    cfg = TrainConfig(model, kw, optimizer="sgd", lr=lr, momentum=momentum, batch_size=16, rounds=2, device="cuda",
-                      backend=backend)
+    cfg = TrainConfig(model, kw, optimizer=optimizer, lr=lr, momentum=momentum, batch_size=16, rounds=2,
+                      device="cuda", backend=backend)
     tr = FederatedTrainer(get_method("FedAvg"), cfg, pools, feds, progress=False)
     return tr, tr.run()
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("model,kwargs,lr,momentum", [("lenet", None, 0.05, 0.9), ("fednca_net", BN_NET, 0.01, 0.5)],
-                         ids=["lenet", "batchnorm"])
-def test_captured_equals_vmap_on_cuda(model, kwargs, lr, momentum, no_tf32):
-    """The captured backend (the vmap step replayed from CUDA graphs) agrees with the vmap backend on
-    the same card within the stated tolerance, and its steps were replayed, not run eagerly."""
-    tr, cap = _captured_trainer("captured", model=model, kwargs=kwargs, lr=lr, momentum=momentum)
+@pytest.mark.parametrize("model,kwargs,lr,momentum,optimizer", [
+    ("lenet", None, 0.05, 0.9, "sgd"), ("fednca_net", BN_NET, 0.01, 0.5, "sgd"), ("lenet", None, 1e-3, 0.0, "adam")],
+    ids=["lenet", "batchnorm", "lenet-adam"])
+def test_captured_equals_vmap_on_cuda(model, kwargs, lr, momentum, optimizer, no_tf32):
+    """The captured backend (the vmap step replayed from CUDA graphs; Adam as its capturable
+    adam_step) agrees with the vmap backend on the same card within the stated tolerance, and its
+    steps were replayed, not run eagerly."""
+    kw = dict(model=model, kwargs=kwargs, lr=lr, momentum=momentum, optimizer=optimizer)
+    tr, cap = _captured_trainer("captured", **kw)
     assert cap.log["backend"] == "captured" and tr.local.graphs and not tr.local.fallbacks, tr.local.fallbacks
-    _, vm = _captured_trainer("vmap", model=model, kwargs=kwargs, lr=lr, momentum=momentum)
+    _, vm = _captured_trainer("vmap", **kw)
     _agree(vm, cap)
 
 

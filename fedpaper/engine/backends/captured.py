@@ -2,18 +2,18 @@
 replayed at every step of the same shapes.
 
 The step is VmapBackend's (base.Backend.step on vmap.VmapBackend's gradients): torch.func.vmap of
-torch.func.grad over the slots, BatchNorm statistics per slot carried as state (batchnorm.returned_stats),
-the algorithm's correction, the SGD (plain or momentum/nesterov/weight decay) update of engine/optim.py.
-Its tensors (parameters, optimiser state, batch, present, anchor, BatchNorm buffers, active, the
-learning rate as a 0-d tensor, the correction) are copied into static buffers (torch._foreach_copy_;
-a tensor the graph only reads is not copied again while it is the same tensor at the same version,
-e.g. the anchor), the graph replays, and the new parameters, optimiser state and loss sums are copied
-out (BatchNorm statistics into the caller's buffers), so nothing the caller keeps aliases the graph's
-memory. One graph per shape
-signature (a round trained in parts, or another slot count, captures another); the replay computes
-the same kernels as the eager step on the same inputs, so the captured step equals the vmap
-backend's step on the same device up to the float rounding of kernels that choose their algorithm
-per call (tests/test_gpu.py states the tolerance).
+torch.func.grad over the slots, BatchNorm statistics per slot carried as state
+(batchnorm.returned_stats), the algorithm's correction, then the optimiser update (engine/optim.py's
+SGD; Adam and AdamW as adam_step, below). Its tensors (parameters, optimiser state, batch, present,
+anchor, BatchNorm buffers, active, the learning rate as a 0-d tensor, the correction) are copied into
+static buffers (torch._foreach_copy_; a tensor the graph only reads is not copied again while it is
+the same tensor at the same version, e.g. the anchor), the graph replays, and the new parameters,
+optimiser state and loss sums are copied out (BatchNorm statistics into the caller's buffers), so
+nothing the caller keeps aliases the graph's memory. One graph per shape signature (a round trained
+in parts, or another slot count, captures another); the replay computes the same kernels as the
+eager step on the same inputs, so the captured step equals the vmap backend's step on the same
+device up to the float rounding of kernels that choose their algorithm per call (tests/test_gpu.py
+states the tolerance).
 
 Why torch.cuda.graphs and not torch.compile(mode="reduce-overhead"): the step runs functorch
 transforms over a functional_call of the template whose BatchNorm layers read context variables
@@ -27,12 +27,18 @@ replay, so each step gets fresh masks (tests/test_gpu.py checks it); as with the
 dropout model's run is then not batch-invariant. The objective must be a function of its arguments
 (algorithms.base.Objective is): a tensor it closes over is read at the address it had at capture.
 
+Adam and AdamW: engine/optim.py's step runs torch's fused Adam on the active slots it lists on the
+host (torch.nonzero(...).tolist()), which a graph cannot record; the captured step runs adam_step
+instead, the same update (Kingma & Ba 2015, Alg. 1; AdamW's decoupled decay, Loshchilov & Hutter
+2019, Alg. 2) on every slot at once in tensor operations, an inactive slot's parameters and
+moments kept by torch.where: equal to the fused step up to float rounding (tests/engine/test_captured.py
+states the tolerance). SGD (plain, momentum, nesterov, weight decay) is engine/optim.py's own step.
+
 It falls back to the eager vmap step, and says why (`fallbacks`: the rule per shape signature), where
-the step cannot be captured: not on CUDA; an Adam/AdamW optimiser (its fused step picks the active
-slots on the host: torch.nonzero(...).tolist()); a capture that raises (an objective that reads a
-tensor on the host). `supports` is True on CUDA only, and choose_backend's "auto" does not pick it:
-it is chosen when asked; "auto" can switch to it once a GPU measurement shows the replay faster than
-the eager vmap step for a model.
+the step cannot be captured: not on CUDA; a capture that raises (an objective that reads a tensor on
+the host). `supports` is True on CUDA only, and choose_backend's "auto" does not pick it: it is
+chosen when asked; "auto" can switch to it once a GPU measurement shows the replay faster than the
+eager vmap step for a model.
 """
 from __future__ import annotations
 
@@ -49,6 +55,32 @@ from fedpaper.engine.backends.vmap import VmapBackend
 WARMUP_STEPS = 2
 #: graphs kept at most (each holds its static inputs and its memory pool); the oldest goes first
 MAX_GRAPHS = 8
+
+
+def adam_step(params, grads, state, lr, active, betas=(0.9, 0.999), eps=1e-8, decay=0.0):
+    """Adam (decay > 0: AdamW's decoupled weight decay) on stacked slots as tensor operations only
+    (capturable): torch.optim.Adam's update, m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+    p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps), with t each slot's step count after
+    this step; AdamW first p *= 1 - lr decay. Slots with active=False keep parameters, moments and
+    step count (state as engine.optim.opt_init: m, v {name: [G, ...]}, t [G]). lr: a float or a 0-d
+    tensor."""
+    b1, b2 = betas
+    t_old = state["t"]
+    a = active.to(t_old.dtype)
+    t = t_old + 1  # the step count of a slot that steps (an inactive slot's result is discarded)
+    bc1, bc2_sqrt = 1 - torch.pow(b1, t), torch.sqrt(1 - torch.pow(b2, t))
+    step_size = lr / bc1
+    new_p, m_new, v_new = {}, {}, {}
+    for k, p in params.items():
+        lead = (-1, *[1] * (p.dim() - 1))  # a per-slot [G] value against a [G, ...] tensor
+        keep = active.view(lead)
+        g, m, v = grads[k], state["m"][k], state["v"][k]
+        m2 = torch.lerp(m, g, 1 - b1)
+        v2 = v * b2 + (1 - b2) * g * g
+        q = p * (1 - lr * decay) if decay else p
+        q = q - step_size.view(lead) * m2 / (v2.sqrt() / bc2_sqrt.view(lead) + eps)
+        new_p[k], m_new[k], v_new[k] = torch.where(keep, q, p), torch.where(keep, m2, m), torch.where(keep, v2, v)
+    return new_p, {"m": m_new, "v": v_new, "t": t_old + a}
 
 
 class CapturedBackend(VmapBackend):
@@ -85,16 +117,24 @@ class CapturedBackend(VmapBackend):
         """Why this step cannot be captured (None: it can)."""
         if not self.capture:
             return "capture off" if self.device.type == "cuda" else f"{self.device.type}, not CUDA"
-        if optim.kind != "sgd":
-            return f"optimizer {optim.kind!r}: its fused step picks the active slots on the host"
         return None
 
     def eager_step(self, params, opt, batch, present, anchor, objective, *, optim, lr, buffers=None, active=None,
                    gens=None, corr=None, frozen=()):
         """The step the graph captures, run eagerly: the vmap backend's step (base.Backend.step), with
-        the learning rate `lr` a float or a 0-d tensor."""
-        return super().step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr, buffers=buffers,
-                            active=active, gens=gens, corr=corr, frozen=frozen)
+        the learning rate `lr` a float or a 0-d tensor; Adam and AdamW as adam_step (every slot at
+        once, no host reads) instead of engine/optim.py's fused step."""
+        if optim.kind == "sgd":
+            return super().step(params, opt, batch, present, anchor, objective, optim=optim, lr=lr, buffers=buffers,
+                                active=active, gens=gens, corr=corr, frozen=frozen)
+        grads, lsum = self.grads(params, batch, present, anchor, objective, buffers, active, gens)
+        if corr is not None:
+            grads = {k: g + corr[k] for k, g in grads.items()}
+        if optim.kind == "adam" and optim.weight_decay:  # L2 decay, as OptimSpec.step
+            grads = {k: g + optim.weight_decay * params[k] for k, g in grads.items()}
+        decay = optim.weight_decay if optim.kind == "adamw" else 0.0
+        new, opt = adam_step(params, grads, opt, lr, active, tuple(optim.betas), decay=decay)
+        return {k: (params[k] if k in frozen else v) for k, v in new.items()}, opt, lsum
 
     def step(self, params, opt, batch, present, anchor, objective, *, optim, lr, buffers=None, active=None,
              gens=None, corr=None, frozen=()):
