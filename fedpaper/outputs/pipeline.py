@@ -15,7 +15,10 @@ returns an ArtifactResult (a list of them where the function returns a list of j
 overrides are an explicit argument (`parameters.Overrides`), applied once, by the paper, where it
 builds its settings; the pipeline refuses a job whose settings do not carry them.
 
-`compute(params) -> (table, info)`; `info` may hold `datasets` (list of dicts like
+An artifact that trains declares its runs instead of computing them: `specs(params) -> [RunSpec]`
+and `summarise(specs, results, params) -> (table, info)` (ArtifactJob); the pipeline trains them
+(run_specs) and `fedpaper plan` reads them. `compute(params) -> (table, info)` is for an artifact
+that trains nothing (or has not declared its runs yet); `info` may hold `datasets` (list of dicts like
 `ImageDataset.describe()`: name, source, lossy, synthetic), `seeds`, `device`, `notes` (list of
 strings, e.g. shrinkage relative to the paper). `draw(table, params) -> matplotlib Figure`.
 `params` reaches compute and draw as given, plus `profile`, `seeds` (resolved) and
