@@ -2,7 +2,8 @@
 fedpaper.driver, above fedpaper.algorithms; ARCHITECTURE.md):
 
 - types: Pools, Federation, TrainConfig, TrainResult (what the driver takes and returns);
-- backends: per-slot gradients ("vmap", "loop", "grouped") and the fixed rule that picks one;
+- backends: one class per backend ("loop", "vmap", "grouped", "captured": a CUDA graph of the vmap
+  step), each owning a local step, and the fixed rule that picks one;
   batchnorm: BatchNorm statistics from each slot's real rows (loop: updated in place; vmap: returned);
 - gradients: per-run gradients of an algorithm's own loss (the Context's `run_grads` service);
 - grouped: the grouped forward pass and stacked layouts; batching: minibatches of slots;

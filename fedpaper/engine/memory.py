@@ -12,7 +12,7 @@ batch size, precision and device by `step_memory`):
 - the tensors saved for backward by one slot's forward pass (activations, autocast copies of the
   weights), measured with torch.autograd.graph.saved_tensors_hooks on a real forward pass of the
   model at batch 2 and 4 (linear in the batch size: saved = fixed + B x per sample). The "vmap"
-  backend holds them for every slot at once, "loop" for one slot at a time, "grouped" for one pass
+  and "captured" backends hold them for every slot at once, "loop" for one slot at a time, "grouped" for one pass
   of backends.pass_width(B) slots.
 
 `runs_that_fit` turns that into the number of runs one engine call may train: the group's data
@@ -72,10 +72,13 @@ class StepMemory:
 
     def run_bytes(self, slots: int, batch: int) -> int:
         """Bytes one run adds to a group: its `slots` clients' parameter copies and input batches,
-        and (vmap: every slot's pass at once) their activations."""
+        and (vmap and captured: every slot's pass at once) their activations; the captured backend
+        also keeps a static copy of each slot's parameters and batch for its graph to read."""
         per_slot = self.slot_params() + batch * self.input_row_bytes
-        if self.backend == "vmap":
+        if self.backend in ("vmap", "captured"):
             per_slot += self.activations(batch)
+        if self.backend == "captured":
+            per_slot += self.slot_params() + batch * self.input_row_bytes
         return slots * per_slot
 
     def group_bytes(self, batch: int, eval_batch: int) -> int:

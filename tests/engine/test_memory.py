@@ -55,6 +55,13 @@ def test_vmap_holds_every_slots_activations_loop_one():
     assert vmap.group_bytes(batch=8, eval_batch=16) == 16 * 4
 
 
+def test_captured_holds_every_slots_activations_and_a_static_copy_of_its_inputs():
+    base = dict(param_bytes=100, state_copies=2, saved_fixed=10, saved_per_sample=50, input_row_bytes=4)
+    vmap, cap = MEM.StepMemory(backend="vmap", **base), MEM.StepMemory(backend="captured", **base)
+    assert cap.run_bytes(slots=3, batch=8) == vmap.run_bytes(slots=3, batch=8) + 3 * (vmap.slot_params() + 8 * 4)
+    assert cap.group_bytes(batch=8, eval_batch=16) == vmap.group_bytes(batch=8, eval_batch=16)
+
+
 def test_available_memory_of_the_cpu_is_read():
     total = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal:"))
     assert 0 < MEM.available_bytes("cpu") <= total
