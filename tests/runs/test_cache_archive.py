@@ -359,13 +359,13 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
     """run_specs stores each engine call's runs as soon as the call ends: a chunk of two engine calls
     (1-round and 2-round runs: two configs) killed during the second keeps the first's runs, and
     the same sweep again trains only the rest."""
-    from fedpaper.runs import executors as E
+    from fedpaper.runs import executors as E, experiment as X
     from fedpaper.papers.fedpals import profiles as P, runs as R
 
     p = P.runs("smoke")
     p.update(P.grid("smoke"))
     sp = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=s, rounds=r) for r in (1, 2) for s in (0, 1)]
-    inner, calls = E.train_group, []
+    inner, calls = X.train_group, []
 
     def killed_second(setups, progress):
         calls.append(len(setups))
@@ -373,13 +373,13 @@ def test_a_chunk_stopped_midway_keeps_the_runs_of_every_engine_call_that_finishe
             raise KeyboardInterrupt
         return inner(setups, progress)
 
-    monkeypatch.setattr(E, "train_group", killed_second)
+    monkeypatch.setattr(X, "train_group", killed_second)
     store = ResultStore(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
     assert calls == [2, 2] and len(store) == 2
     calls.clear()
-    monkeypatch.setattr(E, "train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
+    monkeypatch.setattr(X, "train_group", lambda setups, progress: calls.append(len(setups)) or inner(setups, progress))
     res = E.run_specs(sp, progress=False, store=store, executor="local", max_batch=4)
     assert calls == [2] and len(store) == 4 and len(res) == 4
 

@@ -2,7 +2,7 @@
 with leases (fedpaper.runs.leases) by executors.run_specs; a process waiting on a run another holds
 says so and reads the result from the store; a killed or expired holder's claims are taken over.
 
-Trainings are counted by wrapping executors.train_group in each process (one line per run
+Trainings are counted by wrapping experiment.train_group (the engine call every executor makes through runs.oom) in each process (one line per run
 trained, appended to a counter file)."""
 import json
 import os
@@ -27,13 +27,13 @@ N_SPECS = 4
 # claims however slowly it starts on a loaded machine); prints the results as JSON.
 DRIVER = textwrap.dedent("""
     import json, sys, time
-    from fedpaper.runs import executors as E
+    from fedpaper.runs import executors as E, experiment as X
     from fedpaper.papers.fedpals import profiles as P, runs as R
     from fedpaper.runs.store import ResultStore
 
     import os
     root, counter, pause = sys.argv[1], sys.argv[2], sys.argv[3]
-    inner = E.train_group
+    inner = X.train_group
 
     def counted(setups, progress):
         out = inner(setups, progress)
@@ -47,7 +47,7 @@ DRIVER = textwrap.dedent("""
                 time.sleep(0.05)
         return out
 
-    E.train_group = counted
+    X.train_group = counted
     p = P.runs("smoke")
     p.update(P.grid("smoke"))
     specs = [R.base_spec(p, "cifar10", {"scheme": "sparsity", "C": 3}, seed=s, rounds=1) for s in range(%d)]
