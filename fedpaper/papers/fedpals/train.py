@@ -116,6 +116,12 @@ def diverged_text(g: pd.DataFrame) -> str:
                      if d is not None and not pd.isna(d))
 
 
+def has_diverged(cell) -> bool:
+    """Whether a table's "diverged" cell names a diverged seed: a non-empty text (a table read back
+    from its csv holds NaN where the cell was empty)."""
+    return isinstance(cell, str) and cell != ""
+
+
 def diverged_notes(tab: pd.DataFrame) -> list[str]:
     """One note per table cell with a diverged run, for the figure and its provenance."""
     if "diverged" not in tab:
@@ -123,7 +129,7 @@ def diverged_notes(tab: pd.DataFrame) -> list[str]:
     keys = [c for c in ("dataset", "label_split", "method") if c in tab]
     return [f"{' '.join(str(r[c]) for c in keys)}: diverged ({r['diverged']}; non-finite training loss); "
             f"that seed's best-validation snapshot before it is used (marked †)"
-            for _, r in tab.iterrows() if r["diverged"]]
+            for _, r in tab.iterrows() if has_diverged(r["diverged"])]
 
 
 def info(p: dict, datasets: list[str], data_root=None, notes=()) -> dict:
@@ -179,7 +185,7 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
         for m in methods:
             o = tab[(tab.dataset == ds) & (tab.label_split == ls) & (tab.method == m)]
             txt = f"{o['mean'].iloc[0]:.1f} ± {o['std'].iloc[0]:.1f}" if len(o) else "–"
-            if len(o) and "diverged" in o and o["diverged"].iloc[0]:
+            if len(o) and "diverged" in o and has_diverged(o["diverged"].iloc[0]):
                 txt += " †"  # a seed diverged: the notes say which and when
             if reported is not None:
                 q = reported[(reported.dataset == ds) & (reported.label_split == ls) & (reported.method == m)]
