@@ -677,7 +677,10 @@ def cmd_reproduce(args) -> int:
           + (f"; {workers} workers, one torch thread each" if workers > 1 else ""))
     for line in announce(plan, args.profile, workers):
         print(line)
-    only = _env(ONLY_ENV, ",".join(selected)) if args.only else contextlib.nullcontext()  # the kernels make these only
+    # the kernels make these only: --only's selection; with --rerender, the artifacts that have committed results
+    # at this profile (a notebook's other artifacts are not redrawn from another profile's results)
+    make = [a for ids in plan.notebooks.values() for a in ids] if args.rerender else selected if args.only else None
+    only = _env(ONLY_ENV, ",".join(make)) if make is not None else contextlib.nullcontext()
     with _env(STATUS_FILE_ENV, str(status_file)), deadline, only:  # the kernels append what became of each artifact
         stopped = _run_notebooks(plan, executed, params, args, done, failures, bad_input, per_notebook, workers)
     statuses = read_statuses(status_file)
