@@ -181,12 +181,22 @@ def curves(table: pd.DataFrame, title: str, sub: str):
     return _finish(fig, title, sub, table, _ci_caption(table, "Line: mean; band"))
 
 
+def _cell_text(v) -> str:
+    """A table cell as drawn: empty for a missing value, a whole number without ".0" (a column with gaps
+    reads back from its csv as floats, so the computed and the re-rendered figure agree)."""
+    if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
+        return ""
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def table_figure(table: pd.DataFrame, title: str, sub: str, col_width=None):
     """A configuration table drawn as a figure."""
     n = len(table)
     fig, ax = plt.subplots(figsize=(min(16, 1.6 * len(table.columns) + 2), 0.32 * n + 1.2))
     ax.axis("off")
-    cells = [["" if (isinstance(v, float) and np.isnan(v)) else str(v) for v in row] for row in table.to_numpy()]
+    cells = [[_cell_text(v) for v in row] for row in table.to_numpy()]
     if col_width is None:  # columns as wide as their longest cell, so no text runs past its cell
         longest = [max([len(str(c))] + [len(r[i]) for r in cells]) + 2 for i, c in enumerate(table.columns)]
         col_width = [w / sum(longest) for w in longest]
