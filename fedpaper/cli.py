@@ -203,6 +203,9 @@ def _resolve_data_root(arg):
     if env and not root.is_dir():
         raise UsageError(f"FEDPAPER_DATA={env} does not exist; point it at the data folder "
                          "(e.g. export FEDPAPER_DATA=../shared/data) or unset it")
+    if not env:  # the default folder (~/.fedpaper/data on a fresh machine) is where downloads go: make it
+        with contextlib.suppress(OSError):
+            root.mkdir(parents=True, exist_ok=True)
     return root
 
 
