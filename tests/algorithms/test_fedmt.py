@@ -12,22 +12,10 @@ from fedpaper.algorithms.families import family_algorithm
 from fedpaper.algorithms.methods import Method
 from fedpaper.algorithms.semifl import static_bn_buffers
 from fedpaper.driver import train
-from fedpaper.engine import Federation, TrainConfig
+from fedpaper.engine import TrainConfig
 from fedpaper.ground.errors import BadParameterError, UnknownNameError
-from fedpaper.papers.fedmt.data import build_pools, split
 
-STAND_IN = {"num_classes": 8, "coarse_classes": 4, "n_train": 320, "n_test": 40, "shape": [3, 8, 8], "seed": 3}
-
-
-@pytest.fixture(scope="module")
-def pools():
-    return build_pools({"stand_in": STAND_IN}, None, "cpu")
-
-
-def _fed(pools, seed=0):
-    server, p = split(pools, {"n": 4, "num_clients": 2, "samples_per_client": 40, "seed": seed})
-    return Federation([np.asarray(c) for c in p.client_indices], np.arange(len(pools.y_test)),
-                      server_indices=server, seed=seed)
+from fedmt_stand_in import STAND_IN, fed as _fed, pools  # noqa: F401 (pools: a fixture)
 
 
 SMALL = {"small_resnet": {"widths": (4, 8)}, "bn_convnet": {"width": 4, "dim": 8}}  # the CPU profiles' bodies
