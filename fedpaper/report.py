@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import os
 import re
@@ -31,7 +32,7 @@ from typing import Optional
 import pandas as pd
 
 from fedpaper.runs import provenance as prov
-from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed
+from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed, profile_figures_dir
 from fedpaper.papers._common import CAUSES, CHANCE_RULE, CONTEST_RULE, NOISE_RULE, Verdict, check_claims
 from fedpaper.papers._common.scaling import slope_text
 from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
@@ -589,12 +590,36 @@ def write_summary_figures(folder: Path, rows: list[dict], tables: dict) -> dict:
         matches = paper_matches(paper, rows, tables)
         if not matches:
             continue
-        path = Path(folder) / f"{paper}.png"
-        data = summary_png(paper, matches)
-        if not path.is_file() or path.read_bytes() != data:
-            atomic_write_bytes(path, data)
-        out[paper] = path
+        out[paper] = write_summary_figure(Path(folder) / f"{paper}.png", paper, matches)
     return out
+
+
+def _under_figures(p: Path) -> str:
+    """A committed file's path relative to the figures folder (the quick profile's), else as it is."""
+    try:
+        return p.relative_to(profile_figures_dir("quick")).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def write_summary_figure(path: Path, paper: str, matches: list[tuple]) -> Path:
+    """summary_png at `path`, with the cells it draws beside it (<name>.csv: artifact, profile, paper,
+    ours, low, high) and what they were read from (<name>.json: each artifact's committed csv and the
+    code version that made it); each file written atomically, only when its bytes change."""
+    table = pd.concat([c.assign(artifact=aid, profile=prof)[["artifact", "profile", "paper", "ours", "low", "high"]]
+                       for aid, prof, c in matches], ignore_index=True)
+    sources = [{"artifact": aid, "profile": prof,
+                "csv": _under_figures(committed_paths(aid, prof)["csv"]),
+                "code_version": (load_committed(aid, prof)[1] or {}).get("code_version")} for aid, prof, _ in matches]
+    record = {"made_by": "fedpaper report (report.summary_png)", "paper": paper,
+              "what": "ours against the paper's numbers, every matched cell (reported numbers: "
+                      "fedpaper/papers/reported/)", "sources": sources}
+    for target, data in ((path, summary_png(paper, matches)),
+                         (path.with_suffix(".csv"), table.to_csv(index=False).encode()),
+                         (path.with_suffix(".json"), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())):
+        if not target.is_file() or target.read_bytes() != data:
+            atomic_write_bytes(target, data)
+    return path
 
 
 def summary_section(results: list[dict], rows: list[dict], tables: dict) -> list[str]:
@@ -846,11 +871,8 @@ def write_scale_figures(folder: Path, rows: list[dict]) -> list[Path]:
         cells_ = matched_cells(load_reported(r["id"]), load_committed(r["id"], "paper")[0])
         if not len(cells_):
             continue
-        path = Path(folder) / scale_png_name(r["id"])
-        data = summary_png(r["paper"], [(r["id"], "paper", cells_)])
-        if not path.is_file() or path.read_bytes() != data:
-            atomic_write_bytes(path, data)
-        out.append(path)
+        out.append(write_summary_figure(Path(folder) / scale_png_name(r["id"]), r["paper"],
+                                        [(r["id"], "paper", cells_)]))
     return out
 
 
