@@ -203,9 +203,6 @@ def _resolve_data_root(arg):
     if env and not root.is_dir():
         raise UsageError(f"FEDPAPER_DATA={env} does not exist; point it at the data folder "
                          "(e.g. export FEDPAPER_DATA=../shared/data) or unset it")
-    if not env:  # the default folder (~/.fedpaper/data on a fresh machine) is where downloads go: make it
-        with contextlib.suppress(OSError):
-            root.mkdir(parents=True, exist_ok=True)
     return root
 
 
@@ -660,7 +657,9 @@ def cmd_reproduce(args) -> int:
         print("fedpaper: note: with the ray executor --max-hours is checked between notebooks only (its tasks "
               "are submitted together)", file=sys.stderr)
     os.environ.setdefault("FEDPAPER_PROGRESS", "text")  # the kernels' bars: text in executed copies, no widgets
-    params = {"profile": args.profile, "data_root": str(root),
+    # the default folder (~/.fedpaper/data) may not exist on a fresh machine before any download: the kernels then
+    # get None (their own default, the same folder, where every data set reads as absent), not a path they reject
+    params = {"profile": args.profile, "data_root": str(root) if root.is_dir() else None,
               "out_dir": None if args.out_dir is None else str(Path(args.out_dir).resolve())}
     failures: dict[str, str] = {}
     bad_input: set[str] = set()  # failures caused by bad input (exit 2 when they are all of them)

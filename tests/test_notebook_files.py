@@ -64,12 +64,12 @@ def test_explaining_calls_work_on_every_committed_result(monkeypatch, capsys):
     import IPython.display
 
     from fedpaper import notebook as N
-    from fedpaper.outputs.artifacts import ArtifactResult, load_committed
+    from fedpaper.outputs.artifacts import ArtifactResult, committed_records, load_committed
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO / "figures"))
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
-    ids = sorted({f"{p.parent.name}/{p.stem}" for p in (REPO / "figures").rglob("*.json")})
+    ids = sorted({f"{p.parent.name}/{p.stem}" for p in committed_records(REPO / "figures")})
     assert len(ids) > 50
     for aid in ids:
         for profile in ("quick", "long"):

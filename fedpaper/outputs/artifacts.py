@@ -34,6 +34,7 @@ from fedpaper.papers._common import check_claims
 from fedpaper.papers.catalog import (
     DRAWS_DATA,
     Claim,  # noqa: F401  (exported here too)
+    artifact_ids,
     get_artifact,
 )
 from fedpaper.ground.paths import cache_dir, figures_dir, unwritable_reason
@@ -162,6 +163,16 @@ def committed_paths(artifact_id: str, profile: Optional[str] = None) -> dict:
     profile=None, those of the most faithful profile present (quick's folder if none is)."""
     profile = profile or committed_profile(artifact_id) or "quick"
     return output_paths(artifact_id, profile_figures_dir(profile))
+
+
+def committed_records(root=None) -> list[Path]:
+    """The provenance jsons of every committed artifact under `root` (figures/ by default), of all
+    profiles: `<paper>/<name>.json` and `<profile>/<paper>/<name>.json` of a known artifact id. The
+    report's own figures (summary/, with their source lists) are not artifacts and are left out."""
+    root = Path(root) if root is not None else figures_dir()
+    known = set(artifact_ids())
+    return [p for p in sorted(root.glob("*/*.json")) + sorted(root.glob("*/*/*.json"))
+            if f"{p.parent.name}/{p.stem}" in known]
 
 
 def load_committed(artifact_id: str, profile: Optional[str] = None) -> tuple[Optional[pd.DataFrame], Optional[dict]]:

@@ -5,10 +5,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fedpaper.outputs.artifacts import committed_records
 from fedpaper.runs import provenance as prov
 from fedpaper.ground.paths import REPO_ROOT
 
-COMMITTED = sorted((REPO_ROOT / "figures").glob("*/*.json")) + sorted((REPO_ROOT / "figures").glob("*/*/*.json"))
+COMMITTED = committed_records(REPO_ROOT / "figures")
 # Artifacts whose committed provenance is known not to match its csv (none since the quick rerun
 # that followed issue 12's fixes); an entry here marks its test as an expected failure.
 STALE: dict[str, str] = {}
