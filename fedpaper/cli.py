@@ -446,12 +446,40 @@ def _run_parallel(notebooks: list, executed: Path, params: dict, args, done: lis
     return stopped + queue if stopped else []
 
 
+def _cpu_times() -> "tuple[int, int] | None":
+    """(free, total) CPU ticks of the machine since boot from /proc/stat: free = idle + iowait + nice (work
+    run at a lower priority yields its core to the workers); None where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, idle, iowait = (fields + [0] * 5)[:5]
+    return idle + iowait + nice, sum(fields[:8])
+
+
+def free_cores(cores: int, sample_s: float = 0.5) -> int:
+    """How many of `cores` are free now: the machine's free share of CPU time over `sample_s` seconds
+    (/proc/stat, so the load of a command that just ended, e.g. an install, does not count as the
+    one-minute load average would), times the cores, rounded; without /proc/stat, the cores minus the
+    one-minute load average. At least one."""
+    first = _cpu_times()
+    if first is None:
+        return max(1, cores - round(os.getloadavg()[0]))
+    time.sleep(sample_s)
+    second = _cpu_times()
+    free, total = second[0] - first[0], second[1] - first[1]
+    machine = os.cpu_count() or cores
+    busy = 0.0 if total <= 0 else machine * (1 - free / total)  # busy cores of the whole machine
+    return max(1, min(cores, round(cores - busy)))
+
+
 def resolve_workers(value: str) -> int:
-    """--workers: a positive count, or `auto`: one per core this process may use that is not busy (the
-    cores minus the one-minute load average, rounded; at least one)."""
+    """--workers: a positive count, or `auto`: one per core this process may use that is free now (free_cores;
+    at least one)."""
     if value == "auto":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return max(1, cores - round(os.getloadavg()[0]))
+        return free_cores(cores)
     try:
         n = int(value)
     except ValueError:

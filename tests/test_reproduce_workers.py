@@ -108,3 +108,23 @@ def test_makefile_figures_runs_one_worker_per_free_core():
     make = subprocess.run(["make", "-n", "figures"], capture_output=True, text=True, cwd=REPO_ROOT)
     line = next(ln for ln in make.stdout.splitlines() if "fedpaper reproduce" in ln)
     assert "--workers auto" in line, make.stdout
+
+
+def _stat(monkeypatch, samples):
+    """cli._cpu_times returns the (free, total) tick pairs of `samples` in turn."""
+    it = iter(samples)
+    monkeypatch.setattr(cli, "_cpu_times", lambda: next(it))
+    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+
+
+def test_auto_workers_counts_the_cores_free_now_not_the_load_average(monkeypatch):
+    """Right after an install the one-minute load average still reads ~1 on an idle 2-core machine; the
+    free cores are measured over a short sample instead."""
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (1.4, 1.0, 0.8))
+    _stat(monkeypatch, [(1000, 2000), (1190, 2200)])  # 190 of 200 ticks free: both cores idle
+    assert cli.free_cores(2) == 2
+    _stat(monkeypatch, [(1000, 2000), (1100, 2200)])  # half the ticks busy: one core busy
+    assert cli.free_cores(2) == 1
+    _stat(monkeypatch, [(1000, 2000), (1000, 2200)])  # all busy: still one worker
+    assert cli.free_cores(2) == 1
