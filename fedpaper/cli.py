@@ -458,7 +458,7 @@ def _cpu_times() -> "tuple[int, int] | None":
     return idle + iowait + nice, sum(fields[:8])
 
 
-def free_cores(cores: int, sample_s: float = 0.5) -> int:
+def free_cores(cores: int, sample_s: float = 1.0) -> int:
     """How many of `cores` are free now: the machine's free share of CPU time over `sample_s` seconds
     (/proc/stat, so the load of a command that just ended, e.g. an install, does not count as the
     one-minute load average would), times the cores, rounded; without /proc/stat, the cores minus the
