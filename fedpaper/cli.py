@@ -911,12 +911,10 @@ def cmd_plan(args) -> int:
     print(f"fedpaper plan: profile {args.profile}, data root {root}, {len(selected)} artifact(s); "
           "collecting their runs (nothing is trained or written)", flush=True)
     plans = P.collect(selected, args.profile, root)
-    rows, totals, costs = P.build_rows(plans, progress=lambda k: print(f"measuring {k.label()} ...", flush=True))
+    rows, totals, costs = P.build_rows(plans, progress=lambda what: print(f"{what} ...", flush=True))
     card, _ = P.gpu_rates()
     print(P.format_table(rows, totals, card))
-    print(f"CPU here: {P.machine_key()}; time = training samples x CPU s per training sample of the engine "
-          "training each model (FedAvg, random data of its input shape) + evaluation samples x CPU s per "
-          "evaluation sample (fedpaper/plan.py)")
+    print(P.cpu_line(costs))
     print(f"GPU: {card or P.NOT_MEASURED + ' (no ' + str(P.GPU_RESULTS) + ')'}")
     fits = P.fits_line(totals)
     if fits:

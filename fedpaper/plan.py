@@ -22,14 +22,18 @@ written, absent data sets do not stop it). An artifact that declares its runs
 keys and their `build` and returns placeholders, whose first use stops the compute (`_Collected`,
 a BaseException, so no `except Exception` in an artifact hides it). Runs that an artifact trains
 outside run_specs (FedNCA-ML's feature models, `FederatedTrainer` directly) are caught at the
-trainer's constructor, which records them and stops the compute instead of training. A run is
-counted by building it (`RunSpec.build`: partitions, federation), not by hand formulas; pools built
-to resize images to `options["input_size"]` are built at a tiny size for counting (the federation
-depends on the labels, not on the pixels) and the real input size is kept for the model; the
-pools' memory is what the real pools hold (`engine.memory.pools_bytes`: compact pools keep uint8
-pixels at their native size and resize per batch, so a tiny-size build holds the same bytes). Not
-seen: runs whose specs would depend on earlier results (none today), and server-side training
-inside a method (e.g. FedMT's server epochs, central tuning), which the sample counts leave out.
+trainer's constructor, which records them and stops the compute instead of training; while such a
+compute runs, the pools builders of `LABEL_ONLY` are swapped for label-only ones (`_label_only_pools`).
+
+A run is counted from its spec as RunSpec.build sets it up (`_Counter`: the paper's pools builder,
+its layout, `experiment.train_config`), not by hand formulas; each pool and each federation is
+built once (runs that differ only in method or training share one), and FedNCA-ML's composite
+pools are built from their labels only (`label_only_pools`: no image is composed or standardised;
+the federation depends on the labels, not on the pixels), with the real input size for the model
+and the bytes the real pools hold (`engine.memory.pools_bytes`: compact pools keep uint8 pixels at
+their native size and resize per batch). Not seen: runs whose specs would depend on earlier results
+(none today), and server-side training inside a method (e.g. FedMT's server epochs, central
+tuning), which the sample counts leave out.
 
 Model costs (MACs, the memory of one training step, CPU time per sample, GPU throughput): see
 fedpaper.runs.model_costs.
@@ -39,32 +43,36 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+import torch
+
+from fedpaper.blocks.data.compact import CompactImages
+from fedpaper.engine import Pools
 from fedpaper.engine.memory import parted, pools_bytes, StepMemory
 from fedpaper.runs.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
-                                  machine_key, macs, model_costs, step_memory)
+                                  machine_key, macs, model_costs, model_costs_of, step_memory)
 from fedpaper.runs import experiment as E
 from fedpaper.outputs.artifacts import ArtifactResult
 from fedpaper.outputs.pipeline import COMPUTE_HOOK
 from fedpaper.driver import trainer as T
 from fedpaper.runs.executors import using_executor
-from fedpaper.runs.experiment import build_stored, get_pools, run_samples, store_key
+from fedpaper.runs.experiment import (Execution, RunSpec, build_stored, get_pools, pools_key_of, run_samples,
+                                      store_key, train_config)
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.ground.files import atomic_path
 from fedpaper import notebook
 from fedpaper.papers import artifact, not_implemented_reason
+from fedpaper.papers.fednca import data as FD
 from fedpaper.ground.progress import warnings_once
 from fedpaper.runs.store import ResultStore, spec_json
 
-#: The data option under which a pools builder resizes its images (FedNCA-ML's 224 px): counting a
-#: run builds its pools at PLAN_SIDE px instead (the federation depends on labels only).
-RESIZE_OPTION = "input_size"
-PLAN_SIDE = 8
 GB = 1e9
 
 
@@ -132,7 +140,7 @@ class ArtifactPlan:
 
 
 def _input_shape(pools) -> tuple:
-    return tuple(getattr(pools, "plan_input_shape", None) or pools.x_train.shape[1:])
+    return tuple(pools.x_train.shape[1:])  # a compact pool's shape is its training size (resized per batch)
 
 
 def count_run(ident: str, paper: str, config, pools, fed, pools_id) -> RunCount:
@@ -173,23 +181,18 @@ def _canon(d) -> str:
 
 
 @contextlib.contextmanager
-def _small_pools():
-    """Pools builders that resize (RESIZE_OPTION) build at PLAN_SIDE px and remember the real shape."""
-
+def _label_only_pools():
+    """For the compute of an artifact that does not declare its runs: the pools builders that
+    `label_only_pools` can stand in for build label-only pools (the federation depends on labels
+    only; nothing trains while planning), the others are left as they are."""
     saved = dict(E.POOLS_BUILDERS)
 
-    def wrap(fn):
-        def small(options, root, device):
-            size = options.get(RESIZE_OPTION)
-            if not size:
-                return fn(options, root, device)
-            pools = fn({**options, RESIZE_OPTION: PLAN_SIDE}, root, device)
-            pools.plan_input_shape = (int(pools.x_train.shape[1]), int(size), int(size))
-            return pools
-        small.reads = getattr(fn, "reads", None)
-        return small
+    def stand_in(name, fn):
+        def labels_only(options, root, device):
+            return label_only_pools(pools_key_of({"name": name, "options": options}, root, device))
+        return E.PoolsBuilder(labels_only, reads=getattr(fn, "reads", None))
 
-    E.POOLS_BUILDERS.update({k: wrap(v) for k, v in saved.items()})
+    E.POOLS_BUILDERS.update({k: stand_in(k, v) for k, v in saved.items() if k in LABEL_ONLY})
     E.get_pools.cache_clear()
     try:
         yield
@@ -251,6 +254,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
 
     outer: list = []  # the plan of the artifact whose compute is running (a ladder runs its rungs' artifacts)
     store_keys: dict = {}  # spec JSON -> (store key, its JSON), over all artifacts (declared_runs)
+    counter = _Counter(data_root)
 
     def hook(aid, compute, params, missing):
         nested = bool(outer)
@@ -268,7 +272,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
             if job is not None and job.declares_runs:
                 declared = declared_runs(job, params, compute.data_root, store_keys)
             else:
-                with using_executor(ex), _no_direct_training(direct):
+                with using_executor(ex), _no_direct_training(direct), _label_only_pools():
                     compute(params)
             if not ex.found and not declared and not direct and not nested and len(plan.runs) == before:
                 plan.status = "no training"
@@ -287,7 +291,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         new = sorted({i: n for n, (_, _, i) in enumerate(found) if i not in counted}.values(),
                      key=lambda n: _partition_order(found[n][0]))
         for n in new:
-            _count_key(*found[n], counted)
+            _count_key(found[n][0], found[n][2], counted, counter)
         plan.runs += [counted[i] for _, _, i in found]
         for method, config, pools, feds in direct:
             for f in feds:
@@ -304,7 +308,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         return ArtifactResult(aid, pd.DataFrame(), None, {}, {}, "planned")
 
 
-    with tempfile.TemporaryDirectory(prefix="fedpaper-plan-") as scratch, _small_pools(), warnings_once("plan"):
+    with tempfile.TemporaryDirectory(prefix="fedpaper-plan-") as scratch, warnings_once("plan"):
         token = COMPUTE_HOOK.set(hook)
         try:
             for nb, aids in notebooks.items():
@@ -352,19 +356,116 @@ def _partition_order(key: dict) -> tuple:
     return (spec_json(run["data"]), spec_json(run["partition"]), spec_json(run.get("evaluation") or {}))
 
 
-def _count_key(key: dict, build, ident: str, counted: dict) -> RunCount:
+def _count_key(key: dict, ident: str, counted: dict, counter: "_Counter") -> RunCount:
     if ident in counted:
         return counted[ident]
     run = key["run"]
     rounds = int(run["training"].get("rounds", 0))
     try:
-        setup = build(key)
-        rc = count_run(ident, key["paper"], setup.config, get_pools(setup.pools_key), setup.federation,
-                       setup.pools_key)
+        rc = counter.count(ident, RunSpec(**run))
     except Exception as e:  # noqa: BLE001 - e.g. its data are absent: the run is still counted
         rc = RunCount(ident, key["paper"], rounds, error=_one_line(e))
     counted[ident] = rc
     return rc
+
+
+class _Counter:
+    """Counts runs from their specs as RunSpec.build sets them up (the same pools builders, layouts
+    and train_config), each pool and each federation once: runs that differ only in their method or
+    training settings share one federation (a layout reads the spec's data, partition and
+    evaluation). Pools that `label_only_pools` can stand in for are built without their pixels."""
+
+    def __init__(self, data_root):
+        self.data_root = data_root
+        self.feds: dict = {}
+        self.execution = Execution()
+
+    def pools(self, key: tuple):
+        return label_only_pools(key) if key[0] in LABEL_ONLY else get_pools(key)
+
+    def count(self, ident: str, spec: RunSpec) -> RunCount:
+        if spec.partition["layout"] not in E.LAYOUTS:
+            E._import_paper(spec.paper)  # the paper's tables, as RunSpec.build reads them
+        key = pools_key_of(spec.data, self.data_root)
+        pools = self.pools(key)
+        fk = spec_json([spec.paper, spec.data, spec.partition, spec.evaluation, key])
+        if fk not in self.feds:
+            try:
+                layout = E.LAYOUTS[spec.partition["layout"]]
+            except KeyError:
+                raise BadParameterError(f"unknown partition layout {spec.partition['layout']!r}") from None
+            self.feds[fk] = layout(spec, pools, self.data_root)
+        config = train_config(spec.training, pools, self.execution)
+        return count_run(ident, spec.paper, config, pools, self.feds[fk], key)
+
+
+# ----------------------------------------------------------------------------- pools without pixels
+#: Pools builders whose pools `label_only_pools` builds without their pixels: FedNCA-ML's multi-label
+#: composites (data name -> the composite source of fedpaper.papers.fednca.data).
+LABEL_ONLY = {"fednca-cifar10": "cifar10", "fednca-dermamnist": "dermamnist", "fednca-synthetic": "synthetic"}
+
+
+def composite_labels(labels, num_classes: int, *, singles_per_class, pairs_per_class_pair: int, seed: int,
+                     max_offset: int = 7) -> np.ndarray:
+    """The multi-hot labels [n, K] (float32) that fedpaper.blocks.data.multilabel.composite_split
+    gives for these source labels, in its row order, without placing any pixel: the same seeded
+    draws in the same order (class permutations, each row's corner and offsets, each pair's
+    images), so the final shuffle is the same."""
+    y = np.asarray(labels).reshape(-1).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    by_class = [np.flatnonzero(y == c) for c in range(num_classes)]
+    if pairs_per_class_pair and any(len(b) == 0 for b in by_class):
+        raise BadParameterError(f"class {[c for c, b in enumerate(by_class) if len(b) == 0][0]} has no image; "
+                                "composites need every class")
+    singles = []
+    for c in range(num_classes):
+        perm = rng.permutation(by_class[c])
+        singles.append(perm if singles_per_class is None else perm[:singles_per_class])
+    single_rows = np.concatenate(singles) if singles else np.zeros(0, np.int64)
+    pairs = [(a, b) for a, b in itertools.combinations(range(num_classes), 2) for _ in range(pairs_per_class_pair)]
+    n = len(single_rows) + len(pairs)
+    out = np.zeros((n, num_classes), dtype=np.float32)
+    for _ in single_rows:
+        rng.integers(4)
+        rng.integers(0, max_offset + 1, size=2)
+    out[np.arange(len(single_rows)), y[single_rows]] = 1
+    for j, (a, b) in enumerate(pairs):
+        rng.choice(by_class[a]), rng.choice(by_class[b])
+        rng.integers(4)
+        rng.integers(0, max_offset + 1, size=2), rng.integers(0, max_offset + 1, size=2)
+        out[len(single_rows) + j, [a, b]] = 1
+    return out[rng.permutation(n)]
+
+
+@functools.lru_cache(maxsize=4)
+def label_only_pools(key: tuple):
+    """FedNCA-ML's composite pools (fedpaper.papers.fednca.data.composite_pools) of a pools key,
+    labels only: the source splits read as that builder reads them, the composites' labels from
+    `composite_labels`, and pixel pools of the real shape (uint8 canvases, resized to
+    options["input_size"]) that hold no pixels, whose `nbytes` is what the real pools hold. For
+    counting runs; nothing can train on them."""
+    name, root, device, options = key
+    options = json.loads(options)
+    src, classes, desc = FD._split_sources(LABEL_ONLY[name], options, root)
+    singles, pairs = options.get("singles", {}), options["pairs"]
+    ys = {s: composite_labels(src[s][1], len(classes), singles_per_class=singles.get(s), pairs_per_class_pair=pairs[s],
+                              seed=int(options.get("seed", 0)) * 10 + i, max_offset=int(options.get("max_offset", 7)))
+          for i, s in enumerate(FD.SPLITS)}
+    channels, side = int(src["train"][0].shape[1]), int(src["train"][0].shape[2])
+    canvas = 2 * side if options.get("canvas") is None else int(options["canvas"])
+    del src
+
+    def no_pixels(n):
+        return CompactImages(torch.zeros((), dtype=torch.uint8).expand(n, channels, canvas, canvas),
+                             torch.zeros(channels), torch.ones(channels), options.get("input_size"))
+
+    n = {s: len(ys[s]) for s in FD.SPLITS}
+    pools = Pools.from_arrays(no_pixels(n["train"] + n["val"]), np.concatenate([ys["train"], ys["val"]]),
+                              no_pixels(n["test"]), ys["test"], len(classes), device="cpu")
+    pools.fednca_split = n
+    pools.classes = classes
+    pools.description = {**desc, "labels_only": True}
+    return pools
 
 
 # ----------------------------------------------------------------------------- the table
@@ -431,13 +532,11 @@ def _rounds(runs) -> str:
 
 
 def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], list[Row], dict]:
-    """(artifact rows, per-paper total rows, model costs) of the plans; measures each model once."""
+    """(artifact rows, per-paper total rows, model costs) of the plans (model_costs_of: each
+    architecture measured and each timing class timed once, from the cache where it holds them;
+    `progress(text)` before each measurement)."""
     keys = sorted({r.model for p in plans for r in p.runs if r.model is not None}, key=lambda k: k.signature())
-    costs = {}
-    for k in keys:
-        if progress:
-            progress(k)
-        costs[k] = model_costs(k)
+    costs = model_costs_of(keys, progress=progress)
     _, gpu = gpu_rates()
     rows = []
     for p in plans:
@@ -536,6 +635,23 @@ def fits_line(totals: list[Row]) -> str:
                      f"24 GB RAM, {'fits' if need < 80 * GB else 'does NOT fit'} an 80 GB GPU)")
     return ("largest one-run engine call (data pools as held, compact uint8 at native size, + every participating "
             "client's parameter copies + one training step): " + "; ".join(parts) if parts else "")
+
+
+def cpu_line(costs: dict) -> str:
+    """Where the "CPU here" column comes from: the machine, the timings (how many, when measured,
+    where cached) and how many model keys were scaled by MACs from their class's timing."""
+    timed = [c["timed"] for c in costs.values() if "timed" in c]
+    if not timed:
+        return f"CPU here: {machine_key()}; no model timed"
+    when = sorted({t["measured_at"] for t in timed if t.get("measured_at")})
+    classes = {(t.get("timed_key"), t.get("measured_at")) for t in timed}
+    scaled = sum(1 for t in timed if t.get("scaled_by_macs"))
+    span = when[0] if len(when) == 1 else f"{when[0]} to {when[-1]}" if when else "?"
+    return (f"CPU here: {machine_key()}; time = training samples x CPU s per training sample + evaluation "
+            f"samples x CPU s per evaluation sample, from {len(classes)} engine timing(s) (FedAvg, random data of "
+            f"the input shape; one per model class and machine) measured {span}, cached in {timed[0]['cached_in']}; "
+            f"{scaled} of {len(timed)} model key(s) scaled by their MACs from the timing of their class "
+            "(fedpaper/runs/model_costs.py)")
 
 
 def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:
