@@ -165,6 +165,46 @@ def test_the_checks_can_fail():
     assert found, "the CLI's module-level imports are found"
 
 
+#: The most context variables (contextvars.ContextVar) the package may hold: a value read far from where it
+#: is set is a channel no signature shows, kept only where an argument cannot go.
+MAX_CONTEXT_VARS = 6
+
+
+def context_vars(sources: dict) -> list[tuple]:
+    """(module, line, whether a comment sits on its line or is the line above) of every
+    ContextVar(...) call in `sources` ({module: source text})."""
+    import io
+    import tokenize
+
+    out = []
+    for mod, src in sources.items():
+        calls = [n.lineno for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call)
+                 and (getattr(n.func, "attr", None) == "ContextVar" or getattr(n.func, "id", None) == "ContextVar")]
+        if not calls:
+            continue
+        lines = src.splitlines()
+        commented = {t.start[0] for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                     if t.type == tokenize.COMMENT}
+        out += [(mod, ln, ln in commented or (ln > 1 and lines[ln - 2].lstrip().startswith("#"))) for ln in calls]
+    return out
+
+
+def test_context_variables_are_few_and_each_says_why():
+    """Each ContextVar says why it must be one (a comment on its line or the line above: e.g. it
+    crosses code that cannot pass an argument), and there are at most MAX_CONTEXT_VARS."""
+    found = context_vars({m: p.read_text(encoding="utf-8") for m, p in MODULES.items()})
+    bare = [f"{m}:{ln}" for m, ln, why in found if not why]
+    assert not bare, "context variables without a reason on their line or the line above: " + ", ".join(bare)
+    assert len(found) <= MAX_CONTEXT_VARS, (f"{len(found)} context variables (at most {MAX_CONTEXT_VARS}): "
+                                            + ", ".join(f"{m}:{ln}" for m, ln, _ in found))
+
+
+def test_the_context_variable_check_can_fail():
+    src = ("import contextvars\nfrom contextvars import ContextVar\n\n# why\nA = contextvars.ContextVar('a')\n"
+           "B = ContextVar('b')  # why\nC = ContextVar('c')\ns = 'ContextVar(d)'\n")
+    assert context_vars({"m": src}) == [("m", 5, True), ("m", 6, True), ("m", 7, False)]
+
+
 @pytest.mark.parametrize("doc", ["ARCHITECTURE.md"])
 def test_architecture_doc_names_every_layer(doc):
     text = (PKG.parent / doc).read_text(encoding="utf-8")

@@ -31,7 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# Context variable: the patched BatchNorm forward runs inside the model's own forward, which takes no row mask.
 _KEEP: contextvars.ContextVar = contextvars.ContextVar("fedpaper_bn_keep", default=None)
+# Context variable: under torch.func.vmap that forward hands back running statistics the model's forward does not return.
 _RETURNED: contextvars.ContextVar = contextvars.ContextVar("fedpaper_bn_returned", default=None)
 
 

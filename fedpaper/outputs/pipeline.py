@@ -30,6 +30,7 @@ data sets the artifact needs ("none" for none; "voc2007:labels" for labels only)
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import inspect
 import re
@@ -51,7 +52,7 @@ from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, capti
 from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, using
 from fedpaper.papers.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
-from fedpaper.runs.sweep import BAR_PREFIX, RUN_TALLY, SWEEP_OWNER, RunTally
+from fedpaper.runs.sweep import RunTally, SweepScope, current_scope, in_scope
 
 if TYPE_CHECKING:
     from fedpaper.runs.experiment import Execution
@@ -106,21 +107,22 @@ class ArtifactJob:
             parts.setdefault(self.split_by(s), {})[j] = s
         return [(desc if len(parts) == 1 else f"{desc} {label}", part) for label, part in parts.items()]
 
-    def run_declared(self, specs: list, data_root=None) -> list:
-        """One result per spec, in order: each of `sweeps` through run_specs."""
+    def run_declared(self, specs: list, data_root=None, scope: Optional[SweepScope] = None) -> list:
+        """One result per spec, in order: each of `sweeps` through run_specs, in `scope` (the
+        artifact's: bar labels, run tally, owner; default SweepScope(), nobody's)."""
         from fedpaper.runs.executors import run_specs  # start-up time: torch, imported when an artifact trains
 
         from fedpaper.runs.experiment import store_key  # start-up time: torch, imported when an artifact trains
         from fedpaper.runs.store import ResultStore  # with the line above
 
+        scope = scope if scope is not None else SweepScope()
         sweeps = self.sweeps(specs)
-        owner = SWEEP_OWNER.get()
-        if owner is not None:  # every run in the store's index before the first trains: a stopped sweep counts all
-            ResultStore().record(*owner, [store_key(s, data_root) for _, part in sweeps for s in part.values()])
+        if scope.owner is not None:  # every run in the index before the first trains: a stopped sweep counts all
+            ResultStore().record(*scope.owner, [store_key(s, data_root) for _, part in sweeps for s in part.values()])
         by: dict = {}
         for desc, part in sweeps:
             by.update(zip(part, run_specs(list(part.values()), data_root, execution=self.execution, desc=desc,
-                                          max_batch=self.max_batch)))
+                                          max_batch=self.max_batch, scope=scope)))
         return [by[s.to_json()] for s in specs]
 
     def compute_fn(self, data_root=None) -> Callable:
@@ -138,9 +140,9 @@ class _DeclaredCompute:
     job: ArtifactJob
     data_root: Optional[str] = None
 
-    def __call__(self, params: dict):
+    def __call__(self, params: dict, scope: Optional[SweepScope] = None):
         specs = list(self.job.specs(params))
-        return self.job.summarise(specs, self.job.run_declared(specs, self.data_root), params)
+        return self.job.summarise(specs, self.job.run_declared(specs, self.data_root, scope), params)
 
 
 def _public(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
@@ -297,19 +299,18 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
     params.setdefault("missing_datasets", [] if profile == "smoke" else missing)
 
     t0 = time.perf_counter()
-    token = BAR_PREFIX.set(artifact_id)
+    outer = current_scope()  # another artifact's when this one is made inside its compute (a compute ladder's rung)
+    tally = RunTally(parent=outer.tally)  # a ladder's rungs count into the ladder's
     # the store's index: an exploration's runs are nobody's, except inside another artifact (a compute
     # ladder's rungs), whose runs they are, so that a stop (--max-hours) counts them and export finds them
-    owner = SWEEP_OWNER.set(SWEEP_OWNER.get() if p.exploration else (artifact_id, profile))
-    tally = RunTally(parent=RUN_TALLY.get())  # a ladder's rungs count into the ladder's
-    tally_token = RUN_TALLY.set(tally)
-    try:
-        with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars
-            result = compute(params)
-    finally:
-        RUN_TALLY.reset(tally_token)
-        SWEEP_OWNER.reset(owner)
-        BAR_PREFIX.reset(token)
+    scope = dataclasses.replace(outer, artifact=artifact_id, tally=tally,
+                                owner=outer.owner if p.exploration else (artifact_id, profile))
+    with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars
+        if job.declares_runs:  # the scope handed down to its sweeps
+            result = compute(params, scope)
+        else:  # a paper's compute calls run_specs without a scope: its sweeps read this one
+            with in_scope(scope):
+                result = compute(params)
     wall = time.perf_counter() - t0
     try:
         table, info = result

@@ -26,8 +26,8 @@ log axis, seeds and their spread, the paper's compute marked, projections dashed
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import copy
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -43,7 +43,7 @@ from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.papers._common import scaling as S
 from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
 from fedpaper.ground.paths import cache_dir
-from fedpaper.runs.sweep import BAR_SUFFIX
+from fedpaper.runs.sweep import current_scope, in_scope
 from fedpaper.papers._common.chance import learning
 
 
@@ -63,7 +63,7 @@ class Quantity:
     name: str
     claims: tuple  # claim numbers it decides ((): a gap to the paper)
     direction: int  # +1: should rise (margin, agreement); -1: should fall (|ours - paper|)
-    value: Callable  # {artifact name: DataFrame} -> Cell (per-seed values in seed order)
+    value: Callable  # RungTables ({artifact name: DataFrame}) -> Cell (per-seed values in seed order)
     bounds: tuple = (-math.inf, math.inf)  # its range: a projection stops there (GAP: |ours - paper| >= 0)
 
 
@@ -117,19 +117,26 @@ def worst(arrays: Sequence[np.ndarray]) -> Cell:
     return as_cell(np.min(np.vstack(arrays), axis=0))
 
 
-#: the rows a quantity left out at the rung being computed (`testable`: [(row key, why)]), and the
-#: rows to leave out at every rung (their keys), both set by compute_table
-_LEFT_OUT: contextvars.ContextVar = contextvars.ContextVar("fedpaper_ladder_left_out", default=None)
-_EXCLUDE: contextvars.ContextVar = contextvars.ContextVar("fedpaper_ladder_exclude", default=frozenset())
+class RungTables(dict):
+    """{artifact name: table} of one rung, as a quantity's `value` reads them, with the rows the
+    quantity leaves out there: `exclude` (row keys left out at every rung, set by compute_table)
+    and `left_out` ([(row key, why)] that `testable` found untestable at this rung)."""
+
+    def __init__(self, tables, exclude=frozenset()):
+        super().__init__(tables)
+        self.exclude = frozenset(exclude)
+        self.left_out: list = []
 
 
-def testable(rows: Sequence[tuple]) -> list:
+def testable(tables, rows: Sequence[tuple]) -> list:
     """The values of the rows ((key, zero-argument callable giving the row's per-seed margin)) that
     can be tested: a row raising Missing (e.g. its models at chance: `learned`) is left out and
-    reported (key, why) to compute_table, which then leaves that row out at every rung, so that a
-    "worst row" quantity compares the same rows along the whole ladder; Missing when no row is left."""
+    reported (key, why) in `tables.left_out` to compute_table, which then leaves that row out at
+    every rung (`tables.exclude`), so that a "worst row" quantity compares the same rows along the
+    whole ladder; Missing when no row is left. `tables`: the quantity's RungTables (a plain dict
+    of tables, outside a ladder, leaves nothing out and reports nothing)."""
     out, why = [], []
-    skip = _EXCLUDE.get()
+    skip = tables.exclude if isinstance(tables, RungTables) else frozenset()
     for key, row in rows:
         if key in skip:
             continue
@@ -139,9 +146,8 @@ def testable(rows: Sequence[tuple]) -> list:
             why.append((key, str(e)))
     if not out:
         raise Missing("; ".join(w for _, w in why) or "no rows left (" + ", ".join(sorted(skip)) + " left out)")
-    sink = _LEFT_OUT.get()
-    if why and sink is not None:
-        sink.extend(why)
+    if isinstance(tables, RungTables):
+        tables.left_out.extend(why)
     return out
 
 
@@ -246,9 +252,9 @@ def _rung_tables(ladder: Ladder, profile: str, rung: Rung, seeds, data_root) -> 
     base = ladder.rungs[profile][0]
     out_dir = cache_dir("ladder", profile, ladder.paper, rung.name)
     tables = {}
-    token = BAR_SUFFIX.set(f"(rung {rung.name})")  # the same sweeps at every rung: each bar says which
-    with _quiet_status(), contextlib.ExitStack() as stack:
-        stack.callback(BAR_SUFFIX.reset, token)
+    # the same sweeps at every rung: each bar says which (the rung's artifacts keep the ladder's scope's suffix)
+    rung_scope = dataclasses.replace(current_scope(), suffix=f"(rung {rung.name})")
+    with _quiet_status(), in_scope(rung_scope):
         for fn in ladder.functions:
             res = fn(profile=base, data_root=data_root, out_dir=out_dir, seeds=list(seeds),
                      overrides=copy.deepcopy(rung.overrides) or None)
@@ -269,18 +275,14 @@ def _values_on_common_rows(q: Quantity, rungs: list, tables: dict, seeds) -> tup
     while True:
         values, missing, new = {}, [], {}
         for r in rungs:
-            left: list = []
-            tokens = _LEFT_OUT.set(left), _EXCLUDE.set(frozenset(excluded))
             try:
-                c = q.value(tables[r["name"]])
+                rung = RungTables(tables[r["name"]], exclude=excluded)
+                c = q.value(rung)
             except (Missing, KeyError) as e:
                 missing.append(f"{q.name}: no value at rung {r['name']} ({e})")
                 continue
-            finally:
-                _LEFT_OUT.reset(tokens[0])
-                _EXCLUDE.reset(tokens[1])
             values[r["name"]] = dict(zip(seeds, c.seeds))
-            for key, why in left:
+            for key, why in rung.left_out:
                 new.setdefault(key, f"rung {r['name']}: {why}")
         if not new:
             break

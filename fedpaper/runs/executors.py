@@ -26,7 +26,7 @@ path on every node, e.g. a network filesystem.
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import dataclasses
 import functools
 import os
 import time
@@ -43,7 +43,7 @@ from fedpaper.ground.files import atomic_write_text
 from fedpaper.runs.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
 from fedpaper.runs.store import DRY_RUN, ResultStore, spec_json
 from fedpaper.runs import sweep
-from fedpaper.runs.sweep import run_sweep
+from fedpaper.runs.sweep import SweepScope, current_scope, in_scope, run_sweep
 from fedpaper.runs.versions import CODE_VERSION_ENV, code_version
 
 EXECUTOR_ENV = "FEDPAPER_EXECUTOR"
@@ -62,7 +62,8 @@ class ExecutorMissingError(FedpaperError, ImportError):
 
 # ----------------------------------------------------------------------------- the sweep
 def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execution] = None, desc="runs",
-              max_batch=16, progress=None, store=None, executor=None) -> list[dict]:
+              max_batch=16, progress=None, store=None, executor=None,
+              scope: Optional[SweepScope] = None) -> list[dict]:
     """Result dict of every spec (history records, best-validation snapshot, final metrics).
 
     Specs are grouped by (method, config, pools) in their given order, up to `max_batch` runs per
@@ -72,14 +73,18 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     with 1 and 2 threads: tests/engine/test_cpu.py), so the grouping is for speed only. Locally
     each run is claimed with a lease before it trains (`claimed`): another process on the same
     store waits for it and reads its result instead of training it again.
-    `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None reads
-    $FEDPAPER_EXECUTOR (see `get_executor`)."""
+    `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None: the
+    scope's, else $FEDPAPER_EXECUTOR (see `get_executor`). `scope` (sweep.SweepScope; default:
+    `sweep.current_scope()`, the artifact whose compute runs now) labels the bars, counts the
+    runs into the artifact's tally and names their owner in the store's index."""
 
+    scope = scope if scope is not None else current_scope()
     progress = progress_enabled() if progress is None else progress
     keys = [store_key(s, data_root) for s in specs]
     build = functools.partial(build_stored, {spec_json(k): s for k, s in zip(keys, specs)}, data_root, execution)
-    executor = get_executor(executor)
-    return executor.run_specs(keys, build, desc=desc, max_batch=max_batch, progress=progress, store=store)
+    executor = get_executor(executor if executor is not None else scope.executor)
+    return executor.run_specs(keys, build, desc=desc, max_batch=max_batch, progress=progress, store=store,
+                              scope=scope)
 
 
 def task_groups(specs: list, build: Callable, max_batch: int, desc: str = "runs") -> list[list]:
@@ -180,7 +185,7 @@ class LocalExecutor:
         return "LocalExecutor()"
 
     def run_specs(self, keys: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
-                  store=None) -> list:
+                  store=None, scope: Optional[SweepScope] = None) -> list:
 
         built: dict = {}  # setups built for the deadline's cost estimate, used once by train_all
 
@@ -206,7 +211,7 @@ class LocalExecutor:
 
         store = store if store is not None else ResultStore()
         return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
-                         progress=progress, store=store, cost=cost)
+                         progress=progress, store=store, cost=cost, scope=scope)
 
 
 def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:
@@ -282,12 +287,13 @@ class SmallGroupExecutor:
     is_local = False
 
     def run_specs(self, specs: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
-                  store=None) -> list:
+                  store=None, scope: Optional[SweepScope] = None) -> list:
 
         store = store if store is not None else ResultStore()
         force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
         groups = task_groups(pending_specs(specs, store, force), build, min(max_batch, self.max_runs))
-        with sweep._progress(len(groups), 0, f"{desc} [local:{self.max_runs}]", progress, unit="groups") as bar:
+        label = (scope or current_scope()).label(f"{desc} [local:{self.max_runs}]")
+        with sweep._progress(len(groups), 0, label, progress, unit="groups") as bar:
             for g in groups:
                 run_group(g, build, str(store.root), store.code, force=force)
                 bar.update(1)
@@ -331,7 +337,7 @@ class RayExecutor:
         return ray
 
     def run_groups(self, groups: list[list], build: Callable, store, *, force=False, desc="runs",
-                   progress=True) -> dict:
+                   progress=True, scope: Optional[SweepScope] = None) -> dict:
         """Run every group as a task; returns counts {"tasks", "computed", "skipped", "retried"}.
         Raises FedpaperError naming the first failure if a task failed after its retries."""
 
@@ -349,7 +355,8 @@ class RayExecutor:
         refs = {submit(g): (i, 0) for i, g in enumerate(groups)}
         counts = {"tasks": len(groups), "computed": 0, "skipped": 0, "retried": 0, "failed": 0}
         errors: list[str] = []
-        with sweep._progress(len(groups), 0, f"{desc} [ray]", progress, unit="tasks") as bar:
+        with sweep._progress(len(groups), 0, (scope or current_scope()).label(f"{desc} [ray]"), progress,
+                             unit="tasks") as bar:
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 ref = ready[0]
@@ -377,14 +384,15 @@ class RayExecutor:
         return counts
 
     def run_specs(self, specs: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
-                  store=None) -> list:
+                  store=None, scope: Optional[SweepScope] = None) -> list:
         """`run_specs` through Ray: plan the local executor's groups of the pending
         specs, run them as tasks, read every result back from the store."""
 
         store = store if store is not None else ResultStore()
         force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
         groups = task_groups(pending_specs(specs, store, force), build, max_batch, desc)
-        self.last_counts = self.run_groups(groups, build, store, force=force, desc=desc, progress=progress)
+        self.last_counts = self.run_groups(groups, build, store, force=force, desc=desc, progress=progress,
+                                           scope=scope)
         out = []
         for s in specs:
             r = store.get(s, _MISSING)
@@ -403,28 +411,20 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"
 
 
-#: An executor every `get_executor(None)` returns while set (see `using_executor`).
-_OVERRIDE: contextvars.ContextVar = contextvars.ContextVar("fedpaper_executor_override", default=None)
-
-
 @contextlib.contextmanager
 def using_executor(executor):
     """Within the block, run_specs calls that name no executor use `executor` (an executor object)
-    instead of $FEDPAPER_EXECUTOR: e.g. `fedpaper plan`'s collecting executor (fedpaper.plan)."""
-    token = _OVERRIDE.set(executor)
-    try:
+    instead of $FEDPAPER_EXECUTOR: e.g. `fedpaper plan`'s collecting executor (fedpaper.plan). It
+    is the `executor` of the current sweep scope (sweep.SweepScope), the rest of the scope kept."""
+    with in_scope(dataclasses.replace(current_scope(), executor=executor)):
         yield executor
-    finally:
-        _OVERRIDE.reset(token)
 
 
 def get_executor(spec=None):
-    """An executor from a name: None -> the `using_executor` override, else $FEDPAPER_EXECUTOR or
-    local; "local"; "ray"; "ray:ADDRESS"; an executor object is returned as is."""
+    """An executor from a name: None -> $FEDPAPER_EXECUTOR or local; "local"; "ray"; "ray:ADDRESS";
+    an executor object is returned as is."""
     if spec is not None and not isinstance(spec, str):
         return spec
-    if spec is None and _OVERRIDE.get() is not None:
-        return _OVERRIDE.get()
     if spec is None and not os.environ.get(EXECUTOR_ENV, "").strip():
         if DRY_RUN.get():  # the paper profile's models, cut data: memory is set by the group size
             return SmallGroupExecutor(DRY_RUN_GROUP_RUNS)

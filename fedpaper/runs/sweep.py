@@ -6,8 +6,10 @@
 A sweep too long for one sitting runs in pieces: with a deadline (FEDPAPER_DEADLINE, set by
 `fedpaper reproduce --max-hours H`) run_sweep starts no run that would end after it and raises
 SweepStopped; finished runs are already stored, so the same command later resumes. Each sweep run
-inside an artifact records its runs' keys in the store's index (which artifact and profile they
-belong to), for `fedpaper cache export --only ...` (fedpaper.runs.archive) and the done/left counts.
+inside an artifact (its `SweepScope`: the pipeline passes it, or sets it around a paper's compute)
+labels its bar by the artifact, counts its runs into the artifact's tally and records their keys in
+the store's index (which artifact and profile they belong to), for `fedpaper cache export --only
+...` (fedpaper.runs.archive) and the done/left counts.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import contextlib
 import contextvars
 import os
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 from fedpaper.ground.errors import BadParameterError
@@ -23,21 +26,12 @@ from fedpaper.ground.progress import bar_label, collecting, on_rounds
 from fedpaper.runs.store import ResultStore
 
 _MISSING = object()  # store.get's default: not stored
-# The artifact being made (set by the pipeline, fedpaper.outputs.pipeline): prefixes sweep bars, so that two artifacts whose
-# sweeps share a description ("privlabels cifar10") still get distinct bar labels.
-BAR_PREFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_prefix", default="")
-# What a sweep repeated under another setting adds to its bar (e.g. a compute ladder's rung), so that
-# every bar of a notebook keeps its own label (papers/ladder.py).
-BAR_SUFFIX: contextvars.ContextVar[str] = contextvars.ContextVar("fedpaper_bar_suffix", default="")
-# The (artifact id, profile) whose sweeps run now (set by the pipeline, None in an exploration):
-# run_sweep records its runs' keys in the store's index under it.
-SWEEP_OWNER: contextvars.ContextVar[Optional[tuple]] = contextvars.ContextVar("fedpaper_sweep_owner", default=None)
 
 
 class RunTally:
     """The distinct runs an artifact's sweeps asked for: read from the results cache when the sweep
     started, or computed (here, or by a worker beside this one on the same cache) — what its
-    provenance says of how it was made (`fedpaper.outputs.pipeline` sets one per artifact). An
+    provenance says of how it was made (`fedpaper.outputs.pipeline` makes one per artifact). An
     artifact made inside another's (a compute ladder's rungs) also counts into its `parent`'s."""
 
     def __init__(self, parent: Optional["RunTally"] = None):
@@ -56,8 +50,53 @@ class RunTally:
                 "computed": len(self.computed)}
 
 
-#: the tally of the artifact being made (None outside one)
-RUN_TALLY: contextvars.ContextVar[Optional[RunTally]] = contextvars.ContextVar("fedpaper_run_tally", default=None)
+@dataclass(frozen=True)
+class SweepScope:
+    """What every sweep of the artifact being made shares, handed down as the `scope` argument of
+    `fedpaper.runs.executors.run_specs` and `run_sweep` (the pipeline, fedpaper.outputs.pipeline,
+    makes one per artifact; the default, SweepScope(), is an exploration's sweep outside any
+    artifact)."""
+
+    artifact: str = ""  # the artifact id: every bar's label starts with it (bar_label)
+    suffix: str = ""  # what a sweep repeated under another setting adds to its bars (a compute ladder's rung)
+    owner: Optional[tuple] = None  # (artifact id, profile) whose runs these are, for the store's index; None: nobody's
+    tally: Optional[RunTally] = None  # counts the distinct runs, cached or computed, for the provenance
+    executor: object = None  # the executor of the run_specs calls that name none (None: $FEDPAPER_EXECUTOR)
+
+    def label(self, desc: str) -> str:
+        """A bar's label: the artifact id plus the sweep's short name (bar_label), then the suffix."""
+        return " ".join(filter(None, (bar_label(self.artifact, desc), self.suffix)))
+
+
+# Context variable: a paper's compute calls run_specs from modules in its results' code version, which pass no scope.
+_SCOPE: contextvars.ContextVar[SweepScope] = contextvars.ContextVar("fedpaper_sweep_scope", default=SweepScope())
+
+
+def current_scope() -> SweepScope:
+    """The scope of the artifact whose compute runs now (SweepScope() outside one): what a sweep
+    started without a `scope` argument belongs to."""
+    return _SCOPE.get()
+
+
+@contextlib.contextmanager
+def in_scope(scope: SweepScope):
+    """Within the block, sweeps started without a `scope` argument (a paper's compute) use `scope`."""
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
+
+
+class _CurrentOwner:
+    """`SWEEP_OWNER.get()`: the owner of the current scope (None outside an artifact), as
+    fedpaper.papers.fedpals.train reads it to record an artifact's runs before its first sweep."""
+
+    def get(self) -> Optional[tuple]:
+        return current_scope().owner
+
+
+SWEEP_OWNER = _CurrentOwner()
 
 # `fedpaper reproduce --max-hours H` sets this (seconds since the epoch) for the kernels it starts.
 DEADLINE_ENV = "FEDPAPER_DEADLINE"
@@ -101,11 +140,11 @@ def _past_deadline(cost_next: float, seconds_per_unit: Optional[float]) -> bool:
     return now >= end or (seconds_per_unit is not None and now + seconds_per_unit * cost_next > end)
 
 
-def _progress(total, initial, desc, enabled, unit="runs"):
+def _progress(total, initial, label, enabled, unit="runs"):
     """One bar per sweep: a widget in JupyterLab (tqdm.auto; ipywidgets is a dependency), text
     elsewhere. FEDPAPER_PROGRESS=0 turns it off, =text forces text (set by `fedpaper reproduce`
-    and `make test` for the kernels they start, whose outputs nobody watches live). Its label is
-    `fedpaper.ground.progress.bar_label` (the artifact id, plus the sweep's short name); it counts runs,
+    and `make test` for the kernels they start, whose outputs nobody watches live). `label`: the
+    sweep scope's (SweepScope.label: the artifact id, plus the sweep's short name); it counts runs,
     in tenths, as the engine's rounds finish (`_RunsBar`), with the time left."""
 
     mode = os.environ.get("FEDPAPER_PROGRESS", "1")
@@ -120,7 +159,7 @@ def _progress(total, initial, desc, enabled, unit="runs"):
         from tqdm import tqdm
     if mode == "0":
         enabled = False
-    return tqdm(total=total, initial=initial, desc=" ".join(filter(None, (bar_label(BAR_PREFIX.get(), desc), BAR_SUFFIX.get()))), disable=not enabled,
+    return tqdm(total=total, initial=initial, desc=label, disable=not enabled,
                 leave=True, bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]")
 
 
@@ -173,7 +212,8 @@ def _free_first(root, specs: list, keys: dict) -> list:
 
 def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many: Optional[Callable] = None,
               batch_size: Optional[int] = None, store: Optional[ResultStore] = None, desc: str = "runs",
-              force: bool = False, progress: bool = True, cost: Optional[Callable] = None) -> list:
+              force: bool = False, progress: bool = True, cost: Optional[Callable] = None,
+              scope: Optional[SweepScope] = None) -> list:
     """Results of every spec, in order: finished runs are read from the store, the rest are run.
 
     Give either `run_fn(spec) -> result` (one run at a time) or `run_fn_many(list_of_specs) ->
@@ -192,8 +232,9 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
     times as long (Fig 8a's 150-round runs with 10 of 101 clients, then Fig 8b's with all 10: a
     pace per run let a GPU sweep start a batch that overran its deadline by minutes). Costs are
     asked for only when a deadline is set, and a pace carries over to the next sweep only in the
-    same unit. Inside an
-    artifact (SWEEP_OWNER) the specs' keys are recorded in the store's index first.
+    same unit. `scope` (default: `current_scope()`, the artifact whose compute runs now) labels
+    the bar, counts the runs into its tally and, when it has an owner, records the specs' keys in
+    the store's index first.
     """
     force = force or os.environ.get("FEDPAPER_RECOMPUTE") == "1"
     if (run_fn is None) == (run_fn_many is None):
@@ -214,12 +255,11 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
         else:
             done[k] = r
     n_unique = len(done) + len(pending)
-    tally = RUN_TALLY.get()
-    if tally is not None:  # counted up front: a sweep that fails or stops writes no provenance
-        tally.add(done, pending_keys)
-    owner = SWEEP_OWNER.get()
-    if owner is not None:
-        store.record(*owner, specs)
+    scope = scope if scope is not None else current_scope()
+    if scope.tally is not None:  # counted up front: a sweep that fails or stops writes no provenance
+        scope.tally.add(done, pending_keys)
+    if scope.owner is not None:
+        store.record(*scope.owner, specs)
     t0, n_run = _clock(), 0
     unit = "run" if cost is None else getattr(cost, "unit", "cost")
     spent = [0.0]  # cost of the runs finished in this sweep (counted only with a deadline)
@@ -235,10 +275,10 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
             _last_pace = (unit, (_clock() - t0) / spent[0])
         pace = _last_pace[1] if _last_pace is not None and _last_pace[0] == unit else None
         if _past_deadline(cost_of(chunk), pace):
-            raise SweepStopped(f"{BAR_PREFIX.get() + ': ' if BAR_PREFIX.get() else ''}{desc}", len(done), n_unique)
+            raise SweepStopped(f"{scope.artifact + ': ' if scope.artifact else ''}{desc}", len(done), n_unique)
         spent[0] += cost_of(chunk)  # the chunk starts now: its cost counts once it has finished (n_run)
 
-    with _progress(n_unique, len(done), desc, progress) as bar, _log_above(bar):
+    with _progress(n_unique, len(done), scope.label(desc), progress) as bar, _log_above(bar):
         if run_fn is not None:
             for s in pending:
                 check([s])

@@ -55,12 +55,8 @@ def _trainer(rounds):
 
 def test_rounds_advance_the_bar_inside_runs_and_the_label_is_the_artifact_id(tmp_path, monkeypatch):
     bars = _Bars(monkeypatch)
-    token = W.BAR_PREFIX.set("fedmt/fig2a")
-    try:
-        run_sweep([{"i": i} for i in range(4)], run_fn_many=_trainer(5), batch_size=2,
-                  store=ResultStore(tmp_path), desc="fedmt table2")
-    finally:
-        W.BAR_PREFIX.reset(token)
+    run_sweep([{"i": i} for i in range(4)], run_fn_many=_trainer(5), batch_size=2,
+              store=ResultStore(tmp_path), desc="fedmt table2", scope=W.SweepScope(artifact="fedmt/fig2a"))
     (label, seen, total), = bars.bars
     assert label == "fedmt/fig2a" and total == 4
     # 5 rounds of 2 runs: the bar moves 0.4 runs a round, 10 moves, and ends at 4 runs
@@ -87,11 +83,8 @@ def test_the_engines_rounds_move_a_real_sweeps_bar(cache_tmp, monkeypatch):
     p["seeds"] = [0, 1]
     p["rounds"] = {"fashion-mnist": 4, "cifar10": 4}
     setting = {"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg"]}
-    token = W.BAR_PREFIX.set("fedpals/table1")
-    try:
+    with W.in_scope(W.SweepScope(artifact="fedpals/table1")):  # as the pipeline runs a paper's compute
         TR.train_settings(p, [setting], desc="fedpals table1")
-    finally:
-        W.BAR_PREFIX.reset(token)
     (label, seen, total), = bars.bars
     assert label == "fedpals/table1 fashion-mnist C=3" and total == 2
     # 2 runs of 4 rounds: 0.25 of a run a round per run trained (one or both per engine call)

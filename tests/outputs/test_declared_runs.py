@@ -70,3 +70,35 @@ def test_a_job_that_declares_specs_needs_a_summarise():
     job = pipeline.ArtifactJob("fedmt/fig3", {}, None, lambda t, p: None, ("cifar100",), specs=lambda p: [])
     with pytest.raises(BadParameterError, match="summarise"):
         pipeline.run_job(job, profile="smoke")
+
+
+def test_a_declared_artifacts_sweeps_get_its_scope_as_an_argument(monkeypatch, cache_tmp, figures_tmp, tmp_path):
+    """The pipeline hands a declared artifact's sweeps its scope (bar label, owner in the store's
+    index, run tally) as run_specs' `scope` argument, with no sweep scope set around them; the tally
+    it passed is the provenance's run count."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fedpaper.papers.privlabels import runs as R
+    from fedpaper.papers.privlabels.profiles import settings
+    from fedpaper.runs import sweep as W
+
+    base = dict(settings("smoke"), profile="smoke")
+    specs = [R.run_spec(base, "fashion-mnist", "FedAvg", "public", L=3, seed=s) for s in (0, 1, 1)]
+    seen = []
+
+    def run_specs(part, data_root=None, *, scope=None, desc="runs", **_):
+        seen.append((scope, W.current_scope(), desc))
+        return W.run_sweep([s.to_json() for s in part], lambda k: {"acc": len(k)}, desc=desc, progress=False,
+                           scope=scope)
+
+    monkeypatch.setattr(executors, "run_specs", run_specs)
+    job = pipeline.ArtifactJob("fedmt/fig3", {}, None, lambda t, p: plt.figure(), ("none",),
+                               specs=lambda p: specs, desc="fedmt estimation",
+                               summarise=lambda sp, res, p: (pd.DataFrame({"acc": [x["acc"] for x in res]}), {}))
+    r = pipeline.run_job(job, profile="smoke", out_dir=tmp_path / "out")
+    [(scope, ambient, desc)] = seen
+    assert (scope.artifact, scope.owner, desc) == ("fedmt/fig3", ("fedmt/fig3", "smoke"), "fedmt estimation")
+    assert scope.label(desc) == "fedmt/fig3 estimation"
+    assert ambient == W.SweepScope()  # passed, not read from a context
+    assert r.provenance["runs"] == scope.tally.record() == {"runs": 2, "from_cache": 0, "computed": 2}

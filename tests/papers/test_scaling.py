@@ -266,15 +266,12 @@ def test_a_worst_row_quantity_compares_the_same_rows_at_every_rung():
     def bad():
         raise Missing("at chance: X 1.0/1.0/1.0")
 
-    left: list = []
-    token = LD._LEFT_OUT.set(left)
-    try:
-        assert LD.testable([("a", lambda: 1.0), ("b", bad), ("c", lambda: 2.0)]) == [1.0, 2.0]
-    finally:
-        LD._LEFT_OUT.reset(token)
-    assert left == [("b", "at chance: X 1.0/1.0/1.0")]
+    rung = LD.RungTables({})
+    assert LD.testable(rung, [("a", lambda: 1.0), ("b", bad), ("c", lambda: 2.0)]) == [1.0, 2.0]
+    assert rung.left_out == [("b", "at chance: X 1.0/1.0/1.0")]
+    assert LD.testable(LD.RungTables({}, exclude={"b"}), [("a", lambda: 1.0), ("b", bad)]) == [1.0]
     with pytest.raises(Missing, match="at chance: X"):
-        LD.testable([("b", bad)])
+        LD.testable({}, [("b", bad)])
 
     # rung r1: row "low" at chance; rung r2: both learn, "low" much worse than "high"
     tables = {"r1": {"low": None, "high": 5.0}, "r2": {"low": -9.0, "high": 6.0}}
@@ -286,7 +283,7 @@ def test_a_worst_row_quantity_compares_the_same_rows_at_every_rung():
                     raise Missing(f"at chance: {k}")
                 return np.array([t[k], t[k]])
             return f
-        return LD.worst(LD.testable([(k, row(k)) for k in ("low", "high")]))
+        return LD.worst(LD.testable(t, [(k, row(k)) for k in ("low", "high")]))
 
     q = LD.Quantity("q", (1,), 1, value)
     vals, notes = LD._values_on_common_rows(q, [{"name": "r1"}, {"name": "r2"}], tables, [0, 1])

@@ -27,9 +27,8 @@ def run(spec):
 
 @pytest.fixture
 def owner():
-    token = W.SWEEP_OWNER.set(("fedpals/table1", "paper"))
-    yield
-    W.SWEEP_OWNER.reset(token)
+    with W.in_scope(W.SweepScope(owner=("fedpals/table1", "paper"))):
+        yield
 
 
 @pytest.fixture
@@ -43,11 +42,7 @@ def clock(monkeypatch):
 
 def filled(root, n=4, code="v1") -> ResultStore:
     st = ResultStore(root, code=code)
-    token = W.SWEEP_OWNER.set(("fedpals/table1", "paper"))
-    try:
-        run_sweep(specs(n), run, store=st, progress=False)
-    finally:
-        W.SWEEP_OWNER.reset(token)
+    run_sweep(specs(n), run, store=st, progress=False, scope=W.SweepScope(owner=("fedpals/table1", "paper")))
     return st
 
 
@@ -120,11 +115,7 @@ def test_reproduce_max_hours_reports_done_and_left_and_exits_75(tmp_path, monkey
     def fake_execute(nb, out_nb, parameters, timeout):
         executed.append(nb)
         st = ResultStore()
-        token = W.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
-        try:
-            st.record("fedpals/table1", "smoke", specs(3))
-        finally:
-            W.SWEEP_OWNER.reset(token)
+        st.record("fedpals/table1", "smoke", specs(3))
         st.put(specs(3)[0], run(specs(3)[0]))
         raise Stopped()
 
@@ -166,11 +157,7 @@ def test_round_trip_restores_every_run_and_the_index(tmp_path):
 
 def test_export_selects_by_artifact_and_profile_and_skips_other_code(tmp_path):
     st = filled(tmp_path / "a", n=3)
-    token = W.SWEEP_OWNER.set(("fedpals/fig7", "quick"))
-    try:
-        run_sweep(specs(6)[3:], run, store=st, progress=False)
-    finally:
-        W.SWEEP_OWNER.reset(token)
+    run_sweep(specs(6)[3:], run, store=st, progress=False, scope=W.SweepScope(owner=("fedpals/fig7", "quick")))
     assert A.export_archive(tmp_path / "t.tar.gz", st, only=["fedpals/table1"])["entries"] == 3
     assert A.export_archive(tmp_path / "q.tar.gz", st, profile="quick")["entries"] == 3
     assert A.export_archive(tmp_path / "all.tar.gz", st)["entries"] == 6

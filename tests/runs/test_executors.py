@@ -185,7 +185,7 @@ class _RecordingExecutor:
 
     is_local = False
 
-    def run_specs(self, keys, build, *, desc, max_batch, progress, store):
+    def run_specs(self, keys, build, *, desc, max_batch, progress, store, scope):
         import pickle
 
         build = pickle.loads(pickle.dumps(build))  # what a cluster ships to its workers

@@ -26,11 +26,8 @@ def _specs():
 def _old_store(root, specs):
     """The specs' runs stored as if made by an older code version "old0000000000000+old"."""
     old = ResultStore(root, code="old0000000000000+old")
-    token = W.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
-    try:
-        results = X.run_specs(specs, execution=FR.execution(), store=old, progress=False)
-    finally:
-        W.SWEEP_OWNER.reset(token)
+    results = X.run_specs(specs, execution=FR.execution(), store=old, progress=False,
+                          scope=W.SweepScope(owner=("fedpals/table1", "smoke")))
     return old, results
 
 

@@ -66,7 +66,7 @@ def c3(tabs):
             return (np.min([seeds_of(m[k]) for k in (T, E)], axis=0)
                     - np.max([seeds_of(m[k]) for k in BASE if k in m], axis=0))
         return margin
-    return worst(testable([(f"n={n:g}", row(n)) for n in sorted({float(x) for x in t["n"]})]))
+    return worst(testable(tabs, [(f"n={n:g}", row(n)) for n in sorted({float(x) for x in t["n"]})]))
 
 
 def c11(tabs):
@@ -81,7 +81,7 @@ def c11(tabs):
             differ(m, E, "SemiFL", f"at gamma={g:g}")
             return seeds_of(m[E]) - seeds_of(m["SemiFL"])
         return margin
-    return worst(testable([(f"gamma={g:g}", row(g)) for g in sorted({float(x) for x in t["gamma"]})]))
+    return worst(testable(tabs, [(f"gamma={g:g}", row(g)) for g in sorted({float(x) for x in t["gamma"]})]))
 
 
 def gap(tabs):

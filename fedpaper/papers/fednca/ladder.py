@@ -62,7 +62,7 @@ def c1(tabs):
             m = learned(m, (FEDNCA,), chance(AUC), f"at beta={b:g}", others=others)
             return seeds_of(m[FEDNCA]) - np.max([seeds_of(m[k]) for k in others if k in m], axis=0)
         return margin
-    return worst(testable([(f"beta={b:g}", row(b)) for b in _betas(t)]))
+    return worst(testable(tabs, [(f"beta={b:g}", row(b)) for b in _betas(t)]))
 
 
 def _gain(name):

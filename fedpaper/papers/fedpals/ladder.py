@@ -47,25 +47,27 @@ RUNGS = {
 }
 
 
-def _rows(t, others, margin) -> list:
+def _rows(tabs, others, margin) -> list:
     """Each Table 1 row's margin(cells) where FedPALS and at least one of `others` learn
     (ladder.learned; the other rows are left out: ladder.testable)."""
+    t = tabs["table1"]
+
     def row(d, s):
         return lambda: margin(learned(method_cells(t, dataset=d, label_split=s), ("FedPALS",), chance_level(s),
                                       f"in {d} {s}", others=others))
-    return testable([(f"{d} {s}", row(d, s)) for d, s in dict.fromkeys(zip(t["dataset"], t["label_split"]))])
+    return testable(tabs, [(f"{d} {s}", row(d, s)) for d, s in dict.fromkeys(zip(t["dataset"], t["label_split"]))])
 
 
 def c1(tabs):
     """FedPALS minus the best other non-oracle method, the worst Table 1 row (claim 1)."""
     others = [k for k in NON_ORACLE if k != "FedPALS"]
-    return worst(_rows(tabs["table1"], others, lambda m: seeds_of(m["FedPALS"])
+    return worst(_rows(tabs, others, lambda m: seeds_of(m["FedPALS"])
                        - np.max([seeds_of(m[k]) for k in others if k in m], axis=0)))
 
 
 def c4(tabs):
     """FedPALS minus FedAvg minus the claim's margin, the worst Table 1 row (claim 4)."""
-    return worst(_rows(tabs["table1"], ("FedAvg",), lambda m: seeds_of(m["FedPALS"]) - seeds_of(m["FedAvg"]) - WIDE))
+    return worst(_rows(tabs, ("FedAvg",), lambda m: seeds_of(m["FedPALS"]) - seeds_of(m["FedAvg"]) - WIDE))
 
 
 def c6(tabs):
@@ -77,7 +79,7 @@ def c6(tabs):
             m = learned(method_cells(t, C=C), ("FedPALS",), chance_level(f"C={C}"), f"at C={C}", others=BASELINES)
             return seeds_of(m["FedPALS"]) - np.max([seeds_of(m[k]) for k in BASELINES if k in m], axis=0)
         return margin
-    return worst(testable([(f"C={C}", row(C)) for C in (2, 3) if "FedPALS" in method_cells(t, C=C)]))
+    return worst(testable(tabs, [(f"C={C}", row(C)) for C in (2, 3) if "FedPALS" in method_cells(t, C=C)]))
 
 
 def gap(tabs):

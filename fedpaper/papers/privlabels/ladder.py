@@ -81,7 +81,7 @@ def c5(tabs):
             return (np.min([seeds_of(m[k]) for k in TUNE], axis=0)
                     - np.max([seeds_of(m[k]) for k in ADAPT if k in m], axis=0))
         return margin
-    return worst(testable([(f"L={L:g}", row(L)) for L in _Ls(t)]))
+    return worst(testable(tabs, [(f"L={L:g}", row(L)) for L in _Ls(t)]))
 
 
 def c14(tabs):
@@ -95,7 +95,7 @@ def c14(tabs):
                         f"{name} private at L={L:g}", others=TUNE)
             return np.max([seeds_of(m[k]) for k in TUNE if k in m], axis=0) - seeds_of(m["FedAvg"])
         return margin
-    return worst(testable([(name, row(name)) for name in ("fig2", "fig3")]))
+    return worst(testable(tabs, [(name, row(name)) for name in ("fig2", "fig3")]))
 
 
 def c9(tabs):
@@ -108,7 +108,7 @@ def c9(tabs):
             pu = learned(_acc(t, setting="public", labels_per_client=L), ADAPT, CHANCE, f"{name} public at L={L:g}")
             return np.max([np.abs(seeds_of(pr[k]) - seeds_of(pu[k])) for k in ADAPT], axis=0)
         return diff
-    diffs = testable([(f"{name} L={L:g}", row(name, L)) for name in ("fig2", "fig3") for L in _Ls(tabs[name])])
+    diffs = testable(tabs, [(f"{name} L={L:g}", row(name, L)) for name in ("fig2", "fig3") for L in _Ls(tabs[name])])
     return as_cell(CLOSE - np.max(np.vstack(diffs), axis=0))
 
 

@@ -269,8 +269,7 @@ def test_table1_sweep_records_all_its_runs_first_then_stops_at_the_deadline_and_
     p = dict(smoke, seeds=[0, 1], rounds={"fashion-mnist": 1, "cifar10": 1})
     settings = [{"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg", "Oracle"]},
                 {"dataset": "cifar10", "split": {"scheme": "dirichlet", "beta": 0.1}, "methods": ["FedAvg"]}]
-    token = W.SWEEP_OWNER.set(("fedpals/table1", "smoke"))
-    try:
+    with W.in_scope(W.SweepScope(owner=("fedpals/table1", "smoke"))):  # as the pipeline runs Table 1's compute
         monkeypatch.setenv(W.DEADLINE_ENV, "1")  # long past: no run starts
         with pytest.raises(W.SweepStopped, match="0 of 4 runs done"):
             TR.train_settings(p, settings)
@@ -279,5 +278,3 @@ def test_table1_sweep_records_all_its_runs_first_then_stops_at_the_deadline_and_
         monkeypatch.delenv(W.DEADLINE_ENV)
         specs, results = TR.train_settings(p, settings)
         assert len(specs) == len(results) == 6 and store.progress("fedpals/table1", "smoke") == (6, 6)
-    finally:
-        W.SWEEP_OWNER.reset(token)
