@@ -303,3 +303,41 @@ def test_a_quantity_without_a_fit_reads_back_without_a_slope():
     assert (q.trend, q.slope, q.se, q.rungs) == (S.TOO_FEW, None, None, 0)
     assert q.text() == "q: too few rungs (0 rung(s) with a value)"
     assert r.trend == S.TOO_FEW and r.rungs == 2 and r.slope is not None
+
+
+def test_a_rungs_sweeps_are_labelled_by_the_rung_and_counted_into_the_ladder(cache_tmp, figures_tmp, monkeypatch):
+    """A ladder reruns artifacts at every rung: each rung's bars end with the rung's name, after the
+    rerun artifact's own id, and the rung's runs count into the ladder's tally."""
+    import matplotlib.pyplot as plt
+
+    from fedpaper.outputs import pipeline
+    from fedpaper.papers import ladder as LD
+    from fedpaper.runs import sweep as W
+
+    labels = []
+    real = W._progress
+
+    def recording(total, initial, label, enabled, unit="runs"):
+        labels.append(label)
+        return real(total, initial, label, False, unit)
+
+    monkeypatch.setattr(W, "_progress", recording)
+
+    def compute(p):
+        W.run_sweep([{"i": 1}, {"i": 2}], lambda s: s, desc="fedmt table2 C=10")
+        return pd.DataFrame({"x": [1]}), {}
+
+    def table2(*, profile, data_root, out_dir, seeds, overrides):
+        job = pipeline.ArtifactJob("fedmt/table2", {}, compute, lambda t, p: plt.figure(), ("none",))
+        return pipeline.run_job(job, profile=profile, data_root=data_root, out_dir=out_dir, seeds=seeds)
+
+    ladder = LD.Ladder(paper="fedmt", functions=(table2,), rungs={"smoke": ("smoke", (LD.Rung("r1"),))},
+                       quantities=(), settings=lambda profile: {}, work=lambda p: 1.0, work_unit="runs",
+                       datasets=())
+    tally = W.RunTally()
+    with W.in_scope(W.SweepScope(artifact="fedmt/scaling", owner=("fedmt/scaling", "smoke"), tally=tally)):
+        tables = LD._rung_tables(ladder, "smoke", LD.Rung("r1"), [0], None)
+    assert list(tables) == ["table2"]
+    assert labels == ["fedmt/table2 C=10 (rung r1)"]
+    assert tally.record() == {"runs": 2, "from_cache": 0, "computed": 2}
+    assert W.current_scope() == W.SweepScope()
