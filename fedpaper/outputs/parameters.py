@@ -33,14 +33,14 @@ artifacts go to a scratch folder under the cache unless out_dir is given, its pr
 what was changed, its figure says so, and the report never scores it.
 
 A *dry run* of the paper profile (`fedpaper reproduce --profile paper --dry-run`) is an
-exploration whose overrides hold `dry_run: True` plus the paper's cut (its profiles' `DRY_RUN`:
-rounds, images per client; fedpaper.outputs.dryrun) and seeds=1: every other setting and code path is the
+exploration whose overrides hold `dry_run: True` plus the paper's cut (fedpaper.outputs.dryrun.CUTS:
+rounds, images per client) and seeds=1: every other setting and code path is the
 paper's. `Parameters.dry_run` says so; it is allowed at the paper profile only, its provenance
-records `dry_run` and what was cut, and its runs go to a results cache of their own.
+records `dry_run` and what was cut, and the pipeline trains its runs with the dry run's executor
+(one run per configuration, in a results cache of its own: fedpaper.outputs.dryrun.DryRunExecutor).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 import numbers
@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fedpaper.ground.errors import BadParameterError, UnknownNameError
-from fedpaper.runs.store import DRY_RUN
 
 # Profile-dict keys that describe the run rather than set it: never overridable.
 PROFILES = ("smoke", "quick", "long", "paper")
@@ -216,19 +215,6 @@ def validate(*, profile="smoke", seeds=None, data_root=None, out_dir=None, overr
                                 f"{profile}'s; use profile {DRY_RUN_PROFILE!r} (--profile {DRY_RUN_PROFILE} "
                                 "--dry-run), or drop the dry run")
     return Parameters(profile, seeds, data_root, out_dir, overrides, dry_run)
-
-
-@contextlib.contextmanager
-def using(**parameters):
-    """`with using(profile="paper", overrides={"dry_run": True}) as p:` checks the parameters (see
-    `validate`) and, for a dry run, points the results store at the dry runs' cache inside the block
-    (fedpaper.runs.store.DRY_RUN)."""
-    p = validate(**parameters)
-    dry = DRY_RUN.set(p.dry_run)
-    try:
-        yield p
-    finally:
-        DRY_RUN.reset(dry)
 
 
 # ------------------------------------------------------------------------------- overrides

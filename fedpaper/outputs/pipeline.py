@@ -49,7 +49,8 @@ from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, capti
                                         close_figure, exploration_dir, output_paths, report_status, rerender_or_fail,
                                         requested, rerender_requested, resolve_out_dir, stamp_exploration,
                                         stamp_figure, write_outputs)
-from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, using
+from fedpaper.outputs.dryrun import DryRunExecutor
+from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, validate
 from fedpaper.papers.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
 from fedpaper.runs.sweep import RunTally, SweepScope, current_scope, in_scope
@@ -158,15 +159,15 @@ def artifact_function(fn):
 
     @functools.wraps(fn)
     def wrapper(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
-        with using(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides) as p:
-            jobs = fn(profile=p.profile, data_root=p.data_root, seeds=p.seeds, overrides=p.to_apply())
-            if isinstance(jobs, ArtifactJob):
-                return _run_job(jobs, p)
-            if isinstance(jobs, (list, tuple)) and jobs and all(isinstance(j, ArtifactJob) for j in jobs):
-                # `fedpaper reproduce --only` makes the artifacts it selected, not every one the function declares
-                return [_run_job(j, p) for j in ([j for j in jobs if requested(j.artifact_id)] or jobs)]
-            raise BadParameterError(f"{fn.__qualname__} returned a {type(jobs).__name__}; an artifact function "
-                                    "returns an ArtifactJob or a list of them (fedpaper.outputs.pipeline)")
+        p = validate(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides)
+        jobs = fn(profile=p.profile, data_root=p.data_root, seeds=p.seeds, overrides=p.to_apply())
+        if isinstance(jobs, ArtifactJob):
+            return _run_job(jobs, p)
+        if isinstance(jobs, (list, tuple)) and jobs and all(isinstance(j, ArtifactJob) for j in jobs):
+            # `fedpaper reproduce --only` makes the artifacts it selected, not every one the function declares
+            return [_run_job(j, p) for j in ([j for j in jobs if requested(j.artifact_id)] or jobs)]
+        raise BadParameterError(f"{fn.__qualname__} returned a {type(jobs).__name__}; an artifact function "
+                                "returns an ArtifactJob or a list of them (fedpaper.outputs.pipeline)")
 
     wrapper.__signature__ = inspect.signature(_public)
     wrapper.fedpaper_artifact_function = True
@@ -176,8 +177,7 @@ def artifact_function(fn):
 def run_job(job: ArtifactJob, **parameters) -> ArtifactResult:
     """One job through the pipeline, with the parameters of an artifact function (profile,
     data_root, out_dir, seeds; overrides must already be applied to `job.params`)."""
-    with using(**parameters) as p:
-        return _run_job(job, p)
+    return _run_job(job, validate(**parameters))
 
 
 def _resolve_seeds(seeds, params: dict):
@@ -276,7 +276,8 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
     if n_seeds and isinstance(params.get("notes"), list):
         params["notes"] = _follow_seeds(params["notes"], n_seeds)
     explore_note = (f"DRY RUN of the {profile} profile: cut {p.describe()}; every other setting is the "
-                    f"{profile} profile's; not a result" if p.dry_run else
+                    f"{profile} profile's; one run per configuration trained, the others repeat its result; "
+                    "not a result" if p.dry_run else
                     f"EXPLORATION: changed {p.describe()}; other notes describe the {profile} profile"
                     if p.exploration else None)
     if explore_note and isinstance(params.get("notes"), list):
@@ -301,10 +302,13 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
     t0 = time.perf_counter()
     outer = current_scope()  # another artifact's when this one is made inside its compute (a compute ladder's rung)
     tally = RunTally(parent=outer.tally)  # a ladder's rungs count into the ladder's
+    # a dry run trains one run per configuration, in its own results cache (fedpaper.outputs.dryrun)
+    dry = DryRunExecutor() if p.dry_run else None
     # the store's index: an exploration's runs are nobody's, except inside another artifact (a compute
     # ladder's rungs), whose runs they are, so that a stop (--max-hours) counts them and export finds them
     scope = dataclasses.replace(outer, artifact=artifact_id, tally=tally,
-                                owner=outer.owner if p.exploration else (artifact_id, profile))
+                                owner=outer.owner if p.exploration else (artifact_id, profile),
+                                executor=outer.executor if dry is None else dry)
     with warnings_once(artifact_id):  # each distinct warning once, counted, after the bars
         if job.declares_runs:  # the scope handed down to its sweeps
             result = compute(params, scope)
@@ -349,7 +353,8 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
                    if p.exploration else None)
     dry_run = ({"profile": profile, "cut": p.changes(),
                 "note": f"dry run (fedpaper reproduce --profile {profile} --dry-run): the {profile} profile's settings "
-                        "and code paths, cut only in the settings named in `cut`; not a result"}
+                        "and code paths, cut only in the settings named in `cut`; not a result",
+                "runs": dry.record()}
                if p.dry_run else None)
     try:
         if synthetic:

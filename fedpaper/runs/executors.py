@@ -41,7 +41,7 @@ from fedpaper.runs.experiment import (Execution, RunSpec, build_stored, plan_gro
 from fedpaper.runs.oom import train_in_parts
 from fedpaper.ground.files import atomic_write_text
 from fedpaper.runs.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
-from fedpaper.runs.store import DRY_RUN, ResultStore, spec_json
+from fedpaper.runs.store import ResultStore, spec_json
 from fedpaper.runs import sweep
 from fedpaper.runs.sweep import SweepScope, current_scope, in_scope, run_sweep
 from fedpaper.runs.versions import CODE_VERSION_ENV, code_version
@@ -51,11 +51,6 @@ AUDIT_ENV = "FEDPAPER_TASK_AUDIT"  # folder: each task writes started-/computed-
 # FEDPAPER_* variables a worker needs to behave like the submitting process (data root, device...).
 FORWARDED_ENV_PREFIX = "FEDPAPER_"
 NOT_FORWARDED = {EXECUTOR_ENV}
-
-#: Runs per engine call in a dry run (SmallGroupExecutor, unless an executor is named): a group
-#: holds every client's parameters and optimiser state of each of its runs, ~180 MB per client for
-#: the paper profile's ResNet-18s (45 MB of parameters, times the copies a step and Adam hold).
-DRY_RUN_GROUP_RUNS = 1
 
 class ExecutorMissingError(FedpaperError, ImportError):
     """The chosen executor's library is not installed."""
@@ -425,9 +420,6 @@ def get_executor(spec=None):
     an executor object is returned as is."""
     if spec is not None and not isinstance(spec, str):
         return spec
-    if spec is None and not os.environ.get(EXECUTOR_ENV, "").strip():
-        if DRY_RUN.get():  # the paper profile's models, cut data: memory is set by the group size
-            return SmallGroupExecutor(DRY_RUN_GROUP_RUNS)
     spec = (spec if spec is not None else os.environ.get(EXECUTOR_ENV, "")).strip() or "local"
     if spec == "local":
         return LocalExecutor()

@@ -1,6 +1,6 @@
 """The on-disk results cache: finished runs keyed by (run spec, code version of the spec's paper).
 
-    store = ResultStore()      # cache_dir("results") (a dry run: cache_dir("dry-run", "results"))
+    store = ResultStore()      # cache_dir("results"); a dry run's: ResultStore(cache_dir("dry-run", "results"))
     store.put(spec, result); store.get(spec)
 
 Its writes are the ground layer's atomic files; resumable sweeps over it are `fedpaper.runs.sweep`,
@@ -9,7 +9,6 @@ the code versions `fedpaper.runs.versions`.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import json
 import pickle
@@ -22,11 +21,6 @@ from fedpaper.ground.files import (TMP_PREFIX, ChecksumError, atomic_write_bytes
 from fedpaper.ground.jsonio import jsonable, now_iso
 from fedpaper.ground.paths import cache_dir
 from fedpaper.runs.versions import code_version, spec_paper
-
-# True while an artifact function runs for a dry run (set by fedpaper.outputs.parameters.using): the default
-# store is then the dry run's own (cache_dir("dry-run", "results")).
-DRY_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("fedpaper_dry_run", default=False)
-
 
 def spec_json(spec) -> str:
     """Canonical JSON of a run spec (any JSON-able dict or dataclass)."""
@@ -46,8 +40,8 @@ class ResultStore:
     SUFFIX = ".pkl"
 
     def __init__(self, root=None, *, code: Optional[str] = None):
-        if root is None:  # a dry run's runs never mix with real ones
-            root = cache_dir("dry-run", "results") if DRY_RUN.get() else cache_dir("results")
+        if root is None:
+            root = cache_dir("results")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         clean_stale_temps(self.root, recursive=True)

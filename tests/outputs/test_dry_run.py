@@ -1,4 +1,4 @@
-"""The paper profile's dry run (issue 30, item 1): `fedpaper reproduce --profile paper --dry-run`.
+"""The paper profile's dry run: `fedpaper reproduce --profile paper --dry-run`.
 
 One artifact function per paper runs at the paper profile with the dry run's parameters (the ones
 the CLI hands each notebook: fedpaper.outputs.dryrun.parameters), each paper's heaviest model at its
@@ -82,17 +82,88 @@ def test_every_cut_is_a_setting_of_its_paper_profile():
         assert changed == {k.split(".")[0] for k in cut}, paper  # the cut, nothing else
 
 
-def test_dry_run_trains_in_small_groups(monkeypatch):
-    from fedpaper.outputs.parameters import using
-
+def test_dry_run_trains_in_small_groups_in_its_own_store(monkeypatch, cache_tmp):
     monkeypatch.delenv(executors.EXECUTOR_ENV, raising=False)
-    assert executors.get_executor().is_local
-    with using(profile="paper", overrides={"dry_run": True}):
-        ex = executors.get_executor()
-    assert isinstance(ex, executors.SmallGroupExecutor) and ex.max_runs == executors.DRY_RUN_GROUP_RUNS
+    assert executors.get_executor().is_local  # outside a dry run: the local executor, the results cache
+    dry = dryrun.DryRunExecutor()
+    assert isinstance(dry.inner, executors.SmallGroupExecutor) and dry.inner.max_runs == dryrun.GROUP_RUNS
+    assert dry.store.root == cache_tmp / "dry-run" / "results"
+    monkeypatch.setenv(executors.EXECUTOR_ENV, "local:2")  # an executor named for the dry run is used
+    assert dryrun.DryRunExecutor().inner.max_runs == 2
     assert executors.get_executor("local:2").max_runs == 2
     with pytest.raises(BadParameterError, match="local:N"):
         executors.get_executor("local:0")
+
+
+def _spec(**change):
+    from fedpaper.runs.experiment import RunSpec
+
+    base = dict(paper="privlabels", data={"name": "cifar10", "options": {}},
+                partition={"layout": "privlabels", "L": 2, "num_clients": 10, "samples_per_client": 128, "seed": 0},
+                method={"name": "FedProx", "optimizer": None, "parts": [["Penalty", {"coef": 0.01, "name": "prox"}]]},
+                training={"model": "privlabels_cnn", "model_kwargs": {"widths": [32, 32, 64, 64]}, "batch_size": 64,
+                          "lr": 0.001, "momentum": 0.9, "rounds": 1},
+                tags={"display": "FedProx"})
+    return RunSpec(**base).with_(**change)
+
+
+def test_a_configuration_leaves_out_seeds_rounds_and_per_run_numbers():
+    one = dryrun.configuration(_spec())
+    for same in (dict(partition={"seed": 3, "L": 7}), dict(training={"rounds": 100}),
+                 dict(method={"parts": [["Penalty", {"coef": 0.1, "name": "prox"}]]}),
+                 dict(method={"name": "FedProx (mu 0.1)"}), dict(tags={"display": "other"})):
+        assert dryrun.configuration(_spec(**same)) == one, same
+    for other in (dict(partition={"num_clients": 20}), dict(partition={"samples_per_client": 64}),
+                  dict(partition={"layout": "privlabels-central"}), dict(training={"batch_size": 32}),
+                  dict(training={"model_kwargs": {"widths": [8, 8, 16, 16]}}), dict(training={"momentum": 0.0}),
+                  dict(method={"parts": [["Penalty", {"coef": 0.0, "name": "prox"}]]}),  # a zero turns a term off
+                  dict(method={"parts": [["FedAvgWeights", {}]]}), dict(data={"name": "fashion-mnist"})):
+        assert dryrun.configuration(_spec(**other)) != one, other
+    # a store key (what an executor sees) has the configuration of its spec
+    assert dryrun.configuration({"paper": "privlabels", "run": json.loads(_spec().to_json()), "data_copy": "x"}) == one
+
+
+def test_dry_run_trains_one_run_per_configuration_into_the_scratch_folder(tmp_path, figures_tmp, cache_tmp,
+                                                                         monkeypatch):
+    """privlabels Fig. 2's grid (smoke stand-ins: no data needed) as a dry run: one engine-trained run
+    per distinct method of the grid (its only configurations: L and seed are per-run values), all
+    four files in the scratch folder, nothing in the committed figures or the results cache."""
+    from fedpaper.outputs import pipeline
+    from fedpaper.papers import privlabels as PL
+
+    monkeypatch.delenv(executors.EXECUTOR_ENV, raising=False)
+    got = []
+    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((compute.job, params)))
+    try:
+        PL.accuracy_vs_labels(profile="smoke", overrides={"labels": [2, 5]})
+    finally:
+        pipeline.COMPUTE_HOOK.reset(token)
+    [(job, params)] = [(j, p) for j, p in got if j.artifact_id == "privlabels/fig2"]
+    specs = job.specs(params)
+    methods = {json.dumps(s.method, sort_keys=True) for s in specs}
+    assert 1 < len(methods) < len(set(specs))
+    trained = []
+    real = executors.train_in_parts
+
+    def counting(setups, *a, **k):
+        trained.extend(setups)
+        return real(setups, *a, **k)
+
+    monkeypatch.setattr(executors, "train_in_parts", counting)
+    job = pipeline.ArtifactJob(job.artifact_id, params, None, job.draw, ("none",), specs=job.specs,
+                               summarise=job.summarise, execution=job.execution, desc=job.desc)
+    r = pipeline.run_job(job, profile="paper", out_dir=str(tmp_path / "scratch"), overrides={"dry_run": True})
+    assert len(trained) == len(methods)  # one run per configuration, each through the engine
+    assert r.status.startswith("dry run of the paper profile"), r.status
+    for path in r.paths.values():
+        assert path.is_file() and str(path).startswith(str(tmp_path / "scratch"))
+    assert set(r.table["method"]) >= {s.tags["display"] for s in specs}  # summarise saw every run
+    rec = json.loads(r.paths["json"].read_text())
+    assert rec["dry_run"]["runs"]["runs"] == len(set(specs))
+    assert rec["dry_run"]["runs"]["configurations"] == len(methods)
+    assert not figures_tmp.exists()
+    assert len(list((cache_tmp / "dry-run" / "results").glob("*/*.pkl"))) == len(methods)
+    assert not any((cache_tmp / "results").glob("*/*.pkl"))
 
 
 def test_plan_skips_missing_data_and_weights(empty_data_root, monkeypatch, tmp_path):
