@@ -291,7 +291,13 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         new = sorted({i: n for n, (_, _, i) in enumerate(found) if i not in counted}.values(),
                      key=lambda n: _partition_order(found[n][0]))
         for n in new:
-            _count_key(found[n][0], found[n][2], counted, counter)
+            k, build, ident = found[n]
+            if n < len(declared):  # from its spec, with its job's execution (the evaluation batch is the model key's)
+                spec = RunSpec(**k["run"])
+                _count_key(k, ident, counted, functools.partial(counter.count, ident, spec, job.execution))
+            else:  # collected from a compute: built as its sweep would (build), labels only where LABEL_ONLY
+                with _label_only_pools():
+                    _count_key(k, ident, counted, functools.partial(_count_built, ident, k, build))
         plan.runs += [counted[i] for _, _, i in found]
         for method, config, pools, feds in direct:
             for f in feds:
@@ -356,17 +362,23 @@ def _partition_order(key: dict) -> tuple:
     return (spec_json(run["data"]), spec_json(run["partition"]), spec_json(run.get("evaluation") or {}))
 
 
-def _count_key(key: dict, ident: str, counted: dict, counter: "_Counter") -> RunCount:
+def _count_key(key: dict, ident: str, counted: dict, count) -> RunCount:
+    """counted[ident]: `count()` (a RunCount), or the run with the error that stopped its count."""
     if ident in counted:
         return counted[ident]
     run = key["run"]
     rounds = int(run["training"].get("rounds", 0))
     try:
-        rc = counter.count(ident, RunSpec(**run))
+        rc = count()
     except Exception as e:  # noqa: BLE001 - e.g. its data are absent: the run is still counted
         rc = RunCount(ident, key["paper"], rounds, error=_one_line(e))
     counted[ident] = rc
     return rc
+
+
+def _count_built(ident: str, key: dict, build) -> RunCount:
+    setup = build(key)
+    return count_run(ident, key["paper"], setup.config, get_pools(setup.pools_key), setup.federation, setup.pools_key)
 
 
 class _Counter:
@@ -378,12 +390,11 @@ class _Counter:
     def __init__(self, data_root):
         self.data_root = data_root
         self.feds: dict = {}
-        self.execution = Execution()
 
     def pools(self, key: tuple):
         return label_only_pools(key) if key[0] in LABEL_ONLY else get_pools(key)
 
-    def count(self, ident: str, spec: RunSpec) -> RunCount:
+    def count(self, ident: str, spec: RunSpec, execution: Optional[Execution] = None) -> RunCount:
         if spec.partition["layout"] not in E.LAYOUTS:
             E._import_paper(spec.paper)  # the paper's tables, as RunSpec.build reads them
         key = pools_key_of(spec.data, self.data_root)
@@ -395,7 +406,7 @@ class _Counter:
             except KeyError:
                 raise BadParameterError(f"unknown partition layout {spec.partition['layout']!r}") from None
             self.feds[fk] = layout(spec, pools, self.data_root)
-        config = train_config(spec.training, pools, self.execution)
+        config = train_config(spec.training, pools, execution or Execution())
         return count_run(ident, spec.paper, config, pools, self.feds[fk], key)
 
 

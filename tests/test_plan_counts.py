@@ -15,7 +15,7 @@ from fedpaper.blocks.data.multilabel import composite_split
 from fedpaper.blocks.models import build_model
 from fedpaper.engine.memory import pools_bytes, saved_tensor_bytes
 from fedpaper.runs import model_costs as C
-from fedpaper.runs.experiment import RunSpec, get_pools, pools_key_of
+from fedpaper.runs.experiment import get_pools, pools_key_of
 
 
 @pytest.mark.parametrize("singles, pairs, seed, offset", [(None, 2, 0, 7), (3, 1, 21, 3), (0, 4, 5, 0), (5, 0, 1, 7)])
@@ -67,23 +67,40 @@ def test_label_only_pools_of_the_paper_profiles_dermamnist_composites():
     get_pools.cache_clear()
 
 
-def _full_count(ident: str) -> P.RunCount:
-    """A run counted the old way: RunSpec.build on the real pools."""
-    key = json.loads(ident)
-    spec = RunSpec(**key["run"])
-    st = spec.build(None)
-    return P.count_run(ident, spec.paper, st.config, get_pools(st.pools_key), st.federation, st.pools_key)
+def _declared(fn, profile):
+    """[(job, params as the pipeline hands them on)] of an artifact function, nothing run."""
+    from fedpaper.outputs import pipeline
+
+    got = []
+    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((compute.job, params)))
+    try:
+        fn(profile=profile)
+    finally:
+        pipeline.COMPUTE_HOOK.reset(token)
+    return got
 
 
-@pytest.mark.parametrize("aid", ["fednca/table6", "fedmt/fig3", "privlabels/fig11"])
-def test_the_plans_counts_equal_the_full_builds(aid, cache_tmp):
-    """Smoke profile: every run's samples, model key, pools and slots as the full build gives them."""
-    [plan] = P.collect([aid], "smoke", None)
-    assert plan.status == "planned" and plan.runs
-    for r in plan.runs:
-        full = _full_count(r.ident)
-        assert (r.train_samples, r.eval_samples, r.model, r.pools, r.slots, r.rounds) == \
-            (full.train_samples, full.eval_samples, full.model, full.pools, full.slots, full.rounds), r.ident
+@pytest.mark.parametrize("fn", ["fednca.table6", "fedmt.estimation", "privlabels.epochs"])
+def test_the_plans_counts_equal_the_full_builds(fn, cache_tmp):
+    """Smoke profile: every declared run's samples, model key (its evaluation batch is the job's
+    execution's), pools and slots as RunSpec.build on the real pools gives them (the sweep's build)."""
+    import importlib
+
+    mod, name = fn.split(".")
+    jobs = _declared(getattr(importlib.import_module(f"fedpaper.papers.{mod}"), name), "smoke")
+    assert jobs
+    for job, params in jobs:
+        [plan] = P.collect([job.artifact_id], "smoke", None)
+        assert plan.status == "planned" and plan.runs
+        got = {r.ident: r for r in plan.runs}
+        found = P.declared_runs(job, params, None)
+        assert {i for _, _, i in found} == set(got)
+        for key, build, ident in found:
+            st = build(key)
+            full = P.count_run(ident, key["paper"], st.config, get_pools(st.pools_key), st.federation, st.pools_key)
+            r = got[ident]
+            assert (r.train_samples, r.eval_samples, r.model, r.pools, r.slots, r.rounds) == \
+                (full.train_samples, full.eval_samples, full.model, full.pools, full.slots, full.rounds), ident
 
 
 @pytest.mark.parametrize("model, kw, shape", [
