@@ -123,6 +123,28 @@ def test_a_configuration_leaves_out_seeds_rounds_and_per_run_numbers():
     assert dryrun.configuration({"paper": "privlabels", "run": json.loads(_spec().to_json()), "data_copy": "x"}) == one
 
 
+def test_the_dry_run_executor_trains_each_configuration_once_across_sweeps():
+    """An artifact's sweeps (FedPALS: one per setting) share one executor: a configuration trained in
+    an earlier sweep is not trained again; every run gets its configuration's result."""
+    calls = []
+
+    class Inner:
+        def run_specs(self, keys, build, *, desc="runs", store=None, **kw):
+            calls.append((list(keys), store))
+            return [{"trained": json.dumps(k, sort_keys=True)} for k in keys]
+
+    def key(spec):
+        return {"paper": spec.paper, "run": json.loads(spec.to_json()), "data_copy": None}
+
+    a, b, c = _spec(), _spec(partition={"seed": 1, "L": 3}), _spec(training={"batch_size": 32})
+    dry = dryrun.DryRunExecutor(inner=Inner(), store="the dry run's store")
+    first = dry.run_specs([key(a), key(b)], None, desc="one")
+    second = dry.run_specs([key(b), key(c)], None, desc="two")
+    assert calls == [([key(a)], "the dry run's store"), ([key(c)], "the dry run's store")]
+    assert first[0] is first[1] is second[0] and second[1] is not first[0]
+    assert {k: v for k, v in dry.record().items() if k != "note"} == {"runs": 3, "configurations": 2}
+
+
 def test_dry_run_trains_one_run_per_configuration_into_the_scratch_folder(tmp_path, figures_tmp, cache_tmp,
                                                                          monkeypatch):
     """privlabels Fig. 2's grid (smoke stand-ins: no data needed) as a dry run: one engine-trained run
