@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from fedpaper.blocks.data.compact import CompactImages
-from fedpaper.engine import Pools
+from fedpaper.engine import Federation, Pools
 from fedpaper.engine.memory import parted, pools_bytes, StepMemory
 from fedpaper.runs.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one_line, gpu_rates,  # noqa: F401
                                   machine_key, macs, model_costs, model_costs_of, step_memory)
@@ -133,6 +133,7 @@ class ArtifactPlan:
     missing: list = field(default_factory=list)
     runs: list = field(default_factory=list)  # RunCount, distinct within the artifact
     new: list = field(default_factory=list)  # idents not counted by an earlier artifact
+    runs_from: str = ""  # "specs": its declared specs (ArtifactJob.specs); "compute": collected from its compute
 
     @property
     def paper(self) -> str:
@@ -270,8 +271,10 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         declared: list = []  # (store key, build, its JSON)
         try:
             if job is not None and job.declares_runs:
+                plan.runs_from = plan.runs_from or "specs"
                 declared = declared_runs(job, params, compute.data_root, store_keys)
             else:
+                plan.runs_from = "compute"
                 with using_executor(ex), _no_direct_training(direct), _label_only_pools():
                     compute(params)
             if not ex.found and not declared and not direct and not nested and len(plan.runs) == before:
@@ -290,14 +293,15 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         # (privlabels: the last 64), and a sweep's order (method > setting > seed) would miss every time
         new = sorted({i: n for n, (_, _, i) in enumerate(found) if i not in counted}.values(),
                      key=lambda n: _partition_order(found[n][0]))
-        for n in new:
-            k, build, ident = found[n]
-            if n < len(declared):  # from its spec, with its job's execution (the evaluation batch is the model key's)
-                spec = RunSpec(**k["run"])
-                _count_key(k, ident, counted, functools.partial(counter.count, ident, spec, job.execution))
-            else:  # collected from a compute: built as its sweep would (build), labels only where LABEL_ONLY
-                with _label_only_pools():
-                    _count_key(k, ident, counted, functools.partial(_count_built, ident, k, build))
+        collected = any(n >= len(declared) for n in new)
+        with _label_only_pools() if collected else contextlib.nullcontext():
+            for n in new:
+                k, build, ident = found[n]
+                if n < len(declared):  # from its spec, with its job's execution (its evaluation batch is in the model key)
+                    count = functools.partial(counter.count, ident, RunSpec(**k["run"]), job.execution)
+                else:  # collected from a compute: built as its sweep would build it, labels only where LABEL_ONLY
+                    count = functools.partial(_count_built, ident, k, build)
+                _count_key(k, ident, counted, count)
         plan.runs += [counted[i] for _, _, i in found]
         for method, config, pools, feds in direct:
             for f in feds:
@@ -376,6 +380,17 @@ def _count_key(key: dict, ident: str, counted: dict, count) -> RunCount:
     return rc
 
 
+def _sizes_only(fed: Federation) -> Federation:
+    """A Federation of the same sizes whose index arrays hold no memory (zero-stride views): all
+    that counting a run reads (experiment.run_samples, the clients)."""
+    def rows(a):
+        return None if a is None else np.broadcast_to(np.int64(0), (len(a),))
+
+    return Federation([rows(c) for c in fed.client_indices], rows(fed.test_indices), rows(fed.val_indices),
+                      rows(fed.server_indices), None if fed.client_unlabeled_indices is None
+                      else [rows(c) for c in fed.client_unlabeled_indices], seed=fed.seed)
+
+
 def _count_built(ident: str, key: dict, build) -> RunCount:
     setup = build(key)
     return count_run(ident, key["paper"], setup.config, get_pools(setup.pools_key), setup.federation, setup.pools_key)
@@ -405,7 +420,7 @@ class _Counter:
                 layout = E.LAYOUTS[spec.partition["layout"]]
             except KeyError:
                 raise BadParameterError(f"unknown partition layout {spec.partition['layout']!r}") from None
-            self.feds[fk] = layout(spec, pools, self.data_root)
+            self.feds[fk] = _sizes_only(layout(spec, pools, self.data_root))
         config = train_config(spec.training, pools, execution or Execution())
         return count_run(ident, spec.paper, config, pools, self.feds[fk], key)
 
