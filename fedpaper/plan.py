@@ -321,7 +321,11 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
     with tempfile.TemporaryDirectory(prefix="fedpaper-plan-") as scratch, warnings_once("plan"):
         token = COMPUTE_HOOK.set(hook)
         try:
+            paper = None
             for nb, aids in notebooks.items():
+                if aids[0].split("/")[0] != paper:  # the pools one paper's runs were counted on, dropped after it
+                    paper = aids[0].split("/")[0]
+                    get_pools.cache_clear(), label_only_pools.cache_clear()
                 try:
                     notebook.artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
                                              seeds=None)
