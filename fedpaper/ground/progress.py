@@ -7,6 +7,9 @@
   round of the `n_runs` runs it trains together; the sweep that started the training turns that
   into progress inside its runs (so a bar moves, with an ETA, while a long run trains). The engine
   only calls `round_done`; it never knows who listens.
+- `running()` / `while_running(...)`: what code that takes no such argument learns of the
+  computation running now: the round listener above, and the runs layer's sweep scope
+  (fedpaper.runs.sweep.current_scope), which a paper's compute never passes on.
 - `warnings_once(where)`: fedpaper's log records inside the block are collected, and each distinct
   message is logged once when the block ends, counted (`... (x12)`); messages that differ only in
   their numbers count as one, the numbers shown as ranges (`6-12 images ...`). Nothing is printed
@@ -18,13 +21,25 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import logging
 import re
 from typing import Callable, Optional
 
-# Context variable: fedpaper.driver's trainer calls round_done with no listener, and its source is in every code version.
-_ROUND_CALLBACK: contextvars.ContextVar[Optional[Callable[[int, int, int], None]]] = contextvars.ContextVar(
-    "fedpaper_round_callback", default=None)
+
+@dataclasses.dataclass(frozen=True)
+class Running:
+    """What code that takes no such argument learns of the computation running now (`running()`):
+    `rounds`, the listener of the trainer's round reports (`on_rounds`, `round_done`), and `scope`,
+    an object of a layer above that this module never reads (the runs layer's sweep scope:
+    fedpaper.runs.sweep.current_scope)."""
+
+    rounds: Optional[Callable[[int, int, int], None]] = None
+    scope: object = None
+
+
+# Context variable: code in the results' code versions (the trainer, a paper's compute) calls down with no such argument.
+_RUNNING: contextvars.ContextVar[Running] = contextvars.ContextVar("fedpaper_running", default=Running())
 _ARTIFACT_WORD = re.compile(r"^(fig|table)[0-9]\w*$")
 
 
@@ -43,20 +58,31 @@ def bar_label(artifact_id: str, desc: str) -> str:
     return " ".join([artifact_id] + kept)
 
 
-# ------------------------------------------------------------------------ rounds in runs
+# ------------------------------------------------------------------------ the computation running now
+def running() -> Running:
+    """What the computation running now set (Running() outside any)."""
+    return _RUNNING.get()
+
+
 @contextlib.contextmanager
-def on_rounds(callback: Callable[[int, int, int], None]):
-    """Inside the block, `callback(rnd, rounds, n_runs)` is called after each training round."""
-    token = _ROUND_CALLBACK.set(callback)
+def while_running(**changes):
+    """Inside the block, `running()` has the fields `changes` (of Running), the others kept."""
+    token = _RUNNING.set(dataclasses.replace(_RUNNING.get(), **changes))
     try:
         yield
     finally:
-        _ROUND_CALLBACK.reset(token)
+        _RUNNING.reset(token)
+
+
+# ------------------------------------------------------------------------ rounds in runs
+def on_rounds(callback: Callable[[int, int, int], None]):
+    """Inside the block, `callback(rnd, rounds, n_runs)` is called after each training round."""
+    return while_running(rounds=callback)
 
 
 def round_done(rnd: int, rounds: int, n_runs: int) -> None:
     """Called by the engine after round `rnd` of `rounds` of the `n_runs` runs it trains."""
-    cb = _ROUND_CALLBACK.get()
+    cb = _RUNNING.get().rounds
     if cb is not None:
         cb(rnd, rounds, n_runs)
 

@@ -14,7 +14,6 @@ the store's index (which artifact and profile they belong to), for `fedpaper cac
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import os
 import time
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Callable, Iterable, Optional
 
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.runs.leases import holder
-from fedpaper.ground.progress import bar_label, collecting, on_rounds
+from fedpaper.ground.progress import bar_label, collecting, on_rounds, running, while_running
 from fedpaper.runs.store import ResultStore
 
 _MISSING = object()  # store.get's default: not stored
@@ -68,24 +67,23 @@ class SweepScope:
         return " ".join(filter(None, (bar_label(self.artifact, desc), self.suffix)))
 
 
-# Context variable: a paper's compute calls run_specs from modules in its results' code version, which pass no scope.
-_SCOPE: contextvars.ContextVar[SweepScope] = contextvars.ContextVar("fedpaper_sweep_scope", default=SweepScope())
+_NO_SCOPE = SweepScope()
 
 
 def current_scope() -> SweepScope:
     """The scope of the artifact whose compute runs now (SweepScope() outside one): what a sweep
-    started without a `scope` argument belongs to."""
-    return _SCOPE.get()
+    started without a `scope` argument belongs to. A paper's compute calls run_specs from modules
+    in its results' code version, which pass no scope: the pipeline sets it around the compute
+    (`in_scope`), in the computation's context (fedpaper.ground.progress.running)."""
+    scope = running().scope
+    return _NO_SCOPE if scope is None else scope
 
 
 @contextlib.contextmanager
 def in_scope(scope: SweepScope):
     """Within the block, sweeps started without a `scope` argument (a paper's compute) use `scope`."""
-    token = _SCOPE.set(scope)
-    try:
+    with while_running(scope=scope):
         yield scope
-    finally:
-        _SCOPE.reset(token)
 
 
 class _CurrentOwner:

@@ -78,11 +78,8 @@ def test_when_every_run_diverges_the_rounds_stop():
     calls = []
     from fedpaper.ground import progress
 
-    token = progress._ROUND_CALLBACK.set(lambda rnd, rounds, n: calls.append(rnd))
-    try:
+    with progress.on_rounds(lambda rnd, rounds, n: calls.append(rnd)):
         res = train(get_method("FedAvg"), lenet_config(rounds=5), pools, [b0, b], progress=False)
-    finally:
-        progress._ROUND_CALLBACK.reset(token)
     assert res.diverged == [1, 1] and res.history.empty
     assert calls == [1, 2, 3, 4, 5]  # the sweep's progress still reaches the end
     assert res.log["samples"] == sum(len(c) for c in b.client_indices) * 2
