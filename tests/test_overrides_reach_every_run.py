@@ -119,6 +119,11 @@ def _collect_compute(compute, params: dict, found: Found) -> None:
         RunSpec.build = real_build
 
 
+#: {spec JSON: (store key, its JSON)} of every declared run met (plan.declared_runs' memo): the
+#: artifacts of one data set's grid declare the same runs (privlabels' Figs 1b-10)
+_KEYS: dict = {}
+
+
 @functools.lru_cache(maxsize=None)
 def _collect(target: str, profile: str, seeds: Optional[tuple], overrides: Optional[str]) -> Collection:
     """The runs of artifact `target`, its notebook's function called with these parameters
@@ -129,7 +134,6 @@ def _collect(target: str, profile: str, seeds: Optional[tuple], overrides: Optio
     counts them."""
     found: dict = {}
     outer: list = []
-    memo: dict = {}
 
     def hook(aid, compute, params, missing):
         if outer or aid == target:
@@ -139,7 +143,7 @@ def _collect(target: str, profile: str, seeds: Optional[tuple], overrides: Optio
             try:
                 job = getattr(compute, "job", None)
                 if job is not None and job.declares_runs:
-                    f.runs += [k["run"] for k, _, _ in plan.declared_runs(job, params, compute.data_root, memo)]
+                    f.runs += [k["run"] for k, _, _ in plan.declared_runs(job, params, compute.data_root, _KEYS)]
                 else:
                     _collect_compute(compute, params, f)
             finally:
