@@ -18,7 +18,8 @@ run of the paper.
 
 Each cut also cuts test/validation images where a paper evaluates on all of them at the paper
 profile with a slow model (FedMT's ResNet-18 on 10,000 test images each round), and epochs counted
-like rounds (FedMT's Single and FedTrans fine-tuning, privlabels' epoch ablation): said in CUT_NOTES.
+like rounds (FedMT's local, server, Single and FedTrans fine-tuning epochs, privlabels' epoch
+ablation): said beside each cut.
 
 A dry run checks what can break, not every run: of an artifact's runs it trains one per distinct
 *configuration* (`configuration`: data set, model, method parts, batch shape; not seeds, rounds or the
@@ -70,10 +71,12 @@ CUTS: dict[str, dict] = {
     # images, 256-image validation and test subsets.
     "privlabels": {"rounds": 1, "samples_per_client": 128, "server_size": {"cifar10": 128, "fashion-mnist": 128},
                    "val_eval": 256, "test_eval": 256, "epochs.rounds": 1},
-    # 1 round, 1 Single epoch, 1 FedTrans fine-tuning epoch; 20 images per client (2 batches of 10),
-    # 1-5 labeled server images per class instead of 5-25 (n; n_default 1), N_c grid 10-40 for Fig 3
-    # and 80 images over all clients for Fig 2c, 200 test images.
-    "fedmt": {"rounds": 1, "single_rounds": 1, "finetune_epochs": 1, "samples_per_client": 20,
+    # 1 round, 1 Single epoch, 1 FedTrans fine-tuning epoch, 1 local and 1 server epoch (FedMT, SemiFL:
+    # 5 each); 20 images per client (2 batches of 10), 1-5 labeled server images per class instead of
+    # 5-25 (n; n_default 1), N_c grid 10-40 for Fig 3 and 80 images over all clients for Fig 2c, 200
+    # test images.
+    "fedmt": {"rounds": 1, "single_rounds": 1, "finetune_epochs": 1, "local_epochs": 1, "server_epochs": 1,
+              "samples_per_client": 20,
               "n_values": [1, 2, 3, 4, 5], "n_default": 1, "fig3_sizes": [10, 20, 30, 40], "client_total": 80,
               "test_cap": 200},
     # 1 round; composites of 3 single-label images per class (2 validation, 3 test) and 1 per class
