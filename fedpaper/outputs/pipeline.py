@@ -143,7 +143,44 @@ class _DeclaredCompute:
 
     def __call__(self, params: dict, scope: Optional[SweepScope] = None):
         specs = list(self.job.specs(params))
+        check_rounds_reach(self.job.artifact_id, params, specs)
         return self.job.summarise(specs, self.job.run_declared(specs, self.data_root, scope), params)
+
+
+def _spec_rounds(spec) -> Optional[int]:
+    training = spec.get("training") if isinstance(spec, dict) else getattr(spec, "training", None)
+    rounds = training.get("rounds") if isinstance(training, dict) else None
+    return rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None
+
+
+def _settings_equal_to(params: dict, values: set) -> list[str]:
+    """The dotted settings of `params` (other than rounds) whose value is one of `values`."""
+    from fedpaper.outputs.parameters import overridable_keys
+
+    out = []
+    for key in overridable_keys(params):
+        node = params
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if key.split(".")[0] != "rounds" and isinstance(node, int) and not isinstance(node, bool) and node in values:
+            out.append(key)
+    return out
+
+
+def check_rounds_reach(artifact_id: str, params: dict, specs: Sequence) -> None:
+    """A `rounds` override must reach at least one of the artifact's declared runs; one line naming
+    the setting its runs take their rounds from otherwise (so that provenance never records an
+    override the runs did not get)."""
+    wanted = (params.get(APPLIED_KEY) or {}).get("rounds")
+    wanted = set(wanted.values()) if isinstance(wanted, dict) else {wanted}
+    got = {r for r in map(_spec_rounds, specs) if r is not None}
+    if None in wanted or not got or wanted & got:
+        return
+    shown = ", ".join(map(str, sorted(wanted)))
+    other = _settings_equal_to(params, got)
+    instead = (f"its runs take their rounds from {', '.join(other)}; override that instead" if other
+               else f"its runs train {', '.join(map(str, sorted(got)))} rounds, set by none of its settings")
+    raise BadParameterError(f"{artifact_id}: the override rounds={shown} reaches none of its runs; {instead}")
 
 
 def _public(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
