@@ -50,7 +50,7 @@ from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, capti
                                         requested, rerender_requested, resolve_out_dir, stamp_exploration,
                                         stamp_figure, write_outputs)
 from fedpaper.outputs.dryrun import DryRunExecutor
-from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, validate
+from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, overridable_keys, validate
 from fedpaper.papers.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
 from fedpaper.runs.sweep import RunTally, SweepScope, current_scope, in_scope
@@ -155,8 +155,6 @@ def _spec_rounds(spec) -> Optional[int]:
 
 def _settings_equal_to(params: dict, values: set) -> list[str]:
     """The dotted settings of `params` (other than rounds) whose value is one of `values`."""
-    from fedpaper.outputs.parameters import overridable_keys
-
     out = []
     for key in overridable_keys(params):
         node = params
