@@ -185,6 +185,10 @@ def _build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--csv", default=None, metavar="PATH", help="also write the table (and totals) here as CSV")
     pl.add_argument("--gpus", type=int, default=None, metavar="N",
                     help="also the wall time on N GPUs (the groups of runs packed longest first onto the least loaded)")
+    pl.add_argument("--time-cpu", action=argparse.BooleanOptionalAction, default=None,
+                    help="time each model class on this CPU once (cached) for the 'CPU here' column; default: yes, "
+                         "except at the paper profile (its 224-px and 10-client models take minutes and GBs to "
+                         "time), where only timings already cached are used")
     pl.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -911,7 +915,9 @@ def cmd_plan(args) -> int:
     print(f"fedpaper plan: profile {args.profile}, data root {root}, {len(selected)} artifact(s); "
           "collecting their runs (nothing is trained or written)", flush=True)
     plans = P.collect(selected, args.profile, root)
-    rows, totals, costs = P.build_rows(plans, progress=lambda what: print(f"{what} ...", flush=True))
+    time_cpu = args.time_cpu if args.time_cpu is not None else args.profile != "paper"
+    rows, totals, costs = P.build_rows(plans, progress=lambda what: print(f"{what} ...", flush=True),
+                                       time_cpu=time_cpu)
     card, _ = P.gpu_rates()
     print(P.format_table(rows, totals, card))
     print(P.cpu_line(costs))

@@ -537,7 +537,7 @@ def costs_of(runs: list[RunCount], costs: dict, gpu: dict) -> dict:
 
     def cpu(r):
         m = c(r)
-        if m is None or r.train_samples is None:
+        if m is None or r.train_samples is None or m["cpu_s_per_train_sample"] is None:
             return None
         return r.train_samples * m["cpu_s_per_train_sample"] + r.eval_samples * m["cpu_s_per_eval_sample"]
 
@@ -561,12 +561,12 @@ def _rounds(runs) -> str:
     return "-" if not rs else str(rs[0]) if len(rs) == 1 else f"{rs[0]}-{rs[-1]}"
 
 
-def build_rows(plans: list[ArtifactPlan], progress=None) -> tuple[list[Row], list[Row], dict]:
+def build_rows(plans: list[ArtifactPlan], progress=None, time_cpu: bool = True) -> tuple[list[Row], list[Row], dict]:
     """(artifact rows, per-paper total rows, model costs) of the plans (model_costs_of: each
-    architecture measured and each timing class timed once, from the cache where it holds them;
-    `progress(text)` before each measurement)."""
+    architecture measured and, with time_cpu, each timing class timed once, from the cache where it
+    holds them; `progress(text)` before each measurement)."""
     keys = sorted({r.model for p in plans for r in p.runs if r.model is not None}, key=lambda k: k.signature())
-    costs = model_costs_of(keys, progress=progress)
+    costs = model_costs_of(keys, progress=progress, time_cpu=time_cpu)
     _, gpu = gpu_rates()
     rows = []
     for p in plans:
@@ -670,9 +670,13 @@ def fits_line(totals: list[Row]) -> str:
 def cpu_line(costs: dict) -> str:
     """Where the "CPU here" column comes from: the machine, the timings (how many, when measured,
     where cached) and how many model keys were scaled by MACs from their class's timing."""
-    timed = [c["timed"] for c in costs.values() if "timed" in c]
+    untimed = sum(1 for c in costs.values() if c.get("timed", {}).get("not_timed"))
+    timed = [c["timed"] for c in costs.values() if "timed" in c and not c["timed"].get("not_timed")]
+    not_timed = (f"{untimed} model key(s) without a timing on this CPU: their \"CPU here\" is left blank (add "
+                 "--time-cpu to time them once per model class, minutes for the 224-px and 10-client models)"
+                 if untimed else "")
     if not timed:
-        return f"CPU here: {machine_key()}; no model timed"
+        return f"CPU here: {machine_key()}; no model timed" + (f"; {not_timed}" if not_timed else "")
     when = sorted({t["measured_at"] for t in timed if t.get("measured_at")})
     classes = {(t.get("timed_key"), t.get("measured_at")) for t in timed}
     scaled = sum(1 for t in timed if t.get("scaled_by_macs"))
@@ -681,7 +685,7 @@ def cpu_line(costs: dict) -> str:
             f"samples x CPU s per evaluation sample, from {len(classes)} engine timing(s) (FedAvg, random data of "
             f"the input shape; one per model class and machine) measured {span}, cached in {timed[0]['cached_in']}; "
             f"{scaled} of {len(timed)} model key(s) scaled by their MACs from the timing of their class "
-            "(fedpaper/runs/model_costs.py)")
+            "(fedpaper/runs/model_costs.py)" + (f"; {not_timed}" if not_timed else ""))
 
 
 def write_csv(path, rows: list[Row], totals: list[Row]) -> Path:

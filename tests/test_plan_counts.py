@@ -137,3 +137,23 @@ def test_one_timing_per_class_others_scaled_by_macs(tmp_path):
     assert costs[b]["cpu_s_per_train_sample"] == pytest.approx(per_mac * costs[b]["train_macs"])
     again = []
     assert C.model_costs_of([a, b], tmp_path / "costs.json", progress=again.append) == costs and not again  # cached
+
+
+def test_without_time_cpu_nothing_is_timed_and_cached_timings_are_used(tmp_path):
+    """time_cpu=False (the paper profile's default in `fedpaper plan`): no engine timing; a class
+    without a cached timing gets no CPU seconds and says so; once timed, its cached timing is used."""
+    def key(k):
+        return C.ModelKey("fednca_net", json.dumps({"backbone": "convnet", "dim": 16, "head": "fc", "num_classes": k,
+                                                    "width": 8, "in_channels": 3}), (3, 16, 16), 8, "adamw",
+                          0.0, "fp32", 2, True, 64)
+
+    a = key(5)
+    said = []
+    costs = C.model_costs_of([a], tmp_path / "costs.json", progress=said.append, time_cpu=False)
+    assert not any(s.startswith("timing") for s in said)
+    assert costs[a]["cpu_s_per_train_sample"] is None and costs[a]["timed"]["not_timed"]
+    assert costs[a]["train_macs"] > 0
+    assert "without a timing on this CPU" in P.cpu_line(costs) and "--time-cpu" in P.cpu_line(costs)
+    timed = C.model_costs_of([a], tmp_path / "costs.json", time_cpu=True)[a]
+    assert timed["cpu_s_per_train_sample"] > 0
+    assert C.model_costs_of([a], tmp_path / "costs.json", time_cpu=False)[a] == timed

@@ -389,9 +389,11 @@ def model_costs(key: ModelKey, cache_file: Optional[Path] = None) -> dict:
     return model_costs_of([key], cache_file)[key]
 
 
-def model_costs_of(keys, cache_file: Optional[Path] = None, progress=None) -> dict:
+def model_costs_of(keys, cache_file: Optional[Path] = None, progress=None, time_cpu: bool = True) -> dict:
     """{key: model_costs(key)} of `keys`, each architecture measured and each timing class timed
-    once (`progress(label)` before each measurement), the cache read and written once."""
+    once (`progress(label)` before each measurement), the cache read and written once. With
+    time_cpu=False no model is timed: a class without a cached timing on this machine gets no CPU
+    seconds (None) and `timed` says so."""
     cache_file = cache_file or _cache_file()
     try:
         cached = json.loads(cache_file.read_text(encoding="utf-8"))
@@ -406,6 +408,12 @@ def model_costs_of(keys, cache_file: Optional[Path] = None, progress=None) -> di
             cached[ak], changed = _arch_costs(key), True
         arch = cached[ak]
         tk = "timing:" + _digest(timing_class(key) + machine)
+        if tk not in cached and not time_cpu:
+            out[key] = {"signature": key.signature(), "machine": machine, "train_macs": arch["train_macs"],
+                        "eval_macs": arch["eval_macs"], "step_memory": arch["step_memory"],
+                        "cpu_s_per_train_sample": None, "cpu_s_per_eval_sample": None,
+                        "timed": {"not_timed": True, "cached_in": str(cache_file)}}
+            continue
         if tk not in cached:
             if progress:
                 progress(f"timing {key.label()} on this CPU (once per model class and machine)")
