@@ -254,15 +254,16 @@ def show_claims(result) -> None:
 def notebook_call(notebook) -> tuple[str, str]:
     """(module, function) a generated notebook calls: its `from MODULE import FUNC` call cell
     (scripts/new_notebook.py writes it), so tests and re-rendering call what the notebook calls."""
+    import json
     import re
 
-    import nbformat
-
-
     path = Path(notebook)
-    nb = nbformat.read(str(path if path.is_absolute() else paths.REPO_ROOT / path), as_version=4)
-    for c in nb.cells:
-        m = re.search(r"^from (\S+) import (\w+)$", c.source, re.M) if c.cell_type == "code" else None
+    # the notebook's JSON read directly (nbformat 4: a cell's source is a string or a list of lines):
+    # importing nbformat costs seconds, and this only looks for one line
+    nb = json.loads((path if path.is_absolute() else paths.REPO_ROOT / path).read_text(encoding="utf-8"))
+    for c in nb.get("cells", []):
+        source = "".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "")
+        m = re.search(r"^from (\S+) import (\w+)$", source, re.M) if c.get("cell_type") == "code" else None
         if m and m.group(1) != "fedpaper.notebook":
             return m.group(1), m.group(2)
     raise ValueError(f"{notebook}: no 'from MODULE import FUNC' call cell")
