@@ -44,7 +44,7 @@ figures: $(STAMP) $(NBSTRIP)
 # Unit tests in random order (pytest-randomly; the seed is printed, and `-p randomly --randomly-seed=N`
 # repeats an order); then the engine, algorithm and paper-method tests a second time with the
 # kernels of a CPU without AVX-512 (oneDNN's and ATen's AVX2 code paths, emulated on any x86 CPU;
-# issue #27, docs/onednn-avx2-1x1-stride2.md; about 80 s with OMP_NUM_THREADS=1); then every
+# docs/onednn-avx2-1x1-stride2.md; its time is in benchmarks/results/profile_times.json); then every
 # notebook at its smoke defaults under nbval (exit code 5 = no notebook collected yet, which is
 # fine), then the checks of executed notebooks (inline image, clean progress, one-line errors, an
 # override under nbval, no outputs in git), which read back the runs nbval cached. Notebook runs use

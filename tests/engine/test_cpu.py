@@ -136,7 +136,7 @@ def test_guarded_model_trains_under_the_avx2_kernels():
     assert "layout contiguous" in out.stdout
 
 
-# ------------------------------------------------------------------ batch invariance (#27 item 3)
+# ------------------------------------------------------------------ batch invariance
 @pytest.fixture(scope="module")
 def fedmt_smoke():
     from fedpaper.papers.fedmt import runs
