@@ -39,7 +39,6 @@ from fedpaper import notebook, plan
 from fedpaper.ground.errors import BadParameterError, DataMissingError
 from fedpaper.outputs import pipeline
 from fedpaper.outputs.artifacts import ArtifactResult
-from fedpaper.outputs.parameters import overridable_keys
 from fedpaper.papers import artifact
 from fedpaper.papers.catalog import artifact_ids
 from fedpaper.runs.executors import using_executor
@@ -187,14 +186,7 @@ def _name(run: dict) -> str:
 
 def _setting_keys(params: dict, value: int) -> list[str]:
     """The settings (dotted) of an artifact's params, other than `rounds`, whose value is `value`."""
-    out = []
-    for k in overridable_keys(params):
-        node = params
-        for part in k.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if k.split(".")[0] != "rounds" and isinstance(node, int) and not isinstance(node, bool) and node == value:
-            out.append(k)
-    return out
+    return pipeline.settings_equal_to(params, {value})
 
 
 @functools.lru_cache(maxsize=None)

@@ -153,7 +153,7 @@ def _spec_rounds(spec) -> Optional[int]:
     return rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None
 
 
-def _settings_equal_to(params: dict, values: set) -> list[str]:
+def settings_equal_to(params: dict, values: set) -> list[str]:
     """The dotted settings of `params` (other than rounds) whose value is one of `values`."""
     out = []
     for key in overridable_keys(params):
@@ -175,7 +175,7 @@ def check_rounds_reach(artifact_id: str, params: dict, specs: Sequence) -> None:
     if None in wanted or not got or wanted & got:
         return
     shown = ", ".join(map(str, sorted(wanted)))
-    other = _settings_equal_to(params, got)
+    other = settings_equal_to(params, got)
     instead = (f"its runs take their rounds from {', '.join(other)}; override that instead" if other
                else f"its runs train {', '.join(map(str, sorted(got)))} rounds, set by none of its settings")
     raise BadParameterError(f"{artifact_id}: the override rounds={shown} reaches none of its runs; {instead}")
