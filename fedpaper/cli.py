@@ -458,7 +458,7 @@ def _cpu_times() -> "tuple[int, int] | None":
             fields = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    user, nice, system, idle, iowait = (fields + [0] * 5)[:5]
+    nice, idle, iowait = [(fields + [0] * 5)[i] for i in (1, 3, 4)]  # /proc/stat: user nice system idle iowait ...
     return idle + iowait + nice, sum(fields[:8])
 
 

@@ -408,24 +408,21 @@ def model_costs_of(keys, cache_file: Optional[Path] = None, progress=None, time_
             cached[ak], changed = _arch_costs(key), True
         arch = cached[ak]
         tk = "timing:" + _digest(timing_class(key) + machine)
-        if tk not in cached and not time_cpu:
-            out[key] = {"signature": key.signature(), "machine": machine, "train_macs": arch["train_macs"],
-                        "eval_macs": arch["eval_macs"], "step_memory": arch["step_memory"],
-                        "cpu_s_per_train_sample": None, "cpu_s_per_eval_sample": None,
-                        "timed": {"not_timed": True, "cached_in": str(cache_file)}}
-            continue
-        if tk not in cached:
+        if tk not in cached and time_cpu:
             if progress:
                 progress(f"timing {key.label()} on this CPU (once per model class and machine)")
             cached[tk], changed = _class_timing(key, arch["train_macs"], arch["eval_macs"]), True
-        t = cached[tk]
-        timed = {k: t[k] for k in ("timed_key", "timed_with", "machine", "measured_at") if k in t}
-        timed["scaled_by_macs"] = t["timed_signature"] != key.signature()
+        t = cached.get(tk)
+        if t is None:  # time_cpu=False and no timing cached on this machine
+            timed, per_train, per_eval = {"not_timed": True}, None, None
+        else:
+            timed = {k: t[k] for k in ("timed_key", "timed_with", "machine", "measured_at") if k in t}
+            timed["scaled_by_macs"] = t["timed_signature"] != key.signature()
+            per_train, per_eval = t["cpu_s_per_train_mac"] * arch["train_macs"], t["cpu_s_per_eval_mac"] * arch["eval_macs"]
         timed["cached_in"] = str(cache_file)
         out[key] = {"signature": key.signature(), "machine": machine, "train_macs": arch["train_macs"],
                     "eval_macs": arch["eval_macs"], "step_memory": arch["step_memory"],
-                    "cpu_s_per_train_sample": t["cpu_s_per_train_mac"] * arch["train_macs"],
-                    "cpu_s_per_eval_sample": t["cpu_s_per_eval_mac"] * arch["eval_macs"], "timed": timed}
+                    "cpu_s_per_train_sample": per_train, "cpu_s_per_eval_sample": per_eval, "timed": timed}
     if changed:
         atomic_write_text(cache_file, json.dumps(cached, indent=1, sort_keys=True))
     return out
