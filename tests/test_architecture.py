@@ -167,7 +167,7 @@ def test_the_checks_can_fail():
 
 #: The most context variables (contextvars.ContextVar) the package may hold: a value read far from where it
 #: is set is a channel no signature shows, kept only where an argument cannot go.
-MAX_CONTEXT_VARS = 4
+MAX_CONTEXT_VARS = 3
 
 
 def context_vars(sources: dict) -> list[tuple]:

@@ -26,25 +26,36 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-# Context variable: the patched BatchNorm forward runs inside the model's own forward, which takes no row mask.
-_KEEP: contextvars.ContextVar = contextvars.ContextVar("fedpaper_bn_keep", default=None)
-# Context variable: under torch.func.vmap that forward hands back running statistics the model's forward does not return.
-_RETURNED: contextvars.ContextVar = contextvars.ContextVar("fedpaper_bn_returned", default=None)
+# Context variable: the patched BatchNorm forward runs inside the model's own forward, which takes no row mask
+# (and under torch.func.vmap hands back running statistics that forward does not return).
+_ROWS: contextvars.ContextVar = contextvars.ContextVar("fedpaper_bn_rows", default=None)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The rows the patched layers take statistics from (keep [N] bool, or None: every row), and,
+    under torch.func.vmap (returned_stats), the layers' names and the dict receiving their new
+    running statistics (None: the layers update their buffers in place)."""
+
+    keep: torch.Tensor | None
+    names: dict | None = None
+    new: dict | None = None
 
 
 @contextlib.contextmanager
 def real_rows(keep: torch.Tensor | None):
     """Within the block, patched BatchNorm layers take statistics over the rows where keep [N] is True."""
-    token = _KEEP.set(keep)
+    token = _ROWS.set(_Rows(keep))
     try:
         yield
     finally:
-        _KEEP.reset(token)
+        _ROWS.reset(token)
 
 
 @contextlib.contextmanager
@@ -55,11 +66,11 @@ def returned_stats(keep: torch.Tensor, names: dict):
     ({buffer name: tensor}, detached). names: {id(layer): its name prefix in the model, "" or
     "layer1.0.bn1."} (batchnorm_names)."""
     new = {}
-    token = _RETURNED.set((keep, names, new))
+    token = _ROWS.set(_Rows(keep, names, new))
     try:
         yield new
     finally:
-        _RETURNED.reset(token)
+        _ROWS.reset(token)
 
 
 def batchnorm_names(model: nn.Module) -> dict:
@@ -99,10 +110,10 @@ def input_keep(batch: dict, g: int | None = None) -> torch.Tensor | None:
 
 
 def _masked_forward(self, x):
-    returned = _RETURNED.get()
-    if returned is not None and self.training:
-        return _returned_forward(self, x, *returned)
-    keep = _KEEP.get()
+    rows = _ROWS.get()
+    if rows is not None and rows.new is not None and self.training:
+        return _returned_forward(self, x, rows.keep, rows.names, rows.new)
+    keep = None if rows is None else rows.keep
     if keep is None or not self.training or keep.shape[0] != x.shape[0]:
         return type(self).forward(self, x)
     idx = keep.nonzero().view(-1)
