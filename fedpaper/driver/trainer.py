@@ -308,7 +308,7 @@ class FederatedTrainer:
         self.diverged = np.zeros(self.R, dtype=np.int64)  # the round each run diverged in (0: it has not)
         t0, c0 = time.perf_counter(), time.process_time()
         n_samples = 0
-        best = _BestTracker(self.R) if cfg.keep_best else None
+        best = _BestTracker(cfg.keep_best, self.R) if cfg.keep_best else None
         bar = tqdm(range(1, cfg.rounds + 1), desc=f"{self.algo.name} x{self.R}", disable=not self.progress,
                    leave=False)
         for rnd in bar:
@@ -342,7 +342,7 @@ class FederatedTrainer:
                 live = [row for row in rows if not self.diverged[row["run"]]]
                 hist.extend(live)
                 if best is not None:
-                    best.update(rows, self.global_params, skip=self.diverged > 0)
+                    best.update(rnd, rows, self.global_params, self.global_buffers, skip=self.diverged > 0)
             round_done(rnd, cfg.rounds, self.R)  # progress inside the runs (the sweep's bar, if any)
             if self.diverged.all():  # nothing left to train: the remaining rounds count as done
                 for later in range(rnd + 1, cfg.rounds + 1):
@@ -356,7 +356,7 @@ class FederatedTrainer:
         final = {k: v.detach().cpu() for k, v in self.global_params.items()}
         diverged = [int(d) if d else None for d in self.diverged]
         return TrainResult(pd.DataFrame(hist), final, self.step_log,
-                           None if best is None else best.params(final), diverged)
+                           None if best is None else best.snapshots(self.global_params, self.global_buffers), diverged)
 
     # ---- runs that diverge
     def _finite_rows(self, tensors: dict, n: int) -> torch.Tensor:
@@ -455,27 +455,41 @@ class FederatedTrainer:
 
 
 class _BestTracker:
-    """Each run's parameters at its best-validation round (the first round where val_acc peaks,
-    as TrainResult.best); without a validation split, the last evaluated round."""
+    """Each run's global model (parameters and buffers) and round at the first evaluated round
+    where the history column `metric` peaks, the round TrainResult.best(by=metric) selects: rounds
+    without a value of it are passed over once one has one, and a run with none keeps its last
+    evaluated round; a diverged run keeps what it kept before it diverged."""
 
-    def __init__(self, R):
-        self.score = [-np.inf] * R
+    def __init__(self, metric: str, R: int):
+        self.metric = metric
+        self.score = [None] * R  # each run's peak so far (None: no value of the metric yet)
         self.kept = [None] * R
 
-    def update(self, rows, params, skip=None):
+    def update(self, rnd: int, rows: list, params: dict, buffers: dict, skip=None):
         for r, row in enumerate(rows):
-            if skip is not None and skip[r]:  # a diverged run keeps what it kept before
+            if skip is not None and skip[r]:
                 continue
-            v = row.get("val_acc")
+            v = row.get(self.metric)
             if v is None or np.isnan(v):
-                self.kept[r] = {k: t[r].detach().cpu().clone() for k, t in params.items()}
-            elif v > self.score[r]:
+                if self.score[r] is not None:
+                    continue
+            elif self.score[r] is not None and not v > self.score[r]:
+                continue
+            else:
                 self.score[r] = v
-                self.kept[r] = {k: t[r].detach().cpu().clone() for k, t in params.items()}
+            self.kept[r] = _snapshot(rnd, params, buffers, r)
 
-    def params(self, final) -> dict:
-        return {k: torch.stack([kept[k] if kept is not None else final[k][r] for r, kept in enumerate(self.kept)])
-                for k in final}
+    def snapshots(self, params: dict, buffers: dict) -> list:
+        """Per run, what it kept; a run that kept nothing (diverged before its first evaluation)
+        its last finite model, with round None."""
+        return [kept if kept is not None else _snapshot(None, params, buffers, r) for r, kept in enumerate(self.kept)]
+
+
+def _snapshot(rnd, params: dict, buffers: dict, r: int) -> dict:
+    """Run r's global model, copied to the CPU in contiguous layout: {"round", "params", "buffers"}."""
+    copy = lambda d: {k: v[r].detach().cpu().clone(memory_format=torch.contiguous_format)  # noqa: E731
+                      for k, v in d.items()}
+    return {"round": rnd, "params": copy(params), "buffers": copy(buffers)}
 
 
 def train(method, config: TrainConfig, pools: Pools, feds: list, progress=True) -> TrainResult:

@@ -100,7 +100,9 @@ class TrainConfig:
 
     optimizer: "sgd", "adam" or "adamw", with lr, momentum/nesterov (sgd), weight_decay and
     lr_schedule ("constant" or "cosine" over the rounds); see engine.optim.OptimSpec.
-    keep_best: keep each run's parameters at its best-validation round in TrainResult.best_params.
+    keep_best: a history column (e.g. "val_acc", "val_auc"): each run's global parameters and
+    buffers at the first evaluated round where that column peaks come back in
+    TrainResult.snapshots ("": none kept).
     metrics: further per-split metrics by name (engine.evaluate.EXTRA_METRICS, from fedpaper.blocks.metrics:
     micro-F1, micro/macro AUC), reported as <split>_<name> history columns.
     precision: "fp32", or "bf16" (autocast of the forward/backward; fp32 master weights and
@@ -122,7 +124,7 @@ class TrainConfig:
     nesterov: bool = False
     weight_decay: float = 0.0
     lr_schedule: str = "constant"
-    keep_best: bool = False
+    keep_best: str = ""
     precision: str = "fp32"
     metrics: tuple = ()
 
@@ -132,6 +134,9 @@ class TrainConfig:
         self.optim()  # validates the optimiser fields
         if self.precision not in PRECISIONS:
             raise BadParameterError(f"precision={self.precision!r}; choose one of {PRECISIONS}")
+        if not isinstance(self.keep_best, str):
+            raise BadParameterError(f"keep_best={self.keep_best!r}; name the history column that selects the kept "
+                                    "round, e.g. keep_best=\"val_acc\" (\"\": keep none)")
 
     def optim(self) -> OptimSpec:
         return OptimSpec(self.optimizer, self.lr, self.momentum, self.nesterov, self.weight_decay, self.lr_schedule)
@@ -152,13 +157,14 @@ class TrainConfig:
 @dataclass
 class TrainResult:
     """history: one row per (run, evaluated round): round, train_loss, test_acc, val_acc, test_f1...
-    best_params (TrainConfig.keep_best): each run's parameters [R, ...] at its best-validation
-    round (the first round where val_acc peaks; without a validation split, the last round)."""
+    snapshots (TrainConfig.keep_best): per run, {"round", "params", "buffers"}, its global model
+    (parameters and buffers, CPU tensors) at the round `best(by=keep_best)` selects; a run that
+    diverged before its first evaluation keeps its last finite model, with round None."""
 
     history: pd.DataFrame
     final_params: dict
     log: dict
-    best_params: dict | None = None
+    snapshots: list | None = None
     #: per run, the round it diverged in (a non-finite loss or parameter; its history stops at the
     #: round before and its final and best parameters are its last finite ones), or None
     diverged: list | None = None

@@ -238,10 +238,14 @@ def data_identity(data: dict, data_root=None) -> Optional[dict]:
 
 def _result(res, r: int) -> dict:
     """Run r's stored result. A run that diverged (TrainResult.diverged) keeps the rounds before
-    it and says where it stopped in "diverged_at"; its "best" and "final" are over those rounds."""
+    it and says where it stopped in "diverged_at"; its "best" and "final" are over those rounds.
+    A run trained with TrainConfig.keep_best also keeps its "snapshot" (TrainResult.snapshots:
+    {"round", "params", "buffers"}), stored with the rest behind the store's checksum."""
     h = res.history[res.history["run"] == r].drop(columns=["run"])
     diverged = (res.diverged or [None] * (r + 1))[r]
     out = {"history": h.to_dict("records"), "log": dict(res.log), "diverged_at": diverged}
+    if res.snapshots is not None:
+        out["snapshot"] = res.snapshots[r]
     if h.empty:  # diverged before its first evaluation
         return {**out, "best": {"round": None, "test_acc": float("nan"), "test_f1": None}, "final": {}}
     b = res.best()

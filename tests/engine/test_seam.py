@@ -52,17 +52,22 @@ def test_auto_backend_is_a_fixed_rule_and_reruns_are_bit_identical(setup):
 
 def test_keep_best_returns_the_best_validation_params(setup):
     pools, feds = setup
-    res = train(get_method("FedAvg"), _cfg(keep_best=True, backend="grouped", lr=0.2), pools, feds, progress=False)
+    res = train(get_method("FedAvg"), _cfg(keep_best="val_acc", backend="grouped", lr=0.2), pools, feds,
+                progress=False)
     assert res.log["backend"] == "grouped"
     best = res.best()
     rounds = [int(b) for b in best["best_round"]]
     again = {rnd: train(get_method("FedAvg"), _cfg(backend="grouped", lr=0.2, rounds=rnd), pools, feds,
                         progress=False) for rnd in set(rounds)}
-    assert again[rounds[0]].best_params is None  # off by default
+    assert again[rounds[0]].snapshots is None  # off by default
     for r, rnd in enumerate(rounds):
+        assert res.snapshots[r]["round"] == rnd
+        assert res.snapshots[r]["params"].keys() == res.final_params.keys()
         for k in res.final_params:
-            assert torch.equal(res.best_params[k][r], again[rnd].final_params[k][r])
-    assert _cfg(keep_best=True).spec()["keep_best"] is True and "keep_best" not in _cfg().spec()
+            assert torch.equal(res.snapshots[r]["params"][k], again[rnd].final_params[k][r])
+    assert _cfg(keep_best="val_acc").spec()["keep_best"] == "val_acc" and "keep_best" not in _cfg().spec()
+    with pytest.raises(BadParameterError, match="keep_best"):
+        _cfg(keep_best=True)
 
 
 def test_extra_metrics_and_label_spaces(setup):

@@ -2,9 +2,10 @@
 cosine similarity of class-wise mean features (figs 4, 7) and LADM attention maps (fig 5).
 
 The models are the Table 5 / 7 variants (row 1: FC classifier, no LADM; row 3: LADM + ETF
-classifier; row 6: full FedNCA-ML) of the profile's first seed, trained once by the engine and kept
-in the cache (keyed by the run spec and the code version). The model is the global model at the
-round of peak validation macro-AUC (the tables' selection rule), with its BatchNorm statistics.
+classifier; row 6: full FedNCA-ML) of the profile's first seed: runs in the results store like
+the tables' runs, trained with the engine's best-round snapshot (TrainConfig.keep_best): the global
+model at the round of peak validation macro-AUC (the tables' selection rule, runs.SELECT_BY), with
+its BatchNorm statistics.
 
 Features: LADM models give one point per (test image, positive class) h_ic coloured by that class;
 pooled models one point per image (its pooled feature), coloured by its first label and marked by
@@ -13,17 +14,10 @@ pooled features of the images containing c); the heat map is their pairwise cosi
 """
 from __future__ import annotations
 
-import hashlib
-import io
-
 import numpy as np
 import torch
 
-from fedpaper.driver.trainer import FederatedTrainer
-from fedpaper.ground.paths import cache_dir
-from fedpaper.ground.console import warn_console
-from fedpaper.ground.files import ChecksumError, atomic_write_bytes, verified_payload, with_checksum
-from fedpaper.runs.versions import code_version
+from fedpaper.runs.experiment import Execution, train_config
 
 from fedpaper.papers.fednca import runs
 from fedpaper.blocks.data.multilabel import CORNERS
@@ -36,68 +30,26 @@ MODEL_NOTE = ("features of the best-validation global model (round of peak valid
 
 
 def variant_spec(p: dict, table: str, label: str):
+    """The feature model's run: the Table 5 / 7 run of variant `label` and the profile's first
+    seed, keeping its global model at the round of peak runs.SELECT_BY (TrainConfig.keep_best)."""
     seed = p["seeds"][0]
-    return next(s for k, s in runs.component_specs({**p, "seeds": [seed]}, table) if k["components"] == label)
+    spec = next(s for k, s in runs.component_specs({**p, "seeds": [seed]}, table) if k["components"] == label)
+    return spec.with_(training={"keep_best": runs.SELECT_BY})
 
 
 def round_note(net, p: dict) -> str:
     return f"feature model: global model of round {getattr(net, 'best_round', '?')} of {p['rounds']}"
 
 
-class _BestValidation(FederatedTrainer):
-    """The engine's trainer keeping the global parameters AND buffers (BatchNorm statistics) of its
-    one run at the first round of peak validation macro-AUC (runs.SELECT_BY: the tables' selection
-    rule, targets vague-4); the engine's own keep_best selects by val_acc and keeps no buffers."""
-
-    best_score, best_state = -float("inf"), None
-
-    def _evaluate(self, rnd, loss, slots):
-        rows = super()._evaluate(rnd, loss, slots)
-        score = rows[0].get(runs.SELECT_BY)
-        if self.best_state is None or (score is not None and score > self.best_score):
-            self.best_score = -float("inf") if score is None else score
-            self.best_state = {k: v[0].detach().cpu().clone()
-                               for d in (self.global_params, self.global_buffers) for k, v in d.items()}
-            self.best_state["_round"] = torch.tensor(rnd)
-        return rows
-
-
-def trained(spec, data_root=None):
-    """(model template with the best-validation global parameters and buffers loaded, pools,
-    federation) of a spec; the state (and its round, net.best_round) is cached by spec and code."""
-
-    setup = spec.build(data_root)
-    pools = runs.get_pools(setup.pools_key)
-    key = hashlib.sha256((spec.to_json() + code_version("fednca")).encode()).hexdigest()[:24]
-    path = cache_dir("fednca-models") / f"{key}.pt"
-    state = load_state(path) if path.is_file() else None
-    if state is None:
-        tr = _BestValidation(setup.method, setup.config, pools, [setup.federation], progress=False)
-        tr.run()
-        state = tr.best_state
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        atomic_write_bytes(path, with_checksum(buf.getvalue()))
-    state = dict(state)
-    best_round = int(state.pop("_round"))
-    net = build_model(setup.config.model, **setup.config.model_kwargs)
-    net.load_state_dict(state, strict=True)
-    net.best_round = best_round
-    return net.eval(), pools, setup.federation
-
-
-def load_state(path) -> dict | None:
-    """A cached model state (written by `trained` behind store.with_checksum), or None after one
-    warning naming the file when it is truncated, altered or unreadable: the caller retrains it and
-    overwrites the file, so a corrupt cache is never used."""
-    try:
-        payload = verified_payload(path.read_bytes())
-        if payload is None:
-            raise ChecksumError("no checksum header")
-        return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable cache file is retrained, never used
-        warn_console(f"cached FedNCA-ML feature model {path} is corrupt ({type(e).__name__}: {e}); retraining it")
-        return None
+def model(spec, result: dict, pools):
+    """The model of a `variant_spec` run (on the CPU, in eval mode) with its stored snapshot's
+    parameters and buffers loaded; net.best_round is the snapshot's round."""
+    cfg = train_config(spec.training, pools, Execution(device="cpu"))
+    snap = result["snapshot"]
+    net = build_model(cfg.model, **cfg.model_kwargs)
+    net.load_state_dict({**snap["params"], **snap["buffers"]}, strict=True)
+    net.best_round = snap["round"]
+    return net.eval()
 
 
 def _rows_for(net, pool, rows) -> torch.Tensor:

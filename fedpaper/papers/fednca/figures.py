@@ -172,6 +172,22 @@ def composite_figure(p: dict, data_root):
 
 
 # ------------------------------------------------------------------ feature figures (figs 3, 4, 6, 7)
+def _feature_job(aid: str, p: dict, table: str, panel: str, ds: str, summarise, draw_fn, data_root) -> ArtifactJob:
+    """A job whose one run is the feature model of variant ROWS[panel] of `table`
+    (features.variant_spec); summarise(net, pools, params) -> (table, info) reads the model from
+    the run's stored snapshot."""
+
+    def specs(pp):
+        return [F.variant_spec(pp, table, F.ROWS[panel][0])]
+
+    def from_results(specs, res, pp):
+        pl = runs.pools(pp, ds, data_root)
+        return summarise(F.model(specs[0], res[0], pl), pl, pp)
+
+    return ArtifactJob(aid, p, None, draw_fn, (ds,), specs=specs, summarise=from_results,
+                       execution=runs.execution(p))
+
+
 def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root) -> list:
     """<tsne_fig>a-c (t-SNE) and <cos_fig>a-c (cosine maps) of the Table 5 / 7 variants 1, 3, 6."""
     import pandas as pd
@@ -179,12 +195,6 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
     from fedpaper.papers.fednca import draw  # matplotlib.pyplot (slow to import): imported when a figure is drawn, not with the package
 
     ds = p["settings"][table]["dataset"]
-    held = {}
-
-    def model(pp, panel):
-        if panel not in held:
-            held[panel] = F.trained(F.variant_spec(pp, table, F.ROWS[panel][0]), data_root)
-        return held[panel]
 
     def info(pp, net, extra=()):
         pl = runs.pools(pp, ds, data_root)
@@ -195,8 +205,7 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
     for panel in "abc":
         label, what = F.ROWS[panel]
 
-        def compute_tsne(pp, panel=panel, label=label):
-            net, pl, _ = model(pp, panel)
+        def tsne_table(net, pl, pp, label=label):
             f, cls, count, img = F.test_features(net, pl, max_images=pp.get("tsne_images", 2000))
             xy = F.tsne(f)
             names = list(pl.classes)
@@ -208,10 +217,9 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
             return draw.tsne_panel(tab, f"FedNCA-ML {tsne_fig}{panel}: t-SNE of test features, {what}",
                                    subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
 
-        out.append(ArtifactJob(f"{PAPER}/{tsne_fig}{panel}", p, compute_tsne, draw_tsne, (ds,)))
+        out.append(_feature_job(f"{PAPER}/{tsne_fig}{panel}", p, table, panel, ds, tsne_table, draw_tsne, data_root))
 
-        def compute_cos(pp, panel=panel, label=label):
-            net, pl, _ = model(pp, panel)
+        def cos_table(net, pl, pp, label=label):
             names = list(pl.classes)
             S = F.cosine_matrix(F.prototypes(net, pl, len(names)))
             tab = pd.DataFrame([{"variant": label, "class_i": names[i], "class_j": names[j], "cosine": float(S[i, j])}
@@ -223,7 +231,7 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
             return draw.cosine_panel(tab, f"FedNCA-ML {cos_fig}{panel}: cosine of class-wise mean features, {what}",
                                      subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
 
-        out.append(ArtifactJob(f"{PAPER}/{cos_fig}{panel}", p, compute_cos, draw_cos, (ds,)))
+        out.append(_feature_job(f"{PAPER}/{cos_fig}{panel}", p, table, panel, ds, cos_table, draw_cos, data_root))
     return out
 
 
@@ -235,10 +243,9 @@ def attention_figure(p: dict, data_root):
 
     from fedpaper.papers.fednca import draw  # matplotlib.pyplot (slow to import): imported when a figure is drawn, not with the package
 
-    held = {}
+    held = {}  # the composites' pixels and maps for the drawing, kept out of the table
 
-    def compute(pp):
-        net, pl, _ = F.trained(F.variant_spec(pp, "table5", F.ROWS["c"][0]), data_root)
+    def attention_table(net, pl, pp):
         opts = dict(runs.data_spec(pp, "dermamnist")["options"])
         built = build_composites(opts.pop("source", "dermamnist"), opts, data_root)
         recs, shown = F.composite_attention(net, pl, built["splits"]["test"], list(pl.classes),
@@ -254,4 +261,4 @@ def attention_figure(p: dict, data_root):
                                     "FedNCA-ML fig5: LADM attention per ground-truth class (two-class composites)",
                                     subtitle(pp, "dermamnist"), pp.get("notes", []) + [F.MODEL_NOTE])
 
-    return ArtifactJob(f"{PAPER}/fig5", p, compute, draw_fn, ("dermamnist",))
+    return _feature_job(f"{PAPER}/fig5", p, "table5", "c", "dermamnist", attention_table, draw_fn, data_root)

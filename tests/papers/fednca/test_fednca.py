@@ -177,8 +177,9 @@ def test_attention_claim_and_quadrant_mass():
 
 
 def test_feature_model_is_the_best_validation_model_with_its_batchnorm_statistics(cache_tmp):
-    """features.trained loads the global model (parameters and BatchNorm statistics) of the round
-    the tables select: its test macro-AUC is the table's number for that run."""
+    """features.model loads the stored snapshot of a feature run (parameters and BatchNorm
+    statistics) of the round the tables select: its test macro-AUC is the table's number for that
+    run, and the run is the table's run with the snapshot option only."""
     import torch
     from sklearn.metrics import roc_auc_score
 
@@ -188,9 +189,14 @@ def test_feature_model_is_the_best_validation_model_with_its_batchnorm_statistic
     p["profile"], p["seeds"], p["rounds"] = "smoke", [0], 3
     p["model"] = {**p["model"], "norm": "batch"}
     spec = F.variant_spec(p, "table5", F.ROWS["c"][0])
-    net, pl, _ = F.trained(spec)
-    best = runs.best_round_metrics(runs.sweep([spec], p)[0])
-    assert net.best_round == best["round"]
+    assert spec.training["keep_best"] == runs.SELECT_BY
+    assert spec.with_(replace_training={k: v for k, v in spec.training.items() if k != "keep_best"}) in \
+        [s for k, s in runs.component_specs(p, "table5") if k["components"] == F.ROWS["c"][0]]
+    (res,) = runs.sweep([spec], p)
+    pl = runs.pools(p, "dermamnist")
+    net = F.model(spec, res, pl)
+    best = runs.best_round_metrics(res)
+    assert net.best_round == best["round"] and not net.training
     with torch.no_grad():
         scores = net(pl.x_test[:])["logits"].sigmoid().numpy()
     assert 100 * roc_auc_score(pl.y_test.numpy(), scores, average="macro") == pytest.approx(best["macro-AUC"][0],
