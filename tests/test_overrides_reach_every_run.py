@@ -142,7 +142,9 @@ def _collect(target: str, profile: str, seeds: Optional[tuple], overrides: Optio
             try:
                 job = getattr(compute, "job", None)
                 if job is not None and job.declares_runs:
-                    f.runs += [k["run"] for k, _, _ in plan.declared_runs(job, params, compute.data_root, _KEYS)]
+                    # every row declared, as for a compute (Table 1's PACS row declares its runs where PACS is present)
+                    declared = plan.declared_runs(job, dict(params, missing_datasets=[]), compute.data_root, _KEYS)
+                    f.runs += [k["run"] for k, _, _ in declared]
                 else:
                     _collect_compute(compute, params, f)
             finally:

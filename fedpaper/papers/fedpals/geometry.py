@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.algorithms import get_method, weights as W
-from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution, RunSpec
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.runs.store import spec_json
@@ -216,15 +215,18 @@ def fig9_specs(p: dict) -> list[RunSpec]:
     return specs
 
 
-def fig9_runs(p: dict) -> pd.DataFrame:
-    """Per (delta, seed, method): best-validation test accuracy; FedPALS over its lambda grid."""
-    specs = fig9_specs(p)
+#: How Fig 9's runs execute: on CPU, with vmap, every run in one engine call (the pipeline's
+#: ArtifactJob.execution, with max_batch=None)
+FIG9_EXECUTION = Execution(backend="vmap", device="cpu")
+
+
+def fig9_records(specs: list, results: list) -> pd.DataFrame:
+    """Per (delta, seed, method) of Fig 9's runs (`fig9_specs`) and their results: best-validation
+    test accuracy; FedPALS over its lambda grid."""
     lams: dict = {}  # distinct lambda candidates per delta (1: nothing was chosen on validation)
     for s in specs:
         if s.tags["lam"] is not None:
             lams.setdefault(s.partition["delta"], set()).add(s.tags["lam"])
-    results = run_specs(specs, execution=Execution(backend="vmap", device="cpu"), desc="fedpals fig9",
-                        max_batch=len(specs))
     rows = []
     for s, r in zip(specs, results):
         hr = pd.DataFrame(r["history"])

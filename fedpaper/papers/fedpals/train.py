@@ -1,5 +1,5 @@
-"""Compute and draw functions of the FedPALS artifacts that train on Fashion-MNIST / CIFAR-10:
-Table 1, the accuracy-vs-shift curves (Figs 2c, 5c, 6b), Fig 7 and Fig 8 (a, b, c).
+"""Run settings, summaries and drawings of the FedPALS artifacts that train on Fashion-MNIST /
+CIFAR-10: Table 1, the accuracy-vs-shift curves (Figs 2c, 5c, 6b), Fig 7 and Fig 8 (a, b, c).
 """
 from __future__ import annotations
 
@@ -163,9 +163,13 @@ def table1_settings(p: dict) -> list:
     return [(d, s) for d, s in TABLE1_SETTINGS if [d, R.label_setting(s)] in [list(r) for r in rows]]
 
 
-def table1_compute(p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
-    settings = [{"dataset": d, "split": s, "methods": R.TABLE1_METHODS} for d, s in table1_settings(p)]
-    specs, results = train_settings(p, settings, data_root, desc="fedpals table1")
+def table1_run_settings(p: dict) -> list[dict]:
+    """The settings of Table 1's image rows (settings_specs' form), every Table 1 method in each."""
+    return [{"dataset": d, "split": s, "methods": R.TABLE1_METHODS} for d, s in table1_settings(p)]
+
+
+def table1_summary(specs: list, results: list, p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
+    """Table 1's image rows and their info from their runs (`table1_run_settings`) and results."""
     rec = records(specs, results)
     tab = summary(rec, ["dataset", "label_split", "clients", "method"])
     datasets = list(dict.fromkeys(d for d, _ in table1_settings(p)))
@@ -239,10 +243,6 @@ def shift_settings(p: dict, g: dict) -> dict:
     return {"fig2c": [st("cifar10", {"scheme": "sparsity", "C": c}) for c in g["shift_C"]],
             "fig6b": [st("fashion-mnist", {"scheme": "sparsity", "C": c}) for c in g["shift_C"]],
             "fig5c": [st("cifar10", {"scheme": "dirichlet", "beta": b}) for b in g["shift_beta"]]}
-
-
-def shift_table(p: dict, settings: list, data_root=None) -> pd.DataFrame:
-    return shift_summary(*train_settings(p, settings, data_root, desc="fedpals accuracy vs shift"))
 
 
 def shift_summary(specs: list, results: list) -> pd.DataFrame:
@@ -356,10 +356,6 @@ def fig7_settings(p: dict) -> list[dict]:
     return [{"dataset": d, "split": s, "methods": p["fig7_methods"]} for d, s in FIG7_SETTINGS]
 
 
-def fig7_compute(p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
-    return fig7_summary(*train_settings(p, fig7_settings(p), data_root, desc="fedpals fig7"), p, data_root)
-
-
 def fig7_summary(specs: list, results: list, p: dict, data_root=None) -> tuple[pd.DataFrame, dict]:
     rec = records(specs, results)
     rows = []
@@ -415,10 +411,6 @@ def fig8_settings(p: dict) -> dict:
     c = [{"dataset": "cifar10", "split": c3, "methods": ms,
           "kw": {"num_clients": m + 1, "participation": 0.1 if m >= 50 else 1.0}} for m in p["fig8c_clients"]]
     return {"fig8a": a, "fig8b": b, "fig8c": c}
-
-
-def fig8_table(p: dict, settings: list, data_root=None) -> pd.DataFrame:
-    return fig8_summary(*train_settings(p, settings, data_root, desc="fedpals fig8"))
 
 
 #: The settings each Fig 8 panel's sweeps are labelled by (train_settings: those of its settings' kw)
