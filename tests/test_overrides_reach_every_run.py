@@ -225,20 +225,12 @@ def rounds_reason(aid: str, profile: str, i: int, run: dict) -> Optional[str]:
 
 
 # ----------------------------------------------------------------------------- the test
-#: Routes where the override or the seeds do not reach a run, kept as they are (the paper modules are
-#: not changed here): artifact id -> the reason. Each is an xfail(strict=True): it fails the suite once fixed.
-_EPOCHS_GAP = ("privlabels' epoch ablation (Figs 11-13) takes its rounds from the setting `epochs.rounds`: an "
-               "override `rounds` is accepted and recorded, but reaches none of its runs (`epochs.rounds` does)")
-KNOWN_GAPS: dict = {f"privlabels/{n}": _EPOCHS_GAP for n in ("fig11", "fig12", "fig13")}
-
-
 def _cases():
     for aid in artifact_ids():
         if artifact(aid).notebook is None:
             continue
         for profile in PROFILES:
-            marks = [pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[aid])] if aid in KNOWN_GAPS else []
-            yield pytest.param(aid, profile, id=f"{aid}@{profile}", marks=marks)
+            yield pytest.param(aid, profile, id=f"{aid}@{profile}")
 
 
 def _with_overrides(aid: str, profile: str) -> tuple[Collection, Optional[str]]:

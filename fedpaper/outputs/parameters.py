@@ -139,6 +139,42 @@ def check_seeds(seeds, name: str = "seeds"):
     raise BadParameterError(f"{name}={seeds!r} is {kind}; {fix}")
 
 
+def is_seed_setting(key) -> bool:
+    """A setting that names seeds: `seeds` at any depth of a settings dict (a nested one: privlabels'
+    `epochs.seeds`, fedpals Table 1's `pacs.seeds`) or `<what>_seeds` (fedpals' `marginal_seeds`)."""
+    return isinstance(key, str) and (key == "seeds" or key.endswith("_seeds"))
+
+
+def resolve_seeds(params: dict, seeds=None) -> dict:
+    """A copy of the settings dict `params` in which every seed setting (`is_seed_setting`, at any
+    depth) is a list of seed ids: the explicit `seeds` (checked with check_seeds: n -> seeds
+    0..n-1, or a list) replace every one of them, so that explicit seeds reach every row of an
+    artifact; without them each setting's own value is used (a count n -> 0..n-1, a list as is).
+    Explicit seeds also set the top-level `seeds` of settings that have none. The one place where
+    seeds become a list: the pipeline calls it once per artifact, and the papers read lists."""
+    explicit = check_seeds(seeds)
+    explicit = list(range(explicit)) if _is_int(explicit) else explicit
+
+    def walk(node: dict, top: bool = False) -> dict:
+        out = {}
+        for k, v in node.items():
+            if top and k in NOT_OVERRIDABLE:  # notes, stand-ins, the overrides as given: not settings
+                out[k] = v
+            elif isinstance(v, dict):
+                out[k] = walk(v)
+            elif is_seed_setting(k) and (explicit is not None or _is_int(v) or isinstance(v, (list, tuple))):
+                out[k] = list(explicit) if explicit is not None else \
+                    list(range(v)) if _is_int(v) else [int(s) for s in v]
+            else:
+                out[k] = v
+        return out
+
+    out = walk(params, top=True)
+    if explicit is not None:
+        out["seeds"] = list(explicit)
+    return out
+
+
 def check_path(value, name: str) -> Optional[str]:
     """None, or a str/path (returned as str)."""
     if value is None:

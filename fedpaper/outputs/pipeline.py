@@ -5,7 +5,7 @@ table -> draw -> write the four files (fedpaper.outputs.artifacts' output contra
 paper's claims on the figure. A paper module writes::
 
     @artifact_function
-    def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+    def table1(*, profile="smoke", data_root=None, overrides=None):
         params = apply_overrides(settings(profile), overrides, where="the fedpals profile")
         return ArtifactJob("fedpals/table1", params, compute=lambda p: _compute(p, data_root), draw=_draw,
                            datasets=("fashion-mnist", "cifar10", "pacs"), optional_datasets=("pacs",))
@@ -21,7 +21,8 @@ and `summarise(specs, results, params) -> (table, info)` (ArtifactJob); the pipe
 that trains nothing (or has not declared its runs yet); `info` may hold `datasets` (list of dicts like
 `ImageDataset.describe()`: name, source, lossy, synthetic), `seeds`, `device`, `notes` (list of
 strings, e.g. shrinkage relative to the paper). `draw(table, params) -> matplotlib Figure`.
-`params` reaches compute and draw as given, plus `profile`, `seeds` (resolved) and
+`params` reaches compute and draw as given, every seed setting a list of seed ids (the explicit
+seeds replacing each: `parameters.resolve_seeds`), plus `profile` and
 `missing_datasets` (optional data sets that are absent) when not already set. `datasets`: the
 data sets the artifact needs ("none" for none; "voc2007:labels" for labels only);
 `optional_datasets`: a subset whose absence still lets the artifact be regenerated in part
@@ -50,7 +51,8 @@ from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, capti
                                         requested, rerender_requested, resolve_out_dir, stamp_exploration,
                                         stamp_figure, write_outputs)
 from fedpaper.outputs.dryrun import DryRunExecutor
-from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, overridable_keys, validate
+from fedpaper.outputs.parameters import (APPLIED_KEY, Parameters, check_profile, overridable_keys, resolve_seeds,
+                                         validate)
 from fedpaper.papers.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
 from fedpaper.runs.sweep import RunTally, SweepScope, current_scope, in_scope
@@ -74,10 +76,8 @@ class ArtifactJob:
     descriptions); the pipeline runs the specs through `fedpaper.runs.executors.run_specs` (each
     distinct spec once, at `execution`, `max_batch` runs per engine call, in one call per
     `split_by` label where runs may not share an engine call) and hands summarise one result per
-    spec, in order. A run that executes unlike the others (another backend or batch size) says so
-    through `run_as(spec) -> (execution, max_batch)` and trains in a sweep of its own.
-    `fedpaper plan` reads the same `specs` without training. An artifact that trains nothing gives
-    `compute` instead (compute=None when it declares specs)."""
+    spec, in order. `fedpaper plan` reads the same `specs` without training. An artifact that
+    trains nothing gives `compute` instead (compute=None when it declares specs)."""
 
     artifact_id: str
     params: dict
@@ -88,34 +88,27 @@ class ArtifactJob:
     specs: Optional[Callable] = None  # params -> list[RunSpec]
     summarise: Optional[Callable] = None  # (specs, results, params) -> (table, info)
     execution: Optional[Execution] = None  # how the declared runs execute (not part of their key)
-    max_batch: Optional[int] = 16  # None: every run of a sweep in one engine call (memory permitting)
+    max_batch: int = 16
     desc: Optional[str] = None  # the sweep's label (default: the artifact id)
     split_by: Optional[Callable] = None  # spec -> label: runs with different labels never share an engine call
-    run_as: Optional[Callable] = None  # spec -> (execution, max_batch) of each run (default: the job's)
 
     @property
     def declares_runs(self) -> bool:
         return self.specs is not None
 
-    def how(self, spec) -> tuple:
-        """(execution, max_batch) of one declared run: `run_as(spec)`, else the job's own."""
-        return self.run_as(spec) if self.run_as is not None else (self.execution, self.max_batch)
-
     def sweeps(self, specs: list) -> list[tuple[str, dict]]:
         """(label, {spec JSON: spec}) of each run_specs call that trains `specs`: the distinct specs
-        (first occurrence, in order), in one call, or in one per `split_by` label and per `how` (in
-        order of first use)."""
+        (first occurrence, in order), in one call, or in one per `split_by` label (in order of first use)."""
         uniq: dict = {}
         for s in specs:
             uniq.setdefault(s.to_json(), s)
         desc = self.desc or self.artifact_id
-        if self.split_by is None and self.run_as is None:
+        if self.split_by is None:
             return [(desc, uniq)]
         parts: dict = {}
         for j, s in uniq.items():
-            parts.setdefault((None if self.split_by is None else self.split_by(s), self.how(s)), {})[j] = s
-        return [(desc if len(parts) == 1 or label is None else f"{desc} {label}", part)
-                for (label, _), part in parts.items()]
+            parts.setdefault(self.split_by(s), {})[j] = s
+        return [(desc if len(parts) == 1 else f"{desc} {label}", part) for label, part in parts.items()]
 
     def run_declared(self, specs: list, data_root=None, scope: Optional[SweepScope] = None) -> list:
         """One result per spec, in order: each of `sweeps` through run_specs, in `scope` (the
@@ -131,9 +124,8 @@ class ArtifactJob:
             ResultStore().record(*scope.owner, [store_key(s, data_root) for _, part in sweeps for s in part.values()])
         by: dict = {}
         for desc, part in sweeps:
-            execution, max_batch = self.how(next(iter(part.values())))
-            by.update(zip(part, run_specs(list(part.values()), data_root, execution=execution, desc=desc,
-                                          max_batch=max_batch or len(part), scope=scope)))
+            by.update(zip(part, run_specs(list(part.values()), data_root, execution=self.execution, desc=desc,
+                                          max_batch=self.max_batch, scope=scope)))
         return [by[s.to_json()] for s in specs]
 
     def compute_fn(self, data_root=None) -> Callable:
@@ -175,17 +167,29 @@ def settings_equal_to(params: dict, values: set) -> list[str]:
     return out
 
 
+def _overridden(applied: dict, key: str) -> bool:
+    """Whether the applied overrides set the dotted setting `key` (as `a.b` or as `{a: {b: ...}}`)."""
+    if key in applied:
+        return True
+    head, _, rest = key.partition(".")
+    return bool(rest) and isinstance(applied.get(head), dict) and _overridden(applied[head], rest)
+
+
 def check_rounds_reach(artifact_id: str, params: dict, specs: Sequence) -> None:
-    """A `rounds` override must reach at least one of the artifact's declared runs; one line naming
-    the setting its runs take their rounds from otherwise (so that provenance never records an
-    override the runs did not get)."""
-    wanted = (params.get(APPLIED_KEY) or {}).get("rounds")
+    """A `rounds` override must reach at least one of the artifact's declared runs, unless another
+    override sets their rounds (privlabels' `epochs.rounds` beside `rounds`); one line naming the
+    setting its runs take their rounds from otherwise (so that provenance never records an override
+    the runs did not get)."""
+    applied = params.get(APPLIED_KEY) or {}
+    wanted = applied.get("rounds")
     wanted = set(wanted.values()) if isinstance(wanted, dict) else {wanted}
     got = {r for r in map(_spec_rounds, specs) if r is not None}
     if None in wanted or not got or wanted & got:
         return
-    shown = ", ".join(map(str, sorted(wanted)))
     other = settings_equal_to(params, got)
+    if any(_overridden(applied, key) for key in other):
+        return
+    shown = ", ".join(map(str, sorted(wanted)))
     instead = (f"its runs take their rounds from {', '.join(other)}; override that instead" if other
                else f"its runs train {', '.join(map(str, sorted(got)))} rounds, set by none of its settings")
     raise BadParameterError(f"{artifact_id}: the override rounds={shown} reaches none of its runs; {instead}")
@@ -196,16 +200,18 @@ def _public(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overri
 
 
 def artifact_function(fn):
-    """Decorator for a paper's artifact function `fn(*, profile, data_root, seeds, overrides)`
+    """Decorator for a paper's artifact function `fn(*, profile, data_root, overrides)`
     returning an ArtifactJob or a list of them: its users call it with
     `(*, profile, data_root, out_dir, seeds, overrides)`; every parameter is checked first
     (parameters.validate: one line for a bad one), then `fn` declares its jobs (`overrides` as an
-    explicit `parameters.Overrides`) and the pipeline runs them, in order."""
+    explicit `parameters.Overrides`) and the pipeline runs them, in order. `fn` never sees the
+    seeds: its settings hold the profile's (a count or a list), and the pipeline turns every seed
+    setting of each job into a list, the explicit seeds replacing them (parameters.resolve_seeds)."""
 
     @functools.wraps(fn)
     def wrapper(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
         p = validate(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides)
-        jobs = fn(profile=p.profile, data_root=p.data_root, seeds=p.seeds, overrides=p.to_apply())
+        jobs = fn(profile=p.profile, data_root=p.data_root, overrides=p.to_apply())
         if isinstance(jobs, ArtifactJob):
             return _run_job(jobs, p)
         if isinstance(jobs, (list, tuple)) and jobs and all(isinstance(j, ArtifactJob) for j in jobs):
@@ -223,17 +229,6 @@ def run_job(job: ArtifactJob, **parameters) -> ArtifactResult:
     """One job through the pipeline, with the parameters of an artifact function (profile,
     data_root, out_dir, seeds; overrides must already be applied to `job.params`)."""
     return _run_job(job, validate(**parameters))
-
-
-def _resolve_seeds(seeds, params: dict):
-    s = seeds if seeds is not None else params.get("seeds")
-    if s is None:
-        return None
-    if isinstance(s, int) and not isinstance(s, bool):
-        if s < 1:
-            raise BadParameterError(f"seeds={s} is out of range; give a number of seeds >= 1 or a list")
-        return list(range(s))
-    return [int(x) for x in s]
 
 
 def _follow_seeds(notes: list, n: int) -> list:
@@ -312,11 +307,9 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
         out = resolve_out_dir(profile, out_dir)
     root = _data_root(data_root)
     paths = output_paths(artifact_id, out)
-    params = dict(params)
-    resolved_seeds = _resolve_seeds(seeds, params)
+    params = resolve_seeds(params, seeds)  # the one place where seeds become lists: the papers read them
+    resolved_seeds = params.get("seeds")
     params.setdefault("profile", profile)
-    if resolved_seeds is not None:
-        params["seeds"] = resolved_seeds
     n_seeds = len(resolved_seeds) if p.seeds is not None and resolved_seeds else None
     if n_seeds and isinstance(params.get("notes"), list):
         params["notes"] = _follow_seeds(params["notes"], n_seeds)

@@ -375,7 +375,7 @@ def draw(table: pd.DataFrame, p: dict):
     return fig
 
 
-def ladder_job(ladder: Ladder, *, profile="smoke", data_root=None, seeds=None, overrides=None) -> ArtifactJob:
+def ladder_job(ladder: Ladder, *, profile="smoke", data_root=None, overrides=None) -> ArtifactJob:
     """The `<paper>/scaling` artifact of `ladder` (see the module docstring)."""
     if profile not in ladder.rungs:
         raise BadParameterError(f"{ladder.paper}/scaling has no rungs at the {profile} profile (a compute ladder climbs "

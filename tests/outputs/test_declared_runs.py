@@ -47,8 +47,8 @@ def test_an_override_and_explicit_seeds_reach_every_declared_run(fn, rounds, pro
         assert {s.seed for s in specs} == set(seeds), job.artifact_id
         assert {s.training["rounds"] for s in specs} == {1}, job.artifact_id
         # without the override and seeds the profile's own settings come back: the test can fail
-        [default] = [j for j, _ in _jobs(fn, profile=profile) if j.artifact_id == job.artifact_id]
-        dspecs = default.specs(default.params)
+        [(default, dparams)] = [(j, p) for j, p in _jobs(fn, profile=profile) if j.artifact_id == job.artifact_id]
+        dspecs = default.specs(dparams)
         assert {s.training["rounds"] for s in dspecs} != {1} or {s.seed for s in dspecs} != set(seeds)
 
 

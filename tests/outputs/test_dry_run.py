@@ -70,7 +70,7 @@ def test_every_cut_is_a_setting_of_its_paper_profile():
     from fedpaper.papers.privlabels import profiles as privlabels
 
     profile = {"fedmt": fedmt.settings("paper"), "fednca": fednca.settings("paper"),
-               "fedpals": {**fedpals.runs("paper"), **fedpals.grid("paper")},
+               "fedpals": fedpals.settings("paper"),
                "privlabels": privlabels.settings("paper")}
     assert set(dryrun.CUTS) == set(profile)
     for paper, p in profile.items():

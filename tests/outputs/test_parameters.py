@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fedpaper.outputs import parameters as P
-from fedpaper.ground.errors import FedpaperError
+from fedpaper.ground.errors import BadParameterError, FedpaperError
 from fedpaper.ground.paths import REPO_ROOT
 
 
@@ -113,9 +113,27 @@ def test_overrides_apply_to_nested_and_broadcast_and_papermill_strings():
     assert p["data_fraction"]["fashion-mnist"] == fedpals._params("smoke")["data_fraction"]["fashion-mnist"]
     assert p["overrides"] == {"rounds": 7, "mu": 0.1, "data_fraction.cifar10": 0.5}
     ov = P.validate(overrides={"mu": 0.5, "widths": [4, 4, 8, 8]}, seeds=3).to_apply()
-    q = privlabels._params("smoke", seeds=3, overrides=ov)
+    q = P.resolve_seeds(privlabels._params("smoke", overrides=ov), 3)
     assert q["mu"] == 0.5 and q["widths"] == [4, 4, 8, 8] and q["seeds"] == [0, 1, 2]
     assert "overrides" not in fedpals._params("smoke")  # outside an exploration: the profile as is
+
+
+def test_resolve_seeds_makes_every_seed_setting_a_list():
+    settings = {"seeds": 3, "marginal_seeds": 2, "epochs": {"seeds": 2, "rounds": 5}, "pacs": {"seeds": [4, 1]},
+                "seed": 7, "notes": ["3 seeds"], "overrides": {"marginal_seeds": 2}}
+    got = P.resolve_seeds(settings)
+    assert got == {"seeds": [0, 1, 2], "marginal_seeds": [0, 1], "epochs": {"seeds": [0, 1], "rounds": 5},
+                   "pacs": {"seeds": [4, 1]}, "seed": 7, "notes": ["3 seeds"], "overrides": {"marginal_seeds": 2}}
+    assert settings["epochs"]["seeds"] == 2 and settings["seeds"] == 3  # a copy: the job's settings are kept
+    # explicit seeds (a count or a list) replace every seed setting, nested ones included
+    for explicit, ids in ((2, [0, 1]), ([5, 9], [5, 9])):
+        got = P.resolve_seeds(settings, explicit)
+        assert got["seeds"] == got["marginal_seeds"] == got["epochs"]["seeds"] == got["pacs"]["seeds"] == ids
+    assert P.resolve_seeds({"rounds": 2}) == {"rounds": 2}  # no seeds: none added
+    assert P.resolve_seeds({"rounds": 2}, [3]) == {"rounds": 2, "seeds": [3]}
+    assert P.resolve_seeds(P.resolve_seeds(settings)) == P.resolve_seeds(settings)  # lists stay as they are
+    with pytest.raises(BadParameterError, match="seeds=0 is out of range"):
+        P.resolve_seeds(settings, 0)
 
 
 def _fedavg_run(rounds):

@@ -1,26 +1,47 @@
 """A `rounds` override that reaches none of an artifact's declared runs is bad input (one line naming the
-setting the runs take their rounds from), never a provenance that records rounds the runs did not get."""
+setting the runs take their rounds from), never a provenance that records rounds the runs did not get;
+privlabels' epoch ablation (Figs 11-13, its own `epochs.rounds`) follows a `rounds` override."""
 import pytest
 
 from fedpaper.ground.errors import BadParameterError
+from fedpaper.outputs.parameters import Overrides, resolve_seeds
 from fedpaper.outputs.pipeline import check_rounds_reach
 from fedpaper.papers import privlabels
 
 
-def _specs(job, params):
-    return list(job.specs(params))
-
-
-def test_privlabels_epoch_ablation_names_its_own_rounds_setting(tmp_path):
-    """Figs 11-13 train `epochs.rounds` rounds: a plain `rounds` override does not reach them."""
+def _epoch_rounds(overrides) -> dict:
+    """{artifact id: the rounds its runs train} of privlabels' epoch ablation at the smoke profile."""
     # the paper's own function (what the pipeline's decorator wraps): its jobs, nothing run
-    jobs = privlabels.epochs.__wrapped__(profile="smoke", data_root=None, seeds=None, overrides={"rounds": 7})
-    job = jobs[0] if isinstance(jobs, (list, tuple)) else jobs
-    specs = _specs(job, job.params)
-    assert specs and all(s.training["rounds"] != 7 for s in specs)
-    with pytest.raises(BadParameterError, match=r"privlabels/fig1\d: the override rounds=7 reaches none of its runs; "
+    jobs = privlabels.epochs.__wrapped__(profile="smoke", data_root=None, overrides=Overrides(overrides or {}))
+    out = {}
+    for job in jobs:
+        params = resolve_seeds(job.params)
+        specs = list(job.specs(params))
+        check_rounds_reach(job.artifact_id, params, specs)
+        out[job.artifact_id] = {s.training["rounds"] for s in specs}
+    return out
+
+
+def test_a_rounds_override_reaches_the_epoch_ablation():
+    """Figs 11-13 train the main sweep's rounds: a `rounds` override reaches their runs."""
+    assert list(_epoch_rounds(None).values()) == [{2}] * 3  # the smoke profile's rounds (rounds = epochs.rounds = 2)
+    got = _epoch_rounds({"rounds": 7})
+    assert set(got) == {"privlabels/fig11", "privlabels/fig12", "privlabels/fig13"}
+    assert list(got.values()) == [{7}] * 3
+
+
+def test_an_epochs_rounds_override_keeps_its_own_rounds():
+    assert list(_epoch_rounds({"rounds": 7, "epochs.rounds": 3}).values()) == [{3}] * 3
+    assert list(_epoch_rounds({"epochs.rounds": 3}).values()) == [{3}] * 3
+    p = privlabels._params("smoke", Overrides({"rounds": 7, "epochs": {"rounds": 4}}))
+    assert (p["rounds"], p["epochs"]["rounds"]) == (7, 4)
+
+
+def test_an_override_that_misses_the_runs_names_the_setting_they_take_their_rounds_from():
+    params = {"rounds": 7, "epochs": {"rounds": 2}, "overrides": {"rounds": 7}}
+    with pytest.raises(BadParameterError, match=r"x/y: the override rounds=7 reaches none of its runs; "
                                                 r"its runs take their rounds from epochs\.rounds; override that instead"):
-        check_rounds_reach(job.artifact_id, job.params, specs)
+        check_rounds_reach("x/y", params, [{"training": {"rounds": 2}}])
 
 
 def test_a_rounds_override_that_reaches_a_run_passes():

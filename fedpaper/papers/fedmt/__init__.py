@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fedpaper.outputs.parameters import apply_overrides
+from fedpaper.outputs.parameters import apply_overrides, resolve_seeds
 from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 from fedpaper.papers.fedmt import draw as D
 from fedpaper.papers.fedmt import profiles as P
@@ -45,11 +45,11 @@ RESULTS_READ_ONLY = ("claims", "draw", "ladder")
 PAPER = "fedmt"
 
 
-def _params(profile: str, seeds=None, overrides=None) -> dict:
+def _params(profile: str, overrides=None) -> dict:
+    """The profile's settings with the overrides applied (its seeds, a count, become a list in the
+    pipeline: parameters.resolve_seeds)."""
     p = apply_overrides(P.settings(profile), overrides, where=f"the {PAPER} {profile} profile")
     p["profile"] = profile
-    n = seeds if seeds is not None else p["seeds"]
-    p["seeds"] = list(range(n)) if isinstance(n, int) else [int(s) for s in n]
     return p
 
 
@@ -80,11 +80,10 @@ def _main_specs(p):
 
 
 @artifact_function
-def main(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def main(*, profile="smoke", data_root=None, overrides=None):
     """Table 2 (100-class accuracy vs n), Fig. 2a (20-class accuracy vs n) and Table 6 (the
     baselines from random initialisation), from one set of runs (Sec. 4.2, App. D.1-D.2)."""
-    p = _params(profile, seeds, overrides)
-    sub = P.subtitle(p)
+    p = _params(profile, overrides)
 
     def table(specs, res, q):
         t = _table(specs, res, KEYS2, backbone=q["backbone_label"], init="random")
@@ -93,10 +92,11 @@ def main(*, profile="smoke", data_root=None, seeds=None, overrides=None):
     keep2 = ("test_acc_100class",) + R.SFIX_METRICS  # + the clients' last-round S_fix: explains FedMT vs Single
     t2 = _job("table2", p, lambda t, q: D.lines(t, "n", "test_acc_100class",
                                                "Table 2: 100-class accuracy vs server images per class n",
-                                               sub, "n (server images per fine class)"),
+                                               P.subtitle(q), "n (server images per fine class)"),
               _main_specs, lambda specs, res, q: (lambda t, i: (t[t["metric"].isin(keep2)].reset_index(drop=True), i))(
                   *table(specs, res, q)), "fedmt table2")
-    f2a = _job("fig2a", p, lambda t, q: D.lines(t, "n", "test_acc_20class", "Fig. 2a: 20-class accuracy vs n", sub,
+    f2a = _job("fig2a", p, lambda t, q: D.lines(t, "n", "test_acc_20class", "Fig. 2a: 20-class accuracy vs n",
+                                               P.subtitle(q),
                                                "n (server images per fine class)"),
                _main_specs, lambda specs, res, q: (lambda t, i: (t[t["metric"] == "test_acc_20class"].reset_index(
                    drop=True), i))(*table(specs, res, q)), "fedmt table2")
@@ -108,18 +108,17 @@ def main(*, profile="smoke", data_root=None, seeds=None, overrides=None):
                                          "offline (the paper's ImageNet column is Table 2's baselines)"]
         return t.reset_index(drop=True), i
     t6r = _job("table6", p, lambda t, q: D.lines(t, "n", "test_acc_100class",
-                                                 "Table 6: baselines from random initialisation", sub,
+                                                 "Table 6: baselines from random initialisation", P.subtitle(q),
                                                  "n (server images per fine class)"), _main_specs, t6, "fedmt table2")
     return [t2, f2a, t6r]
 
 
 # ------------------------------------------------------------------ Fig 2b, 2c
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def scaling(*, profile="smoke", data_root=None, overrides=None):
     """Fig. 2b (accuracy vs label skew gamma, App. C.1.1 split) and Fig. 2c (accuracy vs number of
     clients C with N_c x C fixed), SemiFL and FedMT (E), n = n_default."""
-    p = _params(profile, seeds, overrides)
-    sub = P.subtitle(p)
+    p = _params(profile, overrides)
     methods = ["SemiFL", "FedMT (E)"]
 
     def specs_b(q):
@@ -139,21 +138,23 @@ def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
 
     def draw_b(t, q):
         t = t.assign(skew=t["gamma"].fillna(0.0))
-        return D.lines(t, "skew", "test_acc_100class", "Fig. 2b: accuracy vs label skew gamma (0 = IID)", sub, "gamma")
+        return D.lines(t, "skew", "test_acc_100class", "Fig. 2b: accuracy vs label skew gamma (0 = IID)",
+                       P.subtitle(q), "gamma")
 
     b = _job("fig2b", p, draw_b, specs_b, f2b, "fedmt fig2b")
     c = _job("fig2c", p, lambda t, q: D.lines(t, "C", "test_acc_100class",
-                                              "Fig. 2c: accuracy vs clients C (N_c x C fixed)", sub, "C", logx=True),
+                                              "Fig. 2c: accuracy vs clients C (N_c x C fixed)", P.subtitle(q), "C",
+                                              logx=True),
              specs_c, f2c, "fedmt fig2c")
     return [b, c]
 
 
 # ------------------------------------------------------------------ Fig 3
 @artifact_function
-def estimation(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def estimation(*, profile="smoke", data_root=None, overrides=None):
     """Fig. 3: Frobenius error of each client's eq. (4) estimate per round, mean and sd over the
     clients, for several client sizes N_c, and of the learnable M at the largest N_c (App. D.4)."""
-    p = _params(profile, seeds, overrides)
+    p = _params(profile, overrides)
 
     def specs(q):
         return ([R.spec(q, "FedMT (E)", s, N_c=nc) for nc in q["fig3_sizes"] for s in q["seeds"]]
@@ -171,11 +172,10 @@ def estimation(*, profile="smoke", data_root=None, seeds=None, overrides=None):
 
 # ------------------------------------------------------------------ Tables 7-9
 @artifact_function
-def ablations(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def ablations(*, profile="smoke", data_root=None, overrides=None):
     """Table 7 (threshold xi, with lambda2 = 1: targets vague-4), Table 8 (lambda2) and Table 9
     (estimators: FedMT (E) and FedMT (E) + Average, IID and non-IID gamma), n = n_default."""
-    p = _params(profile, seeds, overrides)
-    sub = P.subtitle(p)
+    p = _params(profile, overrides)
 
     def specs7(q):
         return [R.spec(q, m, s, threshold=x, lambda2=1) for x in q["thresholds"] for m in ["SemiFL", "FedMT (E)"]
@@ -206,13 +206,14 @@ def ablations(*, profile="smoke", data_root=None, seeds=None, overrides=None):
         return t[t["metric"] == "test_acc_100class"].reset_index(drop=True), info
 
     a = _job("table7", p, lambda t, q: D.lines(t, "threshold", "test_acc_100class",
-                                               "Table 7: accuracy vs pseudo-label threshold", sub, "threshold"),
+                                               "Table 7: accuracy vs pseudo-label threshold", P.subtitle(q),
+                                               "threshold"),
              specs7, t7, "fedmt table7")
     b = _job("table8", p, lambda t, q: D.lines(t, "lambda2", "test_acc_100class",
-                                               "Table 8: accuracy vs lambda2", sub, "lambda2", logx=True),
+                                               "Table 8: accuracy vs lambda2", P.subtitle(q), "lambda2", logx=True),
              specs8, t8, "fedmt table8")
     c = _job("table9", p, lambda t, q: D.bars(t.assign(gamma=t["gamma"].fillna("IID")), "gamma",
-                                              "test_acc_100class", "Table 9: estimators of M", sub),
+                                              "test_acc_100class", "Table 9: estimators of M", P.subtitle(q)),
              specs9, t9, "fedmt table9")
     return [a, b, c]
 
@@ -230,7 +231,7 @@ POOLS_BUILDERS = {"fedmt-cifar100": PoolsBuilder(_data.build_pools, reads="cifar
 # ------------------------------------------------------------------ sizing (benchmarks/fedmt_backbones.py)
 def all_specs(profile: str) -> list:
     """Every distinct run the implemented artifacts of a profile train (shared runs counted once)."""
-    p = _params(profile)
+    p = resolve_seeds(_params(profile))
     fe = ["SemiFL", "FedMT (E)"]
     s = p["seeds"]
     specs = _main_specs(p)

@@ -101,9 +101,9 @@ LADDER = Ladder(
 
 
 @artifact_function
-def ladder_artifact(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def ladder_artifact(*, profile="smoke", data_root=None, overrides=None):
     """The `fedmt/scaling` artifact: the compute ladder (module docstring)."""
-    return ladder_job(LADDER, profile=profile, data_root=data_root, seeds=seeds, overrides=overrides)
+    return ladder_job(LADDER, profile=profile, data_root=data_root, overrides=overrides)
 
 
 scaling = ladder_artifact  # the name every paper's ladder module gives its artifact function

@@ -38,11 +38,11 @@ TABLE_NOTES = ["numbers compared with the paper: over the whole test set (mean, 
                "FedLGT not regenerated: " + methods.NOT_REGENERATED[methods.FEDLGT]]
 
 
-def _params(profile: str, seeds=None, overrides=None) -> dict:
+def _params(profile: str, overrides=None) -> dict:
+    """The profile's settings with the overrides applied (its seeds, a count, become a list in the
+    pipeline: parameters.resolve_seeds)."""
     p = apply_overrides(settings(profile), overrides, where=f"the {PAPER} {profile} profile")
     p["profile"] = profile
-    n = seeds if seeds is not None else p["seeds"]
-    p["seeds"] = list(range(n)) if isinstance(n, int) else [int(s) for s in n]
     return p
 
 
@@ -81,84 +81,84 @@ def _main_rows(p, table_id):
 
 
 @artifact_function
-def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def table1(*, profile="smoke", data_root=None, overrides=None):
     """Table 1: multi-label CIFAR-10, beta 0.5 / 0.1, gamma 0.5, every method."""
-    return _table("table1", _main_rows, ["beta", "method"], data_root, _params(profile, seeds, overrides))
+    return _table("table1", _main_rows, ["beta", "method"], data_root, _params(profile, overrides))
 
 
 @artifact_function
-def table2(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def table2(*, profile="smoke", data_root=None, overrides=None):
     """Table 2: multi-label DermaMNIST, beta 0.5 / 0.1, gamma 0.71, every method."""
-    return _table("table2", _main_rows, ["beta", "method"], data_root, _params(profile, seeds, overrides))
+    return _table("table2", _main_rows, ["beta", "method"], data_root, _params(profile, overrides))
 
 
 @artifact_function
-def table5(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def table5(*, profile="smoke", data_root=None, overrides=None):
     """Table 5: component ablation on DermaMNIST (beta 0.1, gamma 0.71)."""
-    return _table("table5", runs.component_specs, ["components"], data_root, _params(profile, seeds, overrides))
+    return _table("table5", runs.component_specs, ["components"], data_root, _params(profile, overrides))
 
 
 @artifact_function
-def table6(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def table6(*, profile="smoke", data_root=None, overrides=None):
     """Table 6: LADM query ablation on DermaMNIST."""
     return _table("table6", runs.query_specs, ["query_type", "query_init"], data_root,
-                  _params(profile, seeds, overrides))
+                  _params(profile, overrides))
 
 
 @artifact_function
-def table7(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def table7(*, profile="smoke", data_root=None, overrides=None):
     """Table 7: component ablation on CIFAR-10 (beta 0.5, gamma 0.5)."""
-    return _table("table7", runs.component_specs, ["components"], data_root, _params(profile, seeds, overrides))
+    return _table("table7", runs.component_specs, ["components"], data_root, _params(profile, overrides))
 
 
 @artifact_function
-def table8(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def table8(*, profile="smoke", data_root=None, overrides=None):
     """Table 8: LADM query ablation on CIFAR-10."""
     return _table("table8", runs.query_specs, ["query_type", "query_init"], data_root,
-                  _params(profile, seeds, overrides))
+                  _params(profile, overrides))
 
 
 @artifact_function
-def fig8(*, profile="smoke", data_root=None, seeds=None, overrides=None):
-    return figures.composite_figure(_params(profile, seeds, overrides), data_root)
+def fig8(*, profile="smoke", data_root=None, overrides=None):
+    return figures.composite_figure(_params(profile, overrides), data_root)
 
 
 @artifact_function
-def fig9(*, profile="smoke", data_root=None, seeds=None, overrides=None):
-    return figures.counts_figures("cifar10", _params(profile, seeds, overrides), data_root)
+def fig9(*, profile="smoke", data_root=None, overrides=None):
+    return figures.counts_figures("cifar10", _params(profile, overrides), data_root)
 
 
 @artifact_function
-def fig10(*, profile="smoke", data_root=None, seeds=None, overrides=None):
-    return figures.counts_figures("dermamnist", _params(profile, seeds, overrides), data_root)
+def fig10(*, profile="smoke", data_root=None, overrides=None):
+    return figures.counts_figures("dermamnist", _params(profile, overrides), data_root)
 
 
 @artifact_function
-def fig11(*, profile="smoke", data_root=None, seeds=None, overrides=None):
-    return figures.counts_figures("voc2007", _params(profile, seeds, overrides), data_root)
+def fig11(*, profile="smoke", data_root=None, overrides=None):
+    return figures.counts_figures("voc2007", _params(profile, overrides), data_root)
 
 
 @artifact_function
-def fig12(*, profile="smoke", data_root=None, seeds=None, overrides=None):
-    return figures.counts_figures("chestxray14", _params(profile, seeds, overrides), data_root)
+def fig12(*, profile="smoke", data_root=None, overrides=None):
+    return figures.counts_figures("chestxray14", _params(profile, overrides), data_root)
 
 
 @artifact_function
-def fig3_fig4(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig3_fig4(*, profile="smoke", data_root=None, overrides=None):
     """Figs 3a-c (t-SNE) and 4a-c (cosine maps): DermaMNIST, Table 5 variants 1, 3, 6."""
-    return figures.feature_figures("table5", "fig3", "fig4", _params(profile, seeds, overrides), data_root)
+    return figures.feature_figures("table5", "fig3", "fig4", _params(profile, overrides), data_root)
 
 
 @artifact_function
-def fig6_fig7(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig6_fig7(*, profile="smoke", data_root=None, overrides=None):
     """Figs 6a-c (t-SNE) and 7a-c (cosine maps): CIFAR-10, Table 7 variants 1, 3, 6."""
-    return figures.feature_figures("table7", "fig6", "fig7", _params(profile, seeds, overrides), data_root)
+    return figures.feature_figures("table7", "fig6", "fig7", _params(profile, overrides), data_root)
 
 
 @artifact_function
-def fig5(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig5(*, profile="smoke", data_root=None, overrides=None):
     """Fig. 5: LADM attention maps of FedNCA-ML on DermaMNIST composites."""
-    return figures.attention_figure(_params(profile, seeds, overrides), data_root)
+    return figures.attention_figure(_params(profile, overrides), data_root)
 
 
 # ------------------------------------------------------------------ registration (papers.load_papers)

@@ -7,7 +7,7 @@ FedProx, SCAFFOLD, FedRS, AFL (Sec. 5, App. A.3). This module and its helpers bu
 federations and artifacts:
 
 - runs              partitions -> federations, lambda grid, run specs (Sec. 5, App. A.2-A.3)
-- train             Table 1, Figs 2c/5c/6b, 7, 8 (run settings, summaries, drawings)
+- train             Table 1, Figs 2c/5c/6b, 7, 8 (compute + draw)
 - geometry          Fig 1, the label-marginal panels (Figs 2a/2b/5a/5b/6a), Fig 9 (App. A.5, B.4)
 - real              PACS (Fig 3a, Tables 2, 4, Table 1's PACS row) and iWildCam (Fig 3b, Fig 4, Table 3)
 - claims            the 32 claims, checked on our committed numbers
@@ -87,15 +87,15 @@ CHOICES = {"table1_rows": [[d, R.label_setting(s)] for d, s in TR.TABLE1_SETTING
            **{k: R.TABLE1_METHODS for k in ("shift_methods", "fig7_methods", "fig8_methods")}}
 
 
-def _params(profile: str, section: str | None = None, overrides=None, pacs_seeds=False, **extra) -> dict:
-    """The profile's settings (plus Table 1's PACS row's when `pacs_seeds` is not False: the
-    explicit seeds or None), the overrides applied once to all of them."""
-    p = P.runs(profile)
-    p.update(P.grid(profile))
-    p["notes"] = P.notes(profile, section)
+def _params(profile: str, section: str | None = None, overrides=None, pacs: bool = False, **extra) -> dict:
+    """The profile's settings (`profiles.settings`; plus Table 1's PACS row's when `pacs`), the
+    overrides applied once to all of them. Their seed settings (`seeds`, `marginal_seeds`,
+    `pacs.seeds`: counts) become lists in the pipeline (parameters.resolve_seeds), explicit seeds
+    replacing every one."""
+    p = P.settings(profile, section)
     p.update(extra)
-    if pacs_seeds is not False:
-        RL.add_table1_pacs(p, profile, pacs_seeds)
+    if pacs:
+        RL.add_table1_pacs(p, profile)
     return apply_overrides(p, overrides, where=f"the {PAPER} {profile} profile", choices=CHOICES)
 
 
@@ -112,7 +112,7 @@ def _runs_job(aid, p, draw, datasets, specs, summarise, desc, named=()):
 
 # ============================================================================= Fig 1
 @artifact_function
-def fig1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig1(*, profile="smoke", data_root=None, overrides=None):
     """Fig 1: ternary simplex, T outside (A) / inside (B) Conv(S) (Sec 3, eq. 8; vague-24)."""
     def compute(p):
         return G.fig1_table(), {"notes": ["illustrative label marginals (vague-24); exact, no data"]}
@@ -145,12 +145,12 @@ def _class_names(p, dataset, data_root):
     return load_dataset(dataset, root=data_root).classes
 
 
-def _dist_artifact(aid, dataset, scheme, profile, data_root, seeds, overrides):
+def _dist_artifact(aid, dataset, scheme, profile, data_root, overrides):
     xname = "C" if scheme == "sparsity" else "beta"
     grid_key = "marginal_C" if scheme == "sparsity" else "marginal_beta"
 
     def compute(p):
-        ss = list(range(p["marginal_seeds"])) if seeds is None else p["seeds"]
+        ss = p["marginal_seeds"]  # a list (parameters.resolve_seeds): the profile's, or the explicit seeds
         parts = {x: _partitions(p, dataset, {"scheme": scheme, xname: x}, ss, data_root) for x in p[grid_key]}
         tab = pd.DataFrame(G.distance_rows(parts, R.DISPLAY[dataset], xname))
         return tab, dict(TR.info(p, [dataset], data_root, p["marginal_notes"]), seeds=ss)  # the seeds used
@@ -203,15 +203,15 @@ def _bars_artifact(aid, dataset, split, profile, data_root, overrides):
 
 
 @artifact_function
-def label_marginals(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def label_marginals(*, profile="smoke", data_root=None, overrides=None):
     """Figs 2a, 2b, 5a, 5b, 6a: partition statistics (Sec 5.1, App. B.1-B.2), no training."""
     return [
-        _dist_artifact("fedpals/fig2a", "cifar10", "sparsity", profile, data_root, seeds, overrides),
+        _dist_artifact("fedpals/fig2a", "cifar10", "sparsity", profile, data_root, overrides),
         _bars_artifact("fedpals/fig2b", "cifar10", {"scheme": "sparsity", "C": 6}, profile, data_root, overrides),
-        _dist_artifact("fedpals/fig5a", "cifar10", "dirichlet", profile, data_root, seeds, overrides),
+        _dist_artifact("fedpals/fig5a", "cifar10", "dirichlet", profile, data_root, overrides),
         _bars_artifact("fedpals/fig5b", "cifar10", {"scheme": "dirichlet", "beta": 0.1}, profile, data_root,
                        overrides),
-        _dist_artifact("fedpals/fig6a", "fashion-mnist", "sparsity", profile, data_root, seeds, overrides),
+        _dist_artifact("fedpals/fig6a", "fashion-mnist", "sparsity", profile, data_root, overrides),
     ]
 
 
@@ -236,10 +236,10 @@ FIG9["long"] = FIG9["paper"]
 
 
 @artifact_function
-def fig9(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig9(*, profile="smoke", data_root=None, overrides=None):
     """Fig 9: synthetic Gaussians, accuracy vs d(T_delta, S) (App. A.5, B.4; vague-18)."""
-    def summarise(specs, results, p):
-        runs = G.fig9_records(specs, results)
+    def compute(p):
+        runs = G.fig9_runs(p)
         notes = (["paper scale (App. A.5/B.4, vague-18 defaults; the same at quick, long and paper); features "
                   "standardised with the clients' training statistics (vague-22)"]
                  if profile != "smoke" else P.notes("smoke"))
@@ -262,48 +262,36 @@ def fig9(*, profile="smoke", data_root=None, seeds=None, overrides=None):
         return fig
 
     p = apply_overrides(copy.deepcopy(FIG9[profile]), overrides, where=f"the {PAPER} fig9 settings")
-    return ArtifactJob("fedpals/fig9", p, None, draw, ("none",), specs=G.fig9_specs, summarise=summarise,
-                       execution=G.FIG9_EXECUTION, max_batch=None, desc="fedpals fig9")
+    return _job("fedpals/fig9", p, compute, draw, ["none"])
 
 
 # ============================================================================= Table 1
 @artifact_function
-def table1(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def table1(*, profile="smoke", data_root=None, overrides=None):
     """Table 1 (Sec 5.1): target accuracy, FMNIST C=3/2, CIFAR-10 C=3/2/beta=0.1 (+ PACS C=6)."""
 
-    def specs(q):
-        return TR.settings_specs(q, TR.table1_run_settings(q), data_root) + RL.table1_pacs_specs(q, data_root)
-
-    def summarise(specs, res, q):
-        image = [i for i, s in enumerate(specs) if not RL.is_pacs(s)]
-        pacs = [i for i, s in enumerate(specs) if RL.is_pacs(s)]
-        tab, inf = TR.table1_summary([specs[i] for i in image], [res[i] for i in image], q, data_root)
-        if pacs:
-            rows = RL.table1_pacs_rows([specs[i] for i in pacs], [res[i] for i in pacs], q, data_root)
-            tab = pd.concat([tab, rows], ignore_index=True)
+    def compute(p):
+        tab, inf = TR.table1_compute(p, data_root)
+        pacs = RL.table1_pacs_rows(p, data_root, p["missing_datasets"])
+        if pacs is not None:
+            tab = pd.concat([tab, pacs], ignore_index=True)
         else:
             inf["notes"].append("PACS row not run at the smoke profile (the pacs notebook runs PACS on its stand-in)"
-                                if q.get("profile") == "smoke" else "PACS row not regenerated: data set missing")
+                                if p.get("profile") == "smoke" else "PACS row not regenerated: data set missing")
         return tab, inf
 
     def draw(tab, p):
         return TR.draw_table(tab, p, load_reported("fedpals/table1"),
                              "Table 1: target test accuracy (%), ours ± std (paper)")
 
-    p = _params(profile, overrides=overrides, pacs_seeds=seeds)
+    p = _params(profile, overrides=overrides, pacs=True)
     datasets = list(dict.fromkeys(d for d, _ in TR.table1_settings(p)))  # table1_rows may leave one out
-    # the PACS row's runs train as the pacs notebook's (_real_job), the image rows' as the other image sweeps
-    image_how, image_label = (R.execution(), TR.runs_per_engine_call()), TR.setting_label()
-    return ArtifactJob("fedpals/table1", p, None, draw, tuple(datasets + ["pacs"]), ("pacs",), specs=specs,
-                       summarise=summarise, desc="fedpals table1",
-                       split_by=lambda s: "PACS C=6" if RL.is_pacs(s) else image_label(s),
-                       run_as=lambda s: (RL.execution(s.training["model"]), RL.MAX_BATCH) if RL.is_pacs(s)
-                       else image_how)
+    return _job("fedpals/table1", p, compute, draw, datasets + ["pacs"], optional=["pacs"])
 
 
 # ============================================================================= accuracy vs shift
 @artifact_function
-def accuracy_vs_shift(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def accuracy_vs_shift(*, profile="smoke", data_root=None, overrides=None):
     """Figs 2c, 6b (accuracy vs C) and 5c (accuracy vs beta) (Sec 5.1, App. B.1-B.2)."""
     p0 = _params(profile, "shift", overrides)
     out = []
@@ -328,7 +316,7 @@ def accuracy_vs_shift(*, profile="smoke", data_root=None, seeds=None, overrides=
 
 # ============================================================================= Fig 7
 @artifact_function
-def fig7(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig7(*, profile="smoke", data_root=None, overrides=None):
     """Fig 7 (App. B.2): target accuracy over rounds, FMNIST C=6 and CIFAR-10 beta=0.2."""
     p = _params(profile, "fig7", overrides)
     return _runs_job("fedpals/fig7", p, TR.draw_fig7, _DATA,
@@ -352,33 +340,33 @@ def _fig8_panel(name, profile, data_root, overrides):
 
 
 @artifact_function
-def fig8a(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig8a(*, profile="smoke", data_root=None, overrides=None):
     """Fig 8a (App. B.3): 100 training clients, 10% participating, lambda = 1000, per label split."""
     return _fig8_panel("fig8a", profile, data_root, overrides)
 
 
 @artifact_function
-def fig8b(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig8b(*, profile="smoke", data_root=None, overrides=None):
     """Fig 8b (App. B.3): local epochs E with T = round(150 / E) rounds."""
     return _fig8_panel("fig8b", profile, data_root, overrides)
 
 
 @artifact_function
-def fig8c(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig8c(*, profile="smoke", data_root=None, overrides=None):
     """Fig 8c (App. B.3): 10, 20, 50, 100 training clients (10% participating from 50)."""
     return _fig8_panel("fig8c", profile, data_root, overrides)
 
 
 @artifact_function
-def fig8(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def fig8(*, profile="smoke", data_root=None, overrides=None):
     """Fig 8 (App. B.3): 100 clients (a), local epochs (b), number of clients (c), CIFAR-10; each panel
     is also an artifact function of its own (fig8a, fig8b, fig8c: a panel's runs alone)."""
     return [_fig8_panel(name, profile, data_root, overrides) for name in ("fig8a", "fig8b", "fig8c")]
 
 
 # ============================================================================= PACS, iWildCam
-def _real(group, profile, seeds, overrides):
-    p = apply_overrides(RL.profile_params(group, profile, seeds), overrides, where=f"the {PAPER} {group} {profile} profile")
+def _real(group, profile, overrides):
+    p = apply_overrides(P.settings(profile, group=group), overrides, where=f"the {PAPER} {group} {profile} profile")
     return p, RL
 
 
@@ -390,53 +378,48 @@ def _real_info(p, RL, group, data_root):
     return {"datasets": [desc], "device": R.default_device(), "notes": list(p["notes"])}
 
 
-def _real_job(aid, p, group, specs, table, draw, data_root):
-    """A PACS or iWildCam artifact that trains: the group's runs (`specs(q, data_root)`), declared;
-    its table made by `table(specs, results, q)` from their results."""
-    def summarise(sp, res, q):
-        return table(sp, res, q), _real_info(q, RL, group, data_root)
-
-    return ArtifactJob(aid, p, None, draw, (group,), specs=lambda q: specs(q, data_root), summarise=summarise,
-                       execution=RL.execution(p["train"]["model"]), max_batch=RL.MAX_BATCH, desc=f"fedpals {group}")
-
-
 @artifact_function
-def pacs(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def pacs(*, profile="smoke", data_root=None, overrides=None):
     """Fig 3a, Table 2, Table 4 (Sec 5.1, App. A.4, A.6): PACS, 3 clients, C=6."""
-    p, RL = _real("pacs", profile, seeds, overrides)
+    p, RL = _real("pacs", profile, overrides)
+    cache = {}
 
-    def records(sp, res, q):
-        return RL.pacs_records(sp, res, q, data_root)
+    def runs(q):
+        if "runs" not in cache:
+            cache["runs"] = RL.pacs_runs(q, data_root)
+        return cache["runs"]
 
     arts = {
-        "fig3a": (lambda sp, res, q: RL.fig3a_table(records(sp, res, q), q, data_root),
-                  lambda t, q: draw_rounds(t, q, "PACS: target accuracy")),
-        "table2": (lambda sp, res, q: RL.table2_table(records(sp, res, q)),
+        "fig3a": (lambda q: RL.fig3a_table(runs(q), q, data_root), lambda t, q: draw_rounds(t, q, "PACS: target accuracy")),
+        "table2": (lambda q: RL.table2_table(runs(q)),
                    lambda t, q: draw_real_table(t, q, "fedpals/table2", "delta", "Table 2: PACS, perturbed T")),
-        "table4": (lambda sp, res, q: RL.table4_table(records(sp, res, q), q),
+        "table4": (lambda q: RL.table4_table(runs(q), q),
                    lambda t, q: draw_real_table(t, q, "fedpals/table4", "lambda", "Table 4: PACS, all variants")),
     }
-    return [_real_job(f"fedpals/{k}", p, "pacs", RL.pacs_specs, f, d, data_root) for k, (f, d) in arts.items()]
+    return [_job(f"fedpals/{k}", p, lambda q, f=f: (f(q), _real_info(q, RL, "pacs", data_root)), d, ["pacs"])
+            for k, (f, d) in arts.items()]
 
 
 @artifact_function
-def iwildcam(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def iwildcam(*, profile="smoke", data_root=None, overrides=None):
     """Fig 3b, Fig 4, Table 3 (Sec 5.1, App. A.7): iWildCam, 100 clients."""
-    p, RL = _real("iwildcam", profile, seeds, overrides)
+    p, RL = _real("iwildcam", profile, overrides)
+    cache = {}
 
-    def fig4(q):  # the aggregation weights of the first seed's clients: no training
-        return RL.fig4_table(q, data_root), _real_info(q, RL, "iwildcam", data_root)
+    def runs(q):
+        if "runs" not in cache:
+            cache["runs"] = RL.iwild_runs(q, data_root)
+        return cache["runs"]
 
-    return [
-        _real_job("fedpals/fig3b", p, "iwildcam", RL.iwild_specs,
-                  lambda sp, res, q: RL.fig3b_table(RL.iwild_records(sp, res, q), q, data_root),
-                  lambda t, q: draw_rounds(t, q, "iWildCam: target macro F1", "f1_macro"), data_root),
-        _job("fedpals/fig4", p, fig4, draw_fig4, ["iwildcam"]),
-        _real_job("fedpals/table3", p, "iwildcam", RL.iwild_specs,
-                  lambda sp, res, q: RL.table3_table(RL.iwild_records(sp, res, q)),
-                  lambda t, q: draw_real_table(t, q, "fedpals/table3", "lambda", "Table 3: iWildCam macro F1"),
-                  data_root),
-    ]
+    arts = {
+        "fig3b": (lambda q: RL.fig3b_table(runs(q), q, data_root),
+                  lambda t, q: draw_rounds(t, q, "iWildCam: target macro F1", "f1_macro")),
+        "fig4": (lambda q: RL.fig4_table(q, data_root), draw_fig4),
+        "table3": (lambda q: RL.table3_table(runs(q)),
+                   lambda t, q: draw_real_table(t, q, "fedpals/table3", "lambda", "Table 3: iWildCam macro F1")),
+    }
+    return [_job(f"fedpals/{k}", p, lambda q, f=f: (f(q), _real_info(q, RL, "iwildcam", data_root)), d,
+                 ["iwildcam"]) for k, (f, d) in arts.items()]
 
 
 def draw_rounds(tab, p, title, metric="accuracy_pct"):

@@ -96,10 +96,10 @@ LADDER = Ladder(
                 Quantity("claim 4: FedPALS - FedAvg - margin (worst Table 1 row)", (4,), 1, c4),
                 Quantity("claim 6: FedPALS - best baseline at C = 2, 3 (Fig. 2c)", (6,), 1, c6),
                 Quantity("Table 1: mean |ours - paper|", (), -1, gap, GAP)),
-    settings=P.runs, work=work, work_unit="rounds x partition fraction", datasets=("fashion-mnist", "cifar10"))
+    settings=P.settings, work=work, work_unit="rounds x partition fraction", datasets=("fashion-mnist", "cifar10"))
 
 
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def scaling(*, profile="smoke", data_root=None, overrides=None):
     """The `fedpals/scaling` artifact: the compute ladder (module docstring)."""
-    return ladder_job(LADDER, profile=profile, data_root=data_root, seeds=seeds, overrides=overrides)
+    return ladder_job(LADDER, profile=profile, data_root=data_root, overrides=overrides)

@@ -164,6 +164,19 @@ def _grid_notes(profile: str) -> dict:
 GRID_NOTES = {"quick": _grid_notes("quick"), "long": _grid_notes("long")}
 
 
+def settings(profile: str, section: str | None = None, group: str | None = None) -> dict:
+    """A profile's settings: those of the image data sets (`runs`, `grid` and the notes of
+    `section`), or of the real-data `group` ("pacs", "iwildcam": fedpals.real.profile)."""
+    if group is not None:
+        from fedpaper.papers.fedpals import real  # start-up time: torch, imported when a real-data group is asked for
+
+        return real.profile(group, profile)
+    p = runs(profile)
+    p.update(grid(profile))
+    p["notes"] = notes(profile, section)
+    return p
+
+
 def runs(profile: str) -> dict:
     return copy.deepcopy(RUNS[profile])
 

@@ -20,6 +20,7 @@ import pandas as pd
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.engine import Federation, Pools
+from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, pools_key_of
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.blocks.partition import oracle_partition
@@ -87,14 +88,9 @@ def _labels(data: dict, data_root):
     return pl.y_train.cpu().numpy(), pl.y_test.cpu().numpy()
 
 
-#: Runs per engine call of the PACS and iWildCam sweeps (memory permitting)
-MAX_BATCH = 16
-
-
-def execution(model: str) -> Execution:
-    """How runs of `model` execute: the grouped backend for the LeNet stand-ins on CPU (no per-shape
-    calibration), else "auto"; FEDPAPER_BACKEND overrides."""
-    backend = "grouped" if default_device() == "cpu" and model == "lenet" else "auto"
+def execution(p: dict) -> Execution:
+    """Grouped backend for the LeNet stand-ins on CPU (no per-shape calibration); FEDPAPER_BACKEND overrides."""
+    backend = "grouped" if default_device() == "cpu" and p["train"]["model"] == "lenet" else "auto"
     return Execution(backend=os.environ.get("FEDPAPER_BACKEND", backend))
 
 
@@ -216,14 +212,10 @@ def pacs_specs(p: dict, data_root=None) -> list[RunSpec]:
     return specs
 
 
-def is_pacs(spec: RunSpec) -> bool:
-    """Whether a run is one of the PACS runs (`pacs_specs`)."""
-    return spec.partition.get("layout") == "fedpals-pacs"
-
-
-def pacs_records(specs: list, results: list, p: dict, data_root=None) -> pd.DataFrame:
-    """One row per PACS run (`pacs_specs(p)`) and its result: best source-validation round's target
-    accuracy, and its curve."""
+def pacs_runs(p: dict, data_root=None) -> pd.DataFrame:
+    """One row per PACS run: best source-validation round's target accuracy, and its curve."""
+    specs = pacs_specs(p, data_root)
+    results = run_specs(specs, data_root, execution=execution(p), desc="fedpals pacs")
     rows = []
     for i, (s, r) in enumerate(zip(specs, results)):
         acc, rnd = _best(r, "val_acc", "test_acc")
@@ -446,9 +438,9 @@ def iwild_specs(p: dict, data_root=None) -> list[RunSpec]:
     return specs
 
 
-def iwild_records(specs: list, results: list, p: dict) -> pd.DataFrame:
-    """One row per iWildCam run (`iwild_specs(p)`) and its result: best validation round's target
-    macro F1, and its curve."""
+def iwild_runs(p: dict, data_root=None) -> pd.DataFrame:
+    specs = iwild_specs(p, data_root)
+    results = run_specs(specs, data_root, execution=execution(p), desc="fedpals iwildcam")
     rows = []
     for s, r in zip(specs, results):
         f1, rnd = _best(r, "val_f1", "test_f1")
@@ -507,14 +499,15 @@ def fig4_table(p: dict, data_root=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def add_table1_pacs(p: dict, profile: str, seeds=None) -> dict:
+def add_table1_pacs(p: dict, prof: str) -> dict:
     """Put Table 1's PACS row settings into Table 1's settings `p` (Sec 5.1, Table 1; App. A.6), so
     that the row is built from the same params as the image rows and one override reaches it:
-    `p["pacs"]` holds the PACS profile of the same name (seeds: the explicit `seeds` when given, else
-    the PACS profile's own, the paper's 3), without its rounds and baseline hyperparameters, which
+    `p["pacs"]` holds the PACS profile of the same name (its seeds the PACS profile's own, the paper's
+    3, unless explicit seeds replace them: parameters.resolve_seeds), without its rounds and baseline
+    hyperparameters, which
     Table 1's `rounds["pacs"]` and `hyper` hold (an override `rounds`, `rounds.pacs`, `hyper.mu`...
     then sets them for PACS too). Returns `p`."""
-    q = profile_params("pacs", profile, seeds)
+    q = profile("pacs", prof)
     p["rounds"] = {**p["rounds"], "pacs": q["train"].pop("rounds")}
     q.pop("hyper")  # Table 1's `hyper` (the same baseline values) is the row's
     p["pacs"] = q
@@ -529,22 +522,9 @@ def table1_pacs_settings(p: dict) -> dict:
     return q
 
 
-def table1_pacs_specs(p: dict, data_root=None) -> list[RunSpec]:
-    """The runs of Table 1's PACS row from Table 1's settings `p` (as the pipeline hands them on:
-    `profile`, `missing_datasets`): none at the smoke profile (the pacs notebook exercises that
-    path on its stand-in) or without PACS."""
-    if p.get("profile") == "smoke" or "pacs" in (p.get("missing_datasets") or []):
-        return []
-    return pacs_specs(table1_pacs_settings(p), data_root)
-
-
-def table1_pacs_rows(specs: list, results: list, p: dict, data_root=None) -> pd.DataFrame:
-    """Table 1's PACS row from its runs (`table1_pacs_specs(p)`) and their results."""
-    return table1_rows(pacs_records(specs, results, table1_pacs_settings(p), data_root))
-
-
-def profile_params(group: str, prof: str, seeds=None) -> dict:
-    p = profile(group, prof)
-    n = p["seeds"] if seeds is None else seeds
-    p["seeds"] = list(range(n)) if isinstance(n, int) else list(n)
-    return p
+def table1_pacs_rows(p: dict, data_root, missing):
+    """Table 1's PACS row from Table 1's settings `p` when PACS is present (not at the smoke
+    profile: the pacs notebook exercises that path on its stand-in)."""
+    if p.get("profile") == "smoke" or "pacs" in (missing or []):
+        return None
+    return table1_rows(pacs_runs(table1_pacs_settings(p), data_root))

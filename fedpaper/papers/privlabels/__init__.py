@@ -54,7 +54,7 @@ from fedpaper.papers.privlabels import draw as draw
 from fedpaper.papers.privlabels import runs as runs
 from fedpaper.papers.privlabels import config_tables as tabs
 from fedpaper.papers.privlabels.claims import CLAIMS  # noqa: F401  (a table papers.load_papers reads)
-from fedpaper.papers.privlabels.profiles import settings, subtitle
+from fedpaper.papers.privlabels.profiles import follow_rounds, settings, subtitle
 
 #: Modules of this package that only read results; every other file here is part of the cache key
 #: of this paper's runs (fedpaper.runs.versions.paper_files), so an edit to them keeps the cached runs.
@@ -69,13 +69,12 @@ LINES = {"fig2": "cifar10", "fig3": "fashion-mnist"}
 KEYS = ["dataset", "setting", "labels_per_client", "method"]
 
 
-def _params(profile: str, seeds=None, overrides=None) -> dict:
-    p = apply_overrides(settings(profile), overrides, where=f"the {PAPER} {profile} profile")
+def _params(profile: str, overrides=None) -> dict:
+    """The profile's settings with the overrides applied, the epoch ablation's rounds following an
+    override of `rounds` (profiles.follow_rounds). Its seed settings (`seeds`, `epochs.seeds`:
+    counts) become lists in the pipeline (parameters.resolve_seeds), explicit seeds replacing both."""
+    p = follow_rounds(apply_overrides(settings(profile), overrides, where=f"the {PAPER} {profile} profile"))
     p["profile"] = profile
-    n = seeds if seeds is not None else p["seeds"]
-    p["seeds"] = list(range(n)) if isinstance(n, int) else [int(s) for s in n]
-    e = p["epochs"]
-    e["seeds"] = list(range(e["seeds"])) if seeds is None else p["seeds"]
     return p
 
 
@@ -138,9 +137,9 @@ def _lines_summarise(dataset, data_root):
 
 
 @artifact_function
-def accuracy_vs_labels(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def accuracy_vs_labels(*, profile="smoke", data_root=None, overrides=None):
     """Figs 2 (CIFAR-10) and 3 (Fashion-MNIST): test accuracy vs labels per client, private | public."""
-    p = _params(profile, seeds, overrides)
+    p = _params(profile, overrides)
     out = []
     for name, ds in LINES.items():
         def draw_fn(t, q, ds=ds):
@@ -154,9 +153,9 @@ def accuracy_vs_labels(*, profile="smoke", data_root=None, seeds=None, overrides
 
 # ------------------------------------------------------------------------ Figs 1b, 4, 9, 10 (bars)
 @artifact_function
-def bars(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def bars(*, profile="smoke", data_root=None, overrides=None):
     """Bar plots at one L (the same runs as Figs 2/3): Fig 1b, 4, 9, 10."""
-    p = _params(profile, seeds, overrides)
+    p = _params(profile, overrides)
     out = []
     for name, (ds, L) in BARS.items():
         def summarise(full, res, q, ds=ds, L=L):
@@ -171,9 +170,9 @@ def bars(*, profile="smoke", data_root=None, seeds=None, overrides=None):
 
 # ------------------------------------------------------------------------ Figs 5-8 (rounds)
 @artifact_function
-def rounds(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def rounds(*, profile="smoke", data_root=None, overrides=None):
     """Test accuracy per round at L = rounds_L (vague-12), mean and 95% CI band over seeds."""
-    p = _params(profile, seeds, overrides)
+    p = _params(profile, overrides)
     out = []
     for name, (ds, setting) in CURVES.items():
         def summarise(full, res, q, ds=ds, setting=setting):
@@ -206,9 +205,9 @@ def _fig_E(p, which):
 
 
 @artifact_function
-def epochs(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def epochs(*, profile="smoke", data_root=None, overrides=None):
     """Local-epoch ablation on CIFAR-10 with SGD central tuning (App C.3, vague-13)."""
-    p = _params(profile, seeds, overrides)
+    p = _params(profile, overrides)
     out = []
     for name in ("fig11", "fig12", "fig13"):
         def grid(q, name=name):
@@ -235,9 +234,9 @@ def epochs(*, profile="smoke", data_root=None, seeds=None, overrides=None):
 
 # ------------------------------------------------------------------------ App B, Tables 1-2
 @artifact_function
-def appb(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def appb(*, profile="smoke", data_root=None, overrides=None):
     """App B demonstration: exact losses and gradients when label 9 is held by no client."""
-    p = _params(profile, seeds, overrides)
+    p = _params(profile, overrides)
 
     def compute(q):
         return appb_mod.compute(), {"notes": ["exact computation on synthetic probability vectors; identical in "
@@ -246,9 +245,9 @@ def appb(*, profile="smoke", data_root=None, seeds=None, overrides=None):
 
 
 @artifact_function
-def tables(*, profile="smoke", data_root=None, seeds=None, overrides=None):
+def tables(*, profile="smoke", data_root=None, overrides=None):
     """Tables 1 and 2: the configuration of this profile next to the paper's."""
-    p = _params(profile, seeds, overrides)
+    p = _params(profile, overrides)
     t1 = _job("table1", p, lambda q: (tabs.table1(q), {"notes": q["notes"]}),
               lambda t, q: draw.table_figure(t, "Table 1: the CNN (paper's layer list | the model we build)",
                                              subtitle(q)),

@@ -23,6 +23,7 @@ from collections import Counter
 from fedpaper.runs.executors import run_specs
 from fedpaper.runs.store import ResultStore
 
+from fedpaper.outputs.parameters import resolve_seeds
 from fedpaper.papers.privlabels import _params
 from fedpaper.papers.privlabels import runs
 from fedpaper.papers.privlabels import _epoch_pairs
@@ -106,8 +107,7 @@ def main(argv=None):
     for kv in a.set:
         k, v = kv.split("=", 1)
         p[k] = json.loads(v)
-    if isinstance(p["epochs"]["seeds"], int):
-        p["epochs"]["seeds"] = list(range(p["epochs"]["seeds"]))
+    p = resolve_seeds(p)
     if any(kv.startswith("samples_per_client=") for kv in a.set) and not any(kv.startswith("server_size=") for kv in a.set):
         p["server_size"] = paper_ratio_server(p["samples_per_client"], p["num_clients"])
     print(f"probe settings: spc {p['samples_per_client']}, server {p['server_size']}, CNN {p['widths']}/{p['hidden']}, "

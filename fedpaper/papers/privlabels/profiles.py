@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 from fedpaper.engine.cpu import resolve_precision
+from fedpaper.outputs.parameters import APPLIED_KEY
 from fedpaper.runs.experiment import default_device
 
 PAPER_L = [2, 3, 4, 5, 6, 7, 8, 9, 10]  # vague-15
@@ -208,6 +209,20 @@ def settings(profile: str) -> dict:
         p["precision_rule"] = f"the profile asks for bf16 autocast; {used} used ({why})"
         notes = _notes(profile, p) + ([] if used == "bf16" else [f"fp32 instead of the profile's bf16: {why}"])
     p["notes"] = notes
+    return p
+
+
+def follow_rounds(p: dict) -> dict:
+    """`p` (a profile's settings with the overrides applied, changed in place and returned) with the
+    epoch ablation's rounds (`epochs.rounds`, Figs 11-13) following an override of `rounds` that
+    does not set `epochs.rounds` too. Every profile trains the ablation for the main sweep's rounds
+    (the paper's 100; a CPU profile's, so that its E = 1 FedAvg runs are the main sweep's), so a
+    researcher who changes `rounds` expects every run, the ablation's included, to train that many;
+    an override of `epochs.rounds` (alone or beside `rounds`) sets the ablation's own."""
+    applied = p.get(APPLIED_KEY) or {}
+    own = "epochs.rounds" in applied or (isinstance(applied.get("epochs"), dict) and "rounds" in applied["epochs"])
+    if "rounds" in applied and not own:
+        p["epochs"]["rounds"] = p["rounds"]
     return p
 
 

@@ -8,8 +8,14 @@ from fedpaper.papers import get_claim
 from fedpaper.papers._common import CHANCE_RULE, NOT_TESTABLE, at_chance, cell_of
 from fedpaper.papers.privlabels import runs as runs
 from fedpaper.papers.privlabels import config_tables as tabs
-from fedpaper.papers.privlabels import _params
+from fedpaper.outputs.parameters import resolve_seeds
+from fedpaper.papers.privlabels import _params as _settings
 from fedpaper.papers.privlabels.profiles import NOTES, SETTINGS
+
+
+def _params(profile: str) -> dict:
+    """The profile's settings as the pipeline hands them to an artifact (seeds as lists)."""
+    return resolve_seeds(_settings(profile))
 
 
 def _registered(n):
