@@ -76,8 +76,10 @@ class ArtifactJob:
     descriptions); the pipeline runs the specs through `fedpaper.runs.executors.run_specs` (each
     distinct spec once, at `execution`, `max_batch` runs per engine call, in one call per
     `split_by` label where runs may not share an engine call) and hands summarise one result per
-    spec, in order. `fedpaper plan` reads the same `specs` without training. An artifact that
-    trains nothing gives `compute` instead (compute=None when it declares specs)."""
+    spec, in order. A run that executes unlike the others (another backend or batch size) says so
+    through `run_as(spec) -> (execution, max_batch)` and trains in a sweep of its own.
+    `fedpaper plan` reads the same `specs` without training. An artifact that trains nothing gives
+    `compute` instead (compute=None when it declares specs)."""
 
     artifact_id: str
     params: dict
@@ -88,27 +90,34 @@ class ArtifactJob:
     specs: Optional[Callable] = None  # params -> list[RunSpec]
     summarise: Optional[Callable] = None  # (specs, results, params) -> (table, info)
     execution: Optional[Execution] = None  # how the declared runs execute (not part of their key)
-    max_batch: int = 16
+    max_batch: Optional[int] = 16  # None: every run of a sweep in one engine call (memory permitting)
     desc: Optional[str] = None  # the sweep's label (default: the artifact id)
     split_by: Optional[Callable] = None  # spec -> label: runs with different labels never share an engine call
+    run_as: Optional[Callable] = None  # spec -> (execution, max_batch) of each run (default: the job's)
 
     @property
     def declares_runs(self) -> bool:
         return self.specs is not None
 
+    def how(self, spec) -> tuple:
+        """(execution, max_batch) of one declared run: `run_as(spec)`, else the job's own."""
+        return self.run_as(spec) if self.run_as is not None else (self.execution, self.max_batch)
+
     def sweeps(self, specs: list) -> list[tuple[str, dict]]:
         """(label, {spec JSON: spec}) of each run_specs call that trains `specs`: the distinct specs
-        (first occurrence, in order), in one call, or in one per `split_by` label (in order of first use)."""
+        (first occurrence, in order), in one call, or in one per `split_by` label and per `how` (in
+        order of first use)."""
         uniq: dict = {}
         for s in specs:
             uniq.setdefault(s.to_json(), s)
         desc = self.desc or self.artifact_id
-        if self.split_by is None:
+        if self.split_by is None and self.run_as is None:
             return [(desc, uniq)]
         parts: dict = {}
         for j, s in uniq.items():
-            parts.setdefault(self.split_by(s), {})[j] = s
-        return [(desc if len(parts) == 1 else f"{desc} {label}", part) for label, part in parts.items()]
+            parts.setdefault((None if self.split_by is None else self.split_by(s), self.how(s)), {})[j] = s
+        return [(desc if len(parts) == 1 or label is None else f"{desc} {label}", part)
+                for (label, _), part in parts.items()]
 
     def run_declared(self, specs: list, data_root=None, scope: Optional[SweepScope] = None) -> list:
         """One result per spec, in order: each of `sweeps` through run_specs, in `scope` (the
@@ -124,8 +133,9 @@ class ArtifactJob:
             ResultStore().record(*scope.owner, [store_key(s, data_root) for _, part in sweeps for s in part.values()])
         by: dict = {}
         for desc, part in sweeps:
-            by.update(zip(part, run_specs(list(part.values()), data_root, execution=self.execution, desc=desc,
-                                          max_batch=self.max_batch, scope=scope)))
+            execution, max_batch = self.how(next(iter(part.values())))
+            by.update(zip(part, run_specs(list(part.values()), data_root, execution=execution, desc=desc,
+                                          max_batch=max_batch or len(part), scope=scope)))
         return [by[s.to_json()] for s in specs]
 
     def compute_fn(self, data_root=None) -> Callable:

@@ -7,7 +7,7 @@ FedProx, SCAFFOLD, FedRS, AFL (Sec. 5, App. A.3). This module and its helpers bu
 federations and artifacts:
 
 - runs              partitions -> federations, lambda grid, run specs (Sec. 5, App. A.2-A.3)
-- train             Table 1, Figs 2c/5c/6b, 7, 8 (compute + draw)
+- train             Table 1, Figs 2c/5c/6b, 7, 8 (run settings, summaries, drawings)
 - geometry          Fig 1, the label-marginal panels (Figs 2a/2b/5a/5b/6a), Fig 9 (App. A.5, B.4)
 - real              PACS (Fig 3a, Tables 2, 4, Table 1's PACS row) and iWildCam (Fig 3b, Fig 4, Table 3)
 - claims            the 32 claims, checked on our committed numbers
@@ -238,8 +238,8 @@ FIG9["long"] = FIG9["paper"]
 @artifact_function
 def fig9(*, profile="smoke", data_root=None, overrides=None):
     """Fig 9: synthetic Gaussians, accuracy vs d(T_delta, S) (App. A.5, B.4; vague-18)."""
-    def compute(p):
-        runs = G.fig9_runs(p)
+    def summarise(specs, results, p):
+        runs = G.fig9_records(specs, results)
         notes = (["paper scale (App. A.5/B.4, vague-18 defaults; the same at quick, long and paper); features "
                   "standardised with the clients' training statistics (vague-22)"]
                  if profile != "smoke" else P.notes("smoke"))
@@ -262,7 +262,8 @@ def fig9(*, profile="smoke", data_root=None, overrides=None):
         return fig
 
     p = apply_overrides(copy.deepcopy(FIG9[profile]), overrides, where=f"the {PAPER} fig9 settings")
-    return _job("fedpals/fig9", p, compute, draw, ["none"])
+    return ArtifactJob("fedpals/fig9", p, None, draw, ("none",), specs=G.fig9_specs, summarise=summarise,
+                       execution=G.FIG9_EXECUTION, max_batch=None, desc="fedpals fig9")
 
 
 # ============================================================================= Table 1
@@ -270,14 +271,19 @@ def fig9(*, profile="smoke", data_root=None, overrides=None):
 def table1(*, profile="smoke", data_root=None, overrides=None):
     """Table 1 (Sec 5.1): target accuracy, FMNIST C=3/2, CIFAR-10 C=3/2/beta=0.1 (+ PACS C=6)."""
 
-    def compute(p):
-        tab, inf = TR.table1_compute(p, data_root)
-        pacs = RL.table1_pacs_rows(p, data_root, p["missing_datasets"])
-        if pacs is not None:
-            tab = pd.concat([tab, pacs], ignore_index=True)
+    def specs(q):
+        return TR.settings_specs(q, TR.table1_run_settings(q), data_root) + RL.table1_pacs_specs(q, data_root)
+
+    def summarise(specs, res, q):
+        image = [i for i, s in enumerate(specs) if not RL.is_pacs(s)]
+        pacs = [i for i, s in enumerate(specs) if RL.is_pacs(s)]
+        tab, inf = TR.table1_summary([specs[i] for i in image], [res[i] for i in image], q, data_root)
+        if pacs:
+            rows = RL.table1_pacs_rows([specs[i] for i in pacs], [res[i] for i in pacs], q, data_root)
+            tab = pd.concat([tab, rows], ignore_index=True)
         else:
             inf["notes"].append("PACS row not run at the smoke profile (the pacs notebook runs PACS on its stand-in)"
-                                if p.get("profile") == "smoke" else "PACS row not regenerated: data set missing")
+                                if q.get("profile") == "smoke" else "PACS row not regenerated: data set missing")
         return tab, inf
 
     def draw(tab, p):
@@ -286,7 +292,13 @@ def table1(*, profile="smoke", data_root=None, overrides=None):
 
     p = _params(profile, overrides=overrides, pacs=True)
     datasets = list(dict.fromkeys(d for d, _ in TR.table1_settings(p)))  # table1_rows may leave one out
-    return _job("fedpals/table1", p, compute, draw, datasets + ["pacs"], optional=["pacs"])
+    # the PACS row's runs train as the pacs notebook's (_real_job), the image rows' as the other image sweeps
+    image_how, image_label = (R.execution(), TR.runs_per_engine_call()), TR.setting_label()
+    return ArtifactJob("fedpals/table1", p, None, draw, tuple(datasets + ["pacs"]), ("pacs",), specs=specs,
+                       summarise=summarise, desc="fedpals table1",
+                       split_by=lambda s: "PACS C=6" if RL.is_pacs(s) else image_label(s),
+                       run_as=lambda s: (RL.execution(s.training["model"]), RL.MAX_BATCH) if RL.is_pacs(s)
+                       else image_how)
 
 
 # ============================================================================= accuracy vs shift
@@ -378,48 +390,53 @@ def _real_info(p, RL, group, data_root):
     return {"datasets": [desc], "device": R.default_device(), "notes": list(p["notes"])}
 
 
+def _real_job(aid, p, group, specs, table, draw, data_root):
+    """A PACS or iWildCam artifact that trains: the group's runs (`specs(q, data_root)`), declared;
+    its table made by `table(specs, results, q)` from their results."""
+    def summarise(sp, res, q):
+        return table(sp, res, q), _real_info(q, RL, group, data_root)
+
+    return ArtifactJob(aid, p, None, draw, (group,), specs=lambda q: specs(q, data_root), summarise=summarise,
+                       execution=RL.execution(p["train"]["model"]), max_batch=RL.MAX_BATCH, desc=f"fedpals {group}")
+
+
 @artifact_function
 def pacs(*, profile="smoke", data_root=None, overrides=None):
     """Fig 3a, Table 2, Table 4 (Sec 5.1, App. A.4, A.6): PACS, 3 clients, C=6."""
     p, RL = _real("pacs", profile, overrides)
-    cache = {}
 
-    def runs(q):
-        if "runs" not in cache:
-            cache["runs"] = RL.pacs_runs(q, data_root)
-        return cache["runs"]
+    def records(sp, res, q):
+        return RL.pacs_records(sp, res, q, data_root)
 
     arts = {
-        "fig3a": (lambda q: RL.fig3a_table(runs(q), q, data_root), lambda t, q: draw_rounds(t, q, "PACS: target accuracy")),
-        "table2": (lambda q: RL.table2_table(runs(q)),
+        "fig3a": (lambda sp, res, q: RL.fig3a_table(records(sp, res, q), q, data_root),
+                  lambda t, q: draw_rounds(t, q, "PACS: target accuracy")),
+        "table2": (lambda sp, res, q: RL.table2_table(records(sp, res, q)),
                    lambda t, q: draw_real_table(t, q, "fedpals/table2", "delta", "Table 2: PACS, perturbed T")),
-        "table4": (lambda q: RL.table4_table(runs(q), q),
+        "table4": (lambda sp, res, q: RL.table4_table(records(sp, res, q), q),
                    lambda t, q: draw_real_table(t, q, "fedpals/table4", "lambda", "Table 4: PACS, all variants")),
     }
-    return [_job(f"fedpals/{k}", p, lambda q, f=f: (f(q), _real_info(q, RL, "pacs", data_root)), d, ["pacs"])
-            for k, (f, d) in arts.items()]
+    return [_real_job(f"fedpals/{k}", p, "pacs", RL.pacs_specs, f, d, data_root) for k, (f, d) in arts.items()]
 
 
 @artifact_function
 def iwildcam(*, profile="smoke", data_root=None, overrides=None):
     """Fig 3b, Fig 4, Table 3 (Sec 5.1, App. A.7): iWildCam, 100 clients."""
     p, RL = _real("iwildcam", profile, overrides)
-    cache = {}
 
-    def runs(q):
-        if "runs" not in cache:
-            cache["runs"] = RL.iwild_runs(q, data_root)
-        return cache["runs"]
+    def fig4(q):  # the aggregation weights of the first seed's clients: no training
+        return RL.fig4_table(q, data_root), _real_info(q, RL, "iwildcam", data_root)
 
-    arts = {
-        "fig3b": (lambda q: RL.fig3b_table(runs(q), q, data_root),
-                  lambda t, q: draw_rounds(t, q, "iWildCam: target macro F1", "f1_macro")),
-        "fig4": (lambda q: RL.fig4_table(q, data_root), draw_fig4),
-        "table3": (lambda q: RL.table3_table(runs(q)),
-                   lambda t, q: draw_real_table(t, q, "fedpals/table3", "lambda", "Table 3: iWildCam macro F1")),
-    }
-    return [_job(f"fedpals/{k}", p, lambda q, f=f: (f(q), _real_info(q, RL, "iwildcam", data_root)), d,
-                 ["iwildcam"]) for k, (f, d) in arts.items()]
+    return [
+        _real_job("fedpals/fig3b", p, "iwildcam", RL.iwild_specs,
+                  lambda sp, res, q: RL.fig3b_table(RL.iwild_records(sp, res, q), q, data_root),
+                  lambda t, q: draw_rounds(t, q, "iWildCam: target macro F1", "f1_macro"), data_root),
+        _job("fedpals/fig4", p, fig4, draw_fig4, ["iwildcam"]),
+        _real_job("fedpals/table3", p, "iwildcam", RL.iwild_specs,
+                  lambda sp, res, q: RL.table3_table(RL.iwild_records(sp, res, q)),
+                  lambda t, q: draw_real_table(t, q, "fedpals/table3", "lambda", "Table 3: iWildCam macro F1"),
+                  data_root),
+    ]
 
 
 def draw_rounds(tab, p, title, metric="accuracy_pct"):

@@ -20,7 +20,6 @@ import pandas as pd
 from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.engine import Federation, Pools
-from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, pools_key_of
 from fedpaper.papers._common.summaries import seed_summary
 from fedpaper.blocks.partition import oracle_partition
@@ -88,9 +87,14 @@ def _labels(data: dict, data_root):
     return pl.y_train.cpu().numpy(), pl.y_test.cpu().numpy()
 
 
-def execution(p: dict) -> Execution:
-    """Grouped backend for the LeNet stand-ins on CPU (no per-shape calibration); FEDPAPER_BACKEND overrides."""
-    backend = "grouped" if default_device() == "cpu" and p["train"]["model"] == "lenet" else "auto"
+#: Runs per engine call of the PACS and iWildCam sweeps (memory permitting)
+MAX_BATCH = 16
+
+
+def execution(model: str) -> Execution:
+    """How runs of `model` execute: the grouped backend for the LeNet stand-ins on CPU (no per-shape
+    calibration), else "auto"; FEDPAPER_BACKEND overrides."""
+    backend = "grouped" if default_device() == "cpu" and model == "lenet" else "auto"
     return Execution(backend=os.environ.get("FEDPAPER_BACKEND", backend))
 
 
@@ -212,10 +216,14 @@ def pacs_specs(p: dict, data_root=None) -> list[RunSpec]:
     return specs
 
 
-def pacs_runs(p: dict, data_root=None) -> pd.DataFrame:
-    """One row per PACS run: best source-validation round's target accuracy, and its curve."""
-    specs = pacs_specs(p, data_root)
-    results = run_specs(specs, data_root, execution=execution(p), desc="fedpals pacs")
+def is_pacs(spec: RunSpec) -> bool:
+    """Whether a run is one of the PACS runs (`pacs_specs`)."""
+    return spec.partition.get("layout") == "fedpals-pacs"
+
+
+def pacs_records(specs: list, results: list, p: dict, data_root=None) -> pd.DataFrame:
+    """One row per PACS run (`pacs_specs(p)`) and its result: best source-validation round's target
+    accuracy, and its curve."""
     rows = []
     for i, (s, r) in enumerate(zip(specs, results)):
         acc, rnd = _best(r, "val_acc", "test_acc")
@@ -438,9 +446,9 @@ def iwild_specs(p: dict, data_root=None) -> list[RunSpec]:
     return specs
 
 
-def iwild_runs(p: dict, data_root=None) -> pd.DataFrame:
-    specs = iwild_specs(p, data_root)
-    results = run_specs(specs, data_root, execution=execution(p), desc="fedpals iwildcam")
+def iwild_records(specs: list, results: list, p: dict) -> pd.DataFrame:
+    """One row per iWildCam run (`iwild_specs(p)`) and its result: best validation round's target
+    macro F1, and its curve."""
     rows = []
     for s, r in zip(specs, results):
         f1, rnd = _best(r, "val_f1", "test_f1")
@@ -522,9 +530,15 @@ def table1_pacs_settings(p: dict) -> dict:
     return q
 
 
-def table1_pacs_rows(p: dict, data_root, missing):
-    """Table 1's PACS row from Table 1's settings `p` when PACS is present (not at the smoke
-    profile: the pacs notebook exercises that path on its stand-in)."""
-    if p.get("profile") == "smoke" or "pacs" in (missing or []):
-        return None
-    return table1_rows(pacs_runs(table1_pacs_settings(p), data_root))
+def table1_pacs_specs(p: dict, data_root=None) -> list[RunSpec]:
+    """The runs of Table 1's PACS row from Table 1's settings `p` (as the pipeline hands them on:
+    `profile`, `missing_datasets`): none at the smoke profile (the pacs notebook exercises that
+    path on its stand-in) or without PACS."""
+    if p.get("profile") == "smoke" or "pacs" in (p.get("missing_datasets") or []):
+        return []
+    return pacs_specs(table1_pacs_settings(p), data_root)
+
+
+def table1_pacs_rows(specs: list, results: list, p: dict, data_root=None) -> pd.DataFrame:
+    """Table 1's PACS row from its runs (`table1_pacs_specs(p)`) and their results."""
+    return table1_rows(pacs_records(specs, results, table1_pacs_settings(p), data_root))

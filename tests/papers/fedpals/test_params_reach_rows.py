@@ -1,9 +1,10 @@
 """An override and explicit seeds reach every run of every FedPALS artifact that trains, Table 1's
 PACS row included (its settings are built from Table 1's own params, not from the profile name).
 
-The artifacts' compute functions run on the smoke stand-ins with run_specs replaced by one that
-records the run specs it is given and returns a flat result for each (no training)."""
-import pandas as pd
+The artifacts' computes (for those that declare their runs: the pipeline's sweep, then their
+summarise) run on the smoke stand-ins with run_specs replaced by one that records the run specs it
+is given and returns a flat result for each (no training); Table 1's PACS row is read from the runs
+Table 1 declares where PACS is present."""
 import pytest
 
 import fedpaper.papers.fedpals as F
@@ -32,7 +33,6 @@ def recorded(monkeypatch):
         return [_fake_result(s) for s in sp]
 
     monkeypatch.setattr(TR, "run_specs", fake_run_specs)
-    monkeypatch.setattr(RL, "run_specs", fake_run_specs)
     monkeypatch.setattr(executors, "run_specs", fake_run_specs)  # the pipeline's sweep of declared runs
     return specs
 
@@ -48,29 +48,28 @@ def _jobs(fn, **kw):
     return got
 
 
-def test_table1_pacs_row_takes_the_overrides_and_explicit_seeds_of_table1(monkeypatch):
-    seen = {}
-
-    def fake_pacs_runs(p, data_root=None):
-        seen.update(p)
-        return pd.DataFrame()
-
-    monkeypatch.setattr(TR, "table1_compute", lambda p, data_root=None: (pd.DataFrame(), {"notes": []}))
-    monkeypatch.setattr(RL, "pacs_runs", fake_pacs_runs)
-    monkeypatch.setattr(RL, "table1_rows", lambda runs: pd.DataFrame([{"dataset": "PACS"}]))
-    [(aid, compute, params)] = _jobs(F.table1, profile="quick", seeds=[4, 7],
-                                     overrides={"rounds": 3, "hyper.mu": 0.5})
+def _pacs_row_runs(**kw) -> tuple[list, list]:
+    """(the PACS row's runs, the image rows' runs) Table 1 declares at the quick profile with PACS present."""
+    [(aid, compute, params)] = _jobs(F.table1, profile="quick", **kw)
     assert aid == "fedpals/table1"
-    tab, _ = compute(dict(params, missing_datasets=[]))
-    assert list(tab["dataset"]) == ["PACS"]
-    assert seen["seeds"] == [4, 7]
-    assert seen["train"]["rounds"] == 3
-    assert seen["hyper"]["mu"] == 0.5
+    specs = compute.job.specs(dict(params, missing_datasets=[]))
+    return [s for s in specs if RL.is_pacs(s)], [s for s in specs if not RL.is_pacs(s)]
+
+
+def test_table1_pacs_row_takes_the_overrides_and_explicit_seeds_of_table1():
+    pacs, _ = _pacs_row_runs(seeds=[4, 7], overrides={"rounds": 3, "hyper.mu": 0.5})
+    assert pacs and {s.seed for s in pacs} == {4, 7}
+    assert {s.training["rounds"] for s in pacs} == {3}
+    default, _ = _pacs_row_runs()
+    fedprox = {s.seed: s.method for s in pacs if s.tags["method"] == "FedProx"}
+    fedprox0 = {s.seed: s.method for s in default if s.tags["method"] == "FedProx"}
+    assert fedprox and fedprox0 and "0.5" in str(fedprox[4]) and "0.5" not in str(fedprox0[0])
+    assert str(fedprox[4]).replace("0.5", "0.01") == str(fedprox0[0])  # mu, and nothing else, changed
     # only the PACS entry of rounds changed: the image rows keep theirs
-    [(_, compute, params)] = _jobs(F.table1, profile="quick", overrides={"rounds.pacs": 2})
-    compute(dict(params, missing_datasets=[]))
-    assert seen["train"]["rounds"] == 2 and seen["seeds"] == [0, 1, 2]  # the PACS profile's own 3 seeds
-    assert params["rounds"]["cifar10"] == 20
+    pacs, image = _pacs_row_runs(overrides={"rounds.pacs": 2})
+    assert {s.training["rounds"] for s in pacs} == {2}
+    assert {s.seed for s in pacs} == {0, 1, 2}  # the PACS profile's own 3 seeds
+    assert {s.training["rounds"] for s in image} == {20}
 
 
 def test_table1_pacs_row_without_overrides_is_the_pacs_profile():
