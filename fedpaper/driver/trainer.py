@@ -470,13 +470,11 @@ class _BestTracker:
             if skip is not None and skip[r]:
                 continue
             v = row.get(self.metric)
-            if v is None or np.isnan(v):
-                if self.score[r] is not None:
-                    continue
-            elif self.score[r] is not None and not v > self.score[r]:
-                continue
-            else:
-                self.score[r] = v
+            valued = v is not None and not np.isnan(v)
+            if valued and (self.score[r] is None or v > self.score[r]):
+                self.score[r] = v  # a new peak
+            elif valued or self.score[r] is not None:
+                continue  # not a new peak, or no value after one was seen
             self.kept[r] = _snapshot(rnd, params, buffers, r)
 
     def snapshots(self, params: dict, buffers: dict) -> list:
