@@ -8,6 +8,8 @@ notebook cell, papermill (`-p`/`-y`) and the CLI all get the same one-line error
 
 - profile: one of PROFILES;
 - seeds: None (the profile's), an int n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0;
+  the pipeline turns every seed setting of an artifact's settings into a list once, these seeds
+  replacing each (`resolve_seeds`): artifact functions never see them;
 - data_root: None (the default search: fedpaper.ground.paths.data_root) or an existing folder, as a
   str or a path: a typo is answered with the one line the CLI gives for its --data-root
   (`data_root_problem`), never taken for a machine without data;
