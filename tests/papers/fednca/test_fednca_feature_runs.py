@@ -33,8 +33,9 @@ def _jobs(fn, **kw):
     (FN.fig3_fig4, "table5", ["fig3a", "fig4a", "fig3b", "fig4b", "fig3c", "fig4c"]),
     (FN.fig6_fig7, "table7", ["fig6a", "fig7a", "fig6b", "fig7b", "fig6c", "fig7c"]),
     (FN.fig5, "table5", ["fig5"])], ids=["fig3_fig4", "fig6_fig7", "fig5"])
-def test_feature_figures_declare_the_variant_runs_with_the_snapshot(fn, table, ids):
-    jobs = _jobs(fn, profile="smoke", seeds=[3, 5], overrides={"rounds": 1})
+@pytest.mark.parametrize("profile", ["smoke", "paper"])
+def test_feature_figures_declare_the_variant_runs_with_the_snapshot(fn, table, ids, profile):
+    jobs = _jobs(fn, profile=profile, seeds=[3, 5], overrides={"rounds": 1})
     assert [j.artifact_id for j, _ in jobs] == [f"fednca/{i}" for i in ids]
     for job, params in jobs:
         assert job.declares_runs and job.compute is None, job.artifact_id
