@@ -14,16 +14,12 @@ the groups of runs the sweeps form, packed longest first onto the least loaded G
 
 How the runs are found (no artifact logic is repeated here): each artifact's notebook function is
 called as the notebook calls it, with `fedpaper.outputs.pipeline.COMPUTE_HOOK` set, so the pipeline
-hands this module its compute function instead of computing, drawing and writing (nothing is
-written, absent data sets do not stop it). An artifact that declares its runs
-(`ArtifactJob.specs`) is read directly: its specs are keyed and built as run_specs would
-(`declared_runs`), nothing of it runs. The compute of any other runs with a collecting executor
-(`fedpaper.runs.executors.using_executor`): every `executors.run_specs` call records its runs' store
-keys and their `build` and returns placeholders, whose first use stops the compute (`_Collected`,
-a BaseException, so no `except Exception` in an artifact hides it). Runs that an artifact trains
-outside run_specs (FedNCA-ML's feature models, `FederatedTrainer` directly) are caught at the
-trainer's constructor, which records them and stops the compute instead of training; while such a
-compute runs, the pools builders of `LABEL_ONLY` are swapped for label-only ones (`_label_only_pools`).
+hands this module its job instead of computing, drawing and writing (nothing is written, absent
+data sets do not stop it). An artifact that trains declares its runs (`ArtifactJob.specs`): its
+specs are keyed as run_specs would key them (`declared_runs`), nothing of it runs. An artifact
+that gives a `compute` instead trains nothing and is not called; a compute ladder's compute is
+called, and its rungs (artifact functions) come back through the same hook with their declared
+runs, while any run the ladder would train itself is refused (`_RefusingExecutor`).
 
 A run is counted from its spec as RunSpec.build sets it up (`_Counter`: the paper's pools builder,
 its layout, `experiment.train_config`), not by hand formulas; each pool and each federation is
@@ -40,9 +36,7 @@ fedpaper.runs.model_costs.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
 import itertools
 import json
 import tempfile
@@ -61,9 +55,8 @@ from fedpaper.runs.model_costs import (GPU_RESULTS, NOT_MEASURED, ModelKey, _one
 from fedpaper.runs import experiment as E
 from fedpaper.outputs.artifacts import ArtifactResult
 from fedpaper.outputs.pipeline import COMPUTE_HOOK
-from fedpaper.driver import trainer as T
 from fedpaper.runs.executors import using_executor
-from fedpaper.runs.experiment import (Execution, RunSpec, build_stored, get_pools, pools_key_of, run_samples,
+from fedpaper.runs.experiment import (Execution, RunSpec, get_pools, pools_key_of, run_samples,
                                       store_key, train_config)
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.ground.files import atomic_path
@@ -76,38 +69,19 @@ from fedpaper.runs.store import ResultStore, spec_json
 GB = 1e9
 
 
-class _Collected(BaseException):
-    """Raised where an artifact first uses a result it was not given (or would train): its runs
-    are all recorded. A BaseException, so that an artifact's `except Exception` does not hide it."""
-
-class _NotTrained:
-    """The placeholder result of a planned run: any use stops the artifact's compute."""
-
-    def _stop(self, *a, **k):
-        raise _Collected
-
-    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = get = keys = items = values = _stop
-
-    def __getattr__(self, name):
-        raise _Collected
+class _TrainsUndeclared(Exception):
+    """An artifact's compute asked to train runs it does not declare (`ArtifactJob.specs`)."""
 
 
-_NOT_TRAINED = _NotTrained()
-
-
-class CollectingExecutor:
-    """An executor (fedpaper.runs.executors) that trains nothing: it records each run's store key and
-    build function, and returns placeholders."""
+class _RefusingExecutor:
+    """The executor of a compute ladder's compute while planning: its rungs' runs are declared and
+    counted through the pipeline's hook; any other run it asks for is refused (nothing trains)."""
 
     name = "plan"
     is_local = False
 
-    def __init__(self):
-        self.found: list = []  # (store key dict, build)
-
     def run_specs(self, keys, build, **_):
-        self.found += [(k, build) for k in keys]
-        return [_NOT_TRAINED] * len(keys)
+        raise _TrainsUndeclared("trains runs it does not declare (give its ArtifactJob specs= and summarise=)")
 
 
 # ----------------------------------------------------------------------------- what is counted
@@ -181,61 +155,30 @@ def _canon(d) -> str:
     return spec_json(d)
 
 
-@contextlib.contextmanager
-def _label_only_pools():
-    """For the compute of an artifact that does not declare its runs: the pools builders that
-    `label_only_pools` can stand in for build label-only pools (the federation depends on labels
-    only; nothing trains while planning), the others are left as they are."""
-    saved = dict(E.POOLS_BUILDERS)
-
-    def stand_in(name, fn):
-        def labels_only(options, root, device):
-            return label_only_pools(pools_key_of({"name": name, "options": options}, root, device))
-        return E.PoolsBuilder(labels_only, reads=getattr(fn, "reads", None))
-
-    E.POOLS_BUILDERS.update({k: stand_in(k, v) for k, v in saved.items() if k in LABEL_ONLY})
-    E.get_pools.cache_clear()
-    try:
-        yield
-    finally:
-        E.POOLS_BUILDERS.clear()
-        E.POOLS_BUILDERS.update(saved)
-        E.get_pools.cache_clear()
-
-
-@contextlib.contextmanager
-def _no_direct_training(found: list):
-    """FederatedTrainer(...) records (config, pools, federations) in `found` and stops the compute."""
-
-    real = T.FederatedTrainer.__init__
-
-    def refuse(self, method, config, pools, feds, progress=True):
-        found.append((method, config, pools, list(feds)))
-        raise _Collected
-
-    T.FederatedTrainer.__init__ = refuse
-    try:
-        yield
-    finally:
-        T.FederatedTrainer.__init__ = real
-
-
 def declared_runs(job, params: dict, data_root, memo: Optional[dict] = None) -> list[tuple]:
-    """(store key, build, its JSON) of each distinct run an artifact declares (`job.specs(params)`),
-    in order, as `fedpaper.runs.executors.run_specs` would key and build them: nothing is trained.
+    """(store key, execution, its JSON) of each distinct run an artifact declares (`job.specs(params)`),
+    in order, as `fedpaper.runs.executors.run_specs` would key them (the execution its sweep trains
+    with, `ArtifactJob.how`): nothing is trained.
     `memo`: {spec JSON: (store key, its JSON)}, shared by the artifacts of one plan (most share runs)."""
     memo = {} if memo is None else memo
-    found, by_key = [], {}
-    build = functools.partial(build_stored, by_key, data_root, job.execution)
+    found = []
     for _, part in job.sweeps(job.specs(params)):
+        execution = job.how(next(iter(part.values())))[0]  # a sweep's runs share their execution
         for j, s in part.items():
             if j not in memo:
                 k = store_key(s, data_root)
                 memo[j] = (k, spec_json(k))
             k, ident = memo[j]
-            by_key[ident] = s
-            found.append((k, build, ident))
+            found.append((k, execution, ident))
     return found
+
+
+def _is_ladder(aid: str) -> bool:
+    """A compute ladder (`<paper>/scaling`): its compute runs other artifact functions as its rungs."""
+    try:
+        return artifact(aid).kind == "ladder"
+    except Exception:  # noqa: BLE001 - an id the catalog does not know is no ladder
+        return False
 
 
 def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
@@ -264,23 +207,24 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
         plan = outer[-1] if nested else (plans.get(aid) or ArtifactPlan(aid))
         if not nested:
             plan.missing = [] if params.get("profile") == "smoke" else list(missing)  # smoke: stand-ins
-        ex, direct = CollectingExecutor(), []
         before = len(plan.runs)
         outer.append(plan)
         job = getattr(compute, "job", None)  # an artifact that declares its runs (pipeline.ArtifactJob.specs)
-        declared: list = []  # (store key, build, its JSON)
+        declared: list = []  # (store key, execution, its JSON)
         try:
             if job is not None and job.declares_runs:
                 plan.runs_from = plan.runs_from or "specs"
                 declared = declared_runs(job, params, compute.data_root, store_keys)
-            else:
-                plan.runs_from = "compute"
-                with using_executor(ex), _no_direct_training(direct), _label_only_pools():
+            elif _is_ladder(aid):
+                # a compute ladder's rungs are artifact functions: each comes back through this hook with
+                # its declared runs; what the ladder itself would train is refused
+                plan.runs_from = "rungs"
+                with using_executor(_RefusingExecutor()):
                     compute(params)
-            if not ex.found and not declared and not direct and not nested and len(plan.runs) == before:
+            if not declared and not nested and len(plan.runs) == before:
                 plan.status = "no training"
-        except _Collected:
-            pass
+        except _TrainsUndeclared as e:
+            plan.status = f"error: {e}"
         except Exception as e:  # noqa: BLE001 - one line per artifact; the others go on
             # a ladder reads its rungs' tables, empty while planning: what failed after its rungs were
             # collected is that reading, not the plan
@@ -288,29 +232,15 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
                 plan.status = f"error: {_one_line(e)}" + (f" (data absent: {', '.join(missing)})" if missing else "")
         finally:
             outer.pop()
-        found = declared + [(k, build, spec_json(k)) for k, build in ex.found]
         # runs that share a partition built one after another: a paper's layout caches its partitions
         # (privlabels: the last 64), and a sweep's order (method > setting > seed) would miss every time
-        new = sorted({i: n for n, (_, _, i) in enumerate(found) if i not in counted}.values(),
-                     key=lambda n: _partition_order(found[n][0]))
-        collected = any(n >= len(declared) for n in new)
-        with _label_only_pools() if collected else contextlib.nullcontext():
-            for n in new:
-                k, build, ident = found[n]
-                if n < len(declared):  # from its spec, with its job's execution (its evaluation batch is in the model key)
-                    count = functools.partial(counter.count, ident, RunSpec(**k["run"]), job.execution)
-                else:  # collected from a compute: built as its sweep would build it, labels only where LABEL_ONLY
-                    count = functools.partial(_count_built, ident, k, build)
-                _count_key(k, ident, counted, count)
-        plan.runs += [counted[i] for _, _, i in found]
-        for method, config, pools, feds in direct:
-            for f in feds:
-                ident = "direct:" + hashlib.sha256(
-                    (repr(method) + _canon(config.spec()) + repr([len(c) for c in f.client_indices])
-                     + str(f.seed)).encode()).hexdigest()[:16]
-                if ident not in counted:
-                    counted[ident] = count_run(ident, aid.split("/")[0], config, pools, f, "direct")
-                plan.runs.append(counted[ident])
+        new = sorted({i: n for n, (_, _, i) in enumerate(declared) if i not in counted}.values(),
+                     key=lambda n: _partition_order(declared[n][0]))
+        for n in new:
+            k, execution, ident = declared[n]
+            # from its spec, with its sweep's execution (its evaluation batch is in the model key)
+            _count_key(k, ident, counted, functools.partial(counter.count, ident, RunSpec(**k["run"]), execution))
+        plan.runs += [counted[i] for _, _, i in declared]
         if aid in plans and plan.runs and plan.status.startswith("error") and missing:
             plan.status = "planned (data absent: " + ", ".join(missing) + ")"
         import pandas as pd
@@ -358,7 +288,7 @@ def record_runs(selected: list[str], profile: str, data_root, store=None) -> dic
     store = store if store is not None else ResultStore()
     out = {}
     for plan in collect(selected, profile, data_root):
-        keys = [json.loads(r.ident) for r in plan.runs if not r.ident.startswith("direct:")]
+        keys = [json.loads(r.ident) for r in plan.runs]
         if keys:
             store.record(plan.artifact_id, profile, keys)
         out[plan.artifact_id] = keys
@@ -393,11 +323,6 @@ def _sizes_only(fed: Federation) -> Federation:
     return Federation([rows(c) for c in fed.client_indices], rows(fed.test_indices), rows(fed.val_indices),
                       rows(fed.server_indices), None if fed.client_unlabeled_indices is None
                       else [rows(c) for c in fed.client_unlabeled_indices], seed=fed.seed)
-
-
-def _count_built(ident: str, key: dict, build) -> RunCount:
-    setup = build(key)
-    return count_run(ident, key["paper"], setup.config, get_pools(setup.pools_key), setup.federation, setup.pools_key)
 
 
 class _Counter:
@@ -711,10 +636,7 @@ def _run_gpu_s(r: RunCount, gpu: dict) -> Optional[float]:
 
 def _group_of(ident: str) -> str:
     """What a run shares with the runs the engine trains beside it (experiment.group_setups: method,
-    TrainConfig, data pool), read from its store key; a run collected at a trainer's constructor
-    ("direct:") is a group of its own."""
-    if ident.startswith("direct:"):
-        return ident
+    TrainConfig, data pool), read from its store key."""
     run = json.loads(ident)["run"]
     return _canon([run.get("method"), run.get("training"), run.get("data")])
 

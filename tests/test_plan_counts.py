@@ -15,7 +15,7 @@ from fedpaper.blocks.data.multilabel import composite_split
 from fedpaper.blocks.models import build_model
 from fedpaper.engine.memory import pools_bytes, saved_tensor_bytes
 from fedpaper.runs import model_costs as C
-from fedpaper.runs.experiment import get_pools, pools_key_of
+from fedpaper.runs.experiment import RunSpec, build_stored, get_pools, pools_key_of
 
 
 @pytest.mark.parametrize("singles, pairs, seed, offset", [(None, 2, 0, 7), (3, 1, 21, 3), (0, 4, 5, 0), (5, 0, 1, 7)])
@@ -97,8 +97,8 @@ def test_the_plans_counts_equal_the_full_builds(fn, cache_tmp):
         got = {r.ident: r for r in plan.runs}
         found = P.declared_runs(job, params, None)
         assert {i for _, _, i in found} == set(got)
-        for key, build, ident in found:
-            st = build(key)
+        for key, execution, ident in found:
+            st = build_stored({ident: RunSpec(**key["run"])}, None, execution, key)
             full = P.count_run(ident, key["paper"], st.config, get_pools(st.pools_key), st.federation, st.pools_key)
             r = got[ident]
             assert (r.train_samples, r.eval_samples, r.model, r.pools, r.slots, r.rounds) == \
