@@ -206,14 +206,14 @@ def section_partitions() -> dict:
 
 # ----------------------------------------------------------------------------- small training
 def _train(p: dict, dataset: str, split: dict, methods: list, seeds: list, lam=None, store=None) -> list[dict]:
-    from fedpaper.papers.fedpals import train as TR
+    from fedpaper.runs.executors import run_specs
 
     specs = []
     for m in methods:
         specs += [R.base_spec(p, dataset, split, seed=s, method=m, lam=(0.0 if m == "FedPALS" else lam))
                   for s in seeds]
     t0 = time.process_time()
-    res = TR.run_specs(specs, None, execution=R.execution(), desc="causes", max_batch=1, store=store)
+    res = run_specs(specs, None, execution=R.execution(), desc="causes", max_batch=1, store=store)
     cpu = time.process_time() - t0
     out = []
     for s, r in zip(specs, res):

@@ -1,4 +1,6 @@
-"""The tests' shorthand for one job through the pipeline (fedpaper.outputs.pipeline)."""
+"""The tests' shorthand for one job through the pipeline (fedpaper.outputs.pipeline), and for the job an
+artifact function declares."""
+from fedpaper.outputs import pipeline
 from fedpaper.outputs.pipeline import ArtifactJob, run_job
 
 
@@ -6,3 +8,17 @@ def run_artifact(artifact_id, *, params=None, compute, draw, datasets=("none",),
     """ArtifactJob(artifact_id, params, compute, draw, datasets, optional_datasets) run by run_job(**parameters)."""
     return run_job(ArtifactJob(artifact_id, {} if params is None else params, compute, draw, tuple(datasets),
                                tuple(optional_datasets)), **parameters)
+
+
+def declared_job(fn, artifact_id, **parameters):
+    """(job, params) of `artifact_id` among the jobs of artifact function `fn` called with `parameters`:
+    the ArtifactJob as the pipeline runs it and the params it hands its compute, taken under
+    pipeline.COMPUTE_HOOK (nothing computed, drawn or written)."""
+    got = {}
+    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.setdefault(aid, (compute, params)))
+    try:
+        fn(**parameters)
+    finally:
+        pipeline.COMPUTE_HOOK.reset(token)
+    compute, params = got[artifact_id]
+    return compute.job, params

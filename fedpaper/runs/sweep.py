@@ -86,16 +86,6 @@ def in_scope(scope: SweepScope):
         yield scope
 
 
-class _CurrentOwner:
-    """`SWEEP_OWNER.get()`: the owner of the current scope (None outside an artifact), as
-    fedpaper.papers.fedpals.train reads it to record an artifact's runs before its first sweep."""
-
-    def get(self) -> Optional[tuple]:
-        return current_scope().owner
-
-
-SWEEP_OWNER = _CurrentOwner()
-
 # `fedpaper reproduce --max-hours H` sets this (seconds since the epoch) for the kernels it starts.
 DEADLINE_ENV = "FEDPAPER_DEADLINE"
 _clock = time.time  # tests replace it

@@ -74,19 +74,23 @@ def test_a_run_without_round_reports_still_counts_whole_runs(tmp_path, monkeypat
 
 def test_the_engines_rounds_move_a_real_sweeps_bar(cache_tmp, monkeypatch):
     """Real training: the trainer reports each round (it names no method) and the bar of the
-    sweep moves inside the runs before the first result is stored."""
-    from fedpaper.papers.fedpals import _params
+    sweep moves inside the runs before the first result is stored. Runs of two settings of Table 1,
+    trained as the pipeline trains its declared runs (its job's sweeps, one per setting, in the
+    artifact's scope): each bar is labelled by the artifact and its setting."""
+    from pipeline_harness import declared_job
+
+    from fedpaper.papers import fedpals
     from fedpaper.papers.fedpals import train as TR
 
     bars = _Bars(monkeypatch)
-    p = _params("smoke")
-    p["seeds"] = [0, 1]
-    p["rounds"] = {"fashion-mnist": 4, "cifar10": 4}
-    setting = {"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg"]}
-    with W.in_scope(W.SweepScope(artifact="fedpals/table1")):  # as the pipeline runs a paper's compute
-        TR.train_settings(p, [setting], desc="fedpals table1")
-    (label, seen, total), = bars.bars
-    assert label == "fedpals/table1 fashion-mnist C=3" and total == 2
+    job, p = declared_job(fedpals.table1, "fedpals/table1", profile="smoke")
+    p = dict(p, seeds=[0, 1], rounds={"fashion-mnist": 4, "cifar10": 4})
+    settings = [{"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": c}, "methods": ["FedAvg"]}
+                for c in (3, 2)]
+    job.run_declared(TR.settings_specs(p, settings), None, W.SweepScope(artifact="fedpals/table1"))
+    assert [(label, total) for label, _, total in bars.bars] == [("fedpals/table1 fashion-mnist C=3", 2),
+                                                                 ("fedpals/table1 fashion-mnist C=2", 2)]
+    _, seen, _ = bars.bars[0]
     # 2 runs of 4 rounds: 0.25 of a run a round per run trained (one or both per engine call)
     assert seen[0] in (pytest.approx(0.25), pytest.approx(0.5)) and seen[-1] == pytest.approx(2)
     assert len(seen) >= 4

@@ -137,15 +137,19 @@ def test_resolve_seeds_makes_every_seed_setting_a_list():
 
 
 def _fedavg_run(rounds):
-    """One tiny FedAvg run of the fedpals smoke profile with `rounds` overridden."""
+    """One tiny FedAvg run of the fedpals smoke profile with `rounds` overridden, trained as a FedPALS
+    artifact's declared runs are (its settings' specs through run_specs, at the sweeps' execution)."""
     from fedpaper.papers import fedpals
+    from fedpaper.papers.fedpals import runs as R
     from fedpaper.papers.fedpals import train as TR
+    from fedpaper.runs.executors import run_specs
     from fedpaper.runs.store import ResultStore
 
     p = fedpals._params("smoke", overrides={"rounds": rounds})
     p["seeds"] = [0]
     setting = {"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg"]}
-    specs, results = TR.train_settings(p, [setting])
+    specs = TR.settings_specs(p, [setting])
+    results = run_specs(specs, execution=R.execution(), max_batch=TR.runs_per_engine_call())
     return specs, results, {ResultStore().key(s) for s in specs}
 
 

@@ -8,15 +8,12 @@ import json
 import numpy as np
 import pandas as pd
 
-from fedpaper.runs.executors import run_specs
-from fedpaper.runs.experiment import default_device, store_key
+from fedpaper.runs.experiment import default_device
 from fedpaper.papers._common.chance import CHANCE_MARGIN, at_chance, chance_level
 from fedpaper.papers._common.rows import cell_of
 from fedpaper.papers._common.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 from fedpaper.runs.provenance import compute_record
-from fedpaper.runs.store import ResultStore
-from fedpaper.runs.sweep import SWEEP_OWNER
 
 
 def _gkey(s) -> tuple:
@@ -35,34 +32,15 @@ def runs_per_engine_call() -> int:
     return 1 if default_device() == "cpu" else 16
 
 
-def train_settings(p: dict, settings: list[dict], data_root=None, desc="fedpals") -> tuple[list, list]:
-    """Run (or read from the cache) every spec of the settings; returns (specs, results).
-
-    Every spec of the artifact is recorded in the store's index before the first run, so that a
-    sweep stopped at its deadline (`fedpaper reproduce --max-hours`) counts all the runs left."""
-    per_setting = [R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"], data_root,
-                                  **st.get("kw", {})) for st in settings]
-    owner = SWEEP_OWNER.get()
-    if owner is not None:
-        ResultStore().record(*owner, [store_key(s, data_root) for sp in per_setting for s in sp])
-    specs, results = [], []
-    for st, sp in zip(settings, per_setting):
-        specs += sp
-        kw = ", ".join(f"{k}={v}" for k, v in st.get("kw", {}).items() if k in ("local_epochs", "num_clients"))
-        label = f"{desc} {st['dataset']} {R.label_setting(st['split'])}" + (f" ({kw})" if kw else "")  # unique
-        results += run_specs(sp, data_root, execution=R.execution(), desc=label, max_batch=runs_per_engine_call())
-    return specs, results
-
-
 def settings_specs(p: dict, settings: list[dict], data_root=None) -> list:
-    """Every spec of the settings, setting by setting (as train_settings trains them)."""
+    """Every spec of the settings, setting by setting: the runs an artifact declares (ArtifactJob.specs)."""
     return [s for st in settings for s in R.method_specs(p, st["dataset"], st["split"], st["methods"], p["seeds"],
                                                          data_root, **st.get("kw", {}))]
 
 
 def setting_label(*named: str):
     """A declared sweep's `split_by`: one run_specs call per setting, labelled by its data set, label
-    split and the `named` settings ("num_clients", "local_epochs"), as train_settings labels them."""
+    split and the `named` settings ("num_clients", "local_epochs") that tell its settings apart."""
     where = {"num_clients": "partition", "local_epochs": "training"}
 
     def label(s) -> str:
@@ -413,7 +391,7 @@ def fig8_settings(p: dict) -> dict:
     return {"fig8a": a, "fig8b": b, "fig8c": c}
 
 
-#: The settings each Fig 8 panel's sweeps are labelled by (train_settings: those of its settings' kw)
+#: The settings each Fig 8 panel's sweeps are labelled by (setting_label): num_clients or local_epochs, as its kw set
 FIG8_NAMED = {"fig8a": ("num_clients",), "fig8b": ("local_epochs",), "fig8c": ("num_clients",)}
 
 

@@ -1,8 +1,8 @@
 """Every FedPALS artifact that trains declares its runs (`ArtifactJob.specs`) and summarises their
 results without training; the others' computes train nothing. Checked at the smoke profile, under
 `pipeline.COMPUTE_HOOK` (nothing drawn or written), with every way to train replaced by one that
-fails the test: run_specs (the pipeline's and train.py's) and `RunSpec.build`, which every run that
-trains goes through."""
+fails the test: run_specs (the pipeline's) and `RunSpec.build`, which every run that trains goes
+through."""
 import pandas as pd
 import pytest
 
@@ -11,6 +11,7 @@ from fedpaper.outputs import pipeline
 from fedpaper.papers.fedpals import real as RL
 from fedpaper.papers.fedpals import train as TR
 from fedpaper.runs import executors
+from fedpaper.runs.executors import run_specs as run_specs_imported  # as a module that trains imports it
 from fedpaper.runs.experiment import RunSpec
 
 #: every artifact function of the paper module (the compute ladder, ladder.py, runs these as its rungs)
@@ -46,7 +47,6 @@ def no_training(monkeypatch):
         raise AssertionError("trained (or asked to train) a run")
 
     monkeypatch.setattr(executors, "run_specs", refuse)
-    monkeypatch.setattr(TR, "run_specs", refuse)
     monkeypatch.setattr(RunSpec, "build", refuse)
 
 
@@ -74,14 +74,14 @@ def test_what_trains_is_declared_and_summarised_without_training(fn, no_training
 
 
 def test_the_check_fails_on_a_compute_that_trains(no_training, cache_tmp):
-    """The trap of the test above catches training: the pipeline's sweep of declared runs, and the
-    sweep Table 1's compute ran before its runs were declared (train.train_settings)."""
+    """The trap of the test above catches training: the pipeline's sweep of declared runs, and Table 1's
+    runs trained by a compute itself, through a run_specs it imported before the trap was set."""
     [(_, compute, params)] = _jobs(F.fig9, profile="smoke")
     with pytest.raises(AssertionError, match="trained"):
         compute(params)
-    [(_, compute, params)] = _jobs(F.table1, profile="smoke")
+    [(_, _, params)] = _jobs(F.table1, profile="smoke")
     with pytest.raises(AssertionError, match="trained"):
-        TR.train_settings(params, TR.table1_run_settings(params))
+        run_specs_imported(TR.settings_specs(params, TR.table1_run_settings(params)), execution=F.R.execution())
 
 
 def test_table1_declares_its_pacs_row_with_the_pacs_notebooks_execution():

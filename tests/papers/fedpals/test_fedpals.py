@@ -260,21 +260,28 @@ def test_paper_profile_has_the_papers_table1_setting_and_says_its_seeds():
 
 
 def test_table1_sweep_records_all_its_runs_first_then_stops_at_the_deadline_and_resumes(smoke, tmp_path, monkeypatch):
+    """Table 1's runs trained as the pipeline trains them (its job's sweeps, one per setting, in a scope
+    that owns them): every run is in the store's index before the first sweep starts."""
+    from pipeline_harness import declared_job
+
+    from fedpaper.papers import fedpals
     from fedpaper.runs import store as S
     from fedpaper.runs import sweep as W
     from fedpaper.papers.fedpals import train as TR
 
     monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path))
     monkeypatch.setenv("FEDPAPER_PROGRESS", "0")
+    job, _ = declared_job(fedpals.table1, "fedpals/table1", profile="smoke")
     p = dict(smoke, seeds=[0, 1], rounds={"fashion-mnist": 1, "cifar10": 1})
     settings = [{"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg", "Oracle"]},
                 {"dataset": "cifar10", "split": {"scheme": "dirichlet", "beta": 0.1}, "methods": ["FedAvg"]}]
-    with W.in_scope(W.SweepScope(owner=("fedpals/table1", "smoke"))):  # as the pipeline runs Table 1's compute
-        monkeypatch.setenv(W.DEADLINE_ENV, "1")  # long past: no run starts
-        with pytest.raises(W.SweepStopped, match="0 of 4 runs done"):
-            TR.train_settings(p, settings)
-        store = S.ResultStore()
-        assert store.progress("fedpals/table1", "smoke") == (0, 6)  # both settings' runs, before any training
-        monkeypatch.delenv(W.DEADLINE_ENV)
-        specs, results = TR.train_settings(p, settings)
-        assert len(specs) == len(results) == 6 and store.progress("fedpals/table1", "smoke") == (6, 6)
+    specs = TR.settings_specs(p, settings)
+    scope = W.SweepScope(artifact="fedpals/table1", owner=("fedpals/table1", "smoke"))  # as the pipeline makes it
+    monkeypatch.setenv(W.DEADLINE_ENV, "1")  # long past: no run starts
+    with pytest.raises(W.SweepStopped, match="0 of 4 runs done"):
+        job.run_declared(specs, None, scope)
+    store = S.ResultStore()
+    assert store.progress("fedpals/table1", "smoke") == (0, 6)  # both settings' runs, before any training
+    monkeypatch.delenv(W.DEADLINE_ENV)
+    results = job.run_declared(specs, None, scope)
+    assert len(specs) == len(results) == 6 and store.progress("fedpals/table1", "smoke") == (6, 6)

@@ -13,7 +13,6 @@ from fedpaper.runs import executors
 from fedpaper.outputs.parameters import resolve_seeds
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import real as RL
-from fedpaper.papers.fedpals import train as TR
 
 
 def _fake_result(spec) -> dict:
@@ -25,14 +24,13 @@ def _fake_result(spec) -> dict:
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """The specs every run_specs call of the FedPALS modules receives (results: _fake_result)."""
+    """The specs every run_specs call of the pipeline receives (results: _fake_result)."""
     specs = []
 
     def fake_run_specs(sp, data_root=None, **kw):
         specs.extend(sp)
         return [_fake_result(s) for s in sp]
 
-    monkeypatch.setattr(TR, "run_specs", fake_run_specs)
     monkeypatch.setattr(executors, "run_specs", fake_run_specs)  # the pipeline's sweep of declared runs
     return specs
 
