@@ -37,6 +37,7 @@ fedpaper.runs.model_costs.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import json
 import tempfile
@@ -255,7 +256,7 @@ def collect(selected: list[str], profile: str, data_root) -> list[ArtifactPlan]:
             for nb, aids in notebooks.items():
                 if aids[0].split("/")[0] != paper:  # the pools one paper's runs were counted on, dropped after it
                     paper = aids[0].split("/")[0]
-                    get_pools.cache_clear(), label_only_pools.cache_clear()
+                    get_pools.cache_clear(), label_only_pools.cache_clear(), gc.collect()
                 try:
                     notebook.artifact_function_of(nb)(profile=profile, data_root=None if data_root is None else str(data_root), out_dir=scratch,
                                              seeds=None)

@@ -155,7 +155,9 @@ def saved_tensor_bytes(model: torch.nn.Module, x: torch.Tensor, precision: str =
         if st.data_ptr() not in held and st.data_ptr() not in seen:
             seen.add(st.data_ptr())
             total += st.nbytes()
-        return t
+        # the same storage without its graph: a saved *output* packed as itself would hold its own grad_fn,
+        # a reference cycle through autograd's C++ graph that Python's collector never frees
+        return t.detach()
 
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
             autocast(precision, x.device):
