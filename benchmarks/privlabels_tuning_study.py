@@ -37,7 +37,7 @@ Per (server size, optimiser, L): each method's mean test accuracy (best-validati
 figures) +- seed std; per seed the margins worse tuning method - FedAvg and better tuning method -
 FedAvg (min / max of Tuning-MSE, Tuning-Pairwise on that seed), their mean and std. NOISE RULE: a
 margin is outside seed noise when every seed has the same sign and |mean| > 2 x std / sqrt(n_seeds);
-else "within noise". Models at chance (the package's one rule, papers._common.chance.at_chance, the
+else "within noise". Models at chance (the package's one rule, claims.chance.at_chance, the
 claims' CHANCE of 10 %) are flagged: a margin between models at chance tests nothing. TREND RULE: per
 (optimiser, L, margin), the ordinary least-squares slope of the per-seed margins against
 log10(server size) (sizes x seeds points; SE from the residuals, n - 2 dof) in points per decade:
@@ -66,8 +66,8 @@ from machine import loadavg, machine, run_line  # noqa: E402
 from fedpaper.runs.experiment import store_key  # noqa: E402
 from fedpaper.outputs.parameters import apply_overrides  # noqa: E402
 from fedpaper.papers import privlabels as PL  # noqa: E402
-from fedpaper.papers._common.chance import at_chance  # noqa: E402
-from fedpaper.papers._common.rows import Cell  # noqa: E402
+from fedpaper.claims.chance import at_chance  # noqa: E402
+from fedpaper.claims.rows import Cell  # noqa: E402
 from fedpaper.papers.privlabels import profiles as P  # noqa: E402
 from fedpaper.papers.privlabels import runs as R  # noqa: E402
 from fedpaper.papers.privlabels.claims import CHANCE, TUNE  # noqa: E402
@@ -397,7 +397,7 @@ def markdown(o: dict) -> str:
              f"the clients' pool): share also in the x1 federation "
              + (f"{min(shared):.2f}-{max(shared):.2f}" if shared else "-") + " at the other sizes.", "",
              f"Noise rule: {o['noise_rule']}. Trend rule: {o['trend_rule']}. At chance: the package's rule "
-             f"(papers._common.chance, one-class score {o['chance']:.0f} %).", "",
+             f"(claims.chance, one-class score {o['chance']:.0f} %).", "",
              "## Findings", ""] + [f"- {f}" for f in o["findings"]] + [
              "", "## Cells (test accuracy %, mean ± seed std; margins in points, per seed)", "",
              "| server | optimiser | L | FedAvg | Tuning-MSE | Tuning-Pairwise | worse - FedAvg (per seed) | mean ± std | "

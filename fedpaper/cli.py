@@ -48,8 +48,8 @@ from fedpaper.blocks.data.fetch import ensure_datasets
 from fedpaper.ground.errors import BAD_INPUT_ERRORS, FedpaperError, UnknownNameError
 from fedpaper.ground.files import clean_stale_temps
 from fedpaper.kernel import kernel_manager_class
-from fedpaper.papers import PAPERS, artifact, artifact_ids, dataset_available, get_artifact, missing_message, not_implemented_reason
-from fedpaper.papers.catalog import DRAWS_DATA, OPTIONAL_DATASETS
+from fedpaper.outputs.registry import PAPERS, artifact, artifact_ids, dataset_available, get_artifact, missing_message, not_implemented_reason
+from fedpaper.claims.catalog import DRAWS_DATA, OPTIONAL_DATASETS
 from fedpaper.outputs.parameters import PROFILES, check_profile, data_root_problem
 from fedpaper.ground import paths
 from fedpaper.runs import sweep
@@ -254,7 +254,7 @@ def plan_run(selected: list[str], profile: str, root: Path, explicit=(), dry_run
                 reason += "; " + missing_message(missing[0], root)
             plan.skipped[aid] = reason
             continue
-        if art.kind == "ladder" and profile == "paper":  # rungs climb to the long profile (papers/ladder.py)
+        if art.kind == "ladder" and profile == "paper":  # rungs climb to the long profile (outputs/ladder.py)
             plan.skipped[aid] = "not regenerated: a compute ladder has no rungs at the paper profile"
             continue
         if rerender_requested() and not has_committed:  # --rerender: nothing to redraw

@@ -30,7 +30,7 @@ import pandas as pd
 
 from fedpaper.ground.errors import FedpaperError
 from fedpaper.runs.provenance import runs_text
-from fedpaper.papers.catalog import get_artifact, load_reported
+from fedpaper.claims.catalog import get_artifact, load_reported
 from fedpaper.outputs import pipeline
 from fedpaper.ground import paths
 from fedpaper.report import artifact_claims, claim_line, compare_with_reported, verdict_line

@@ -62,7 +62,7 @@ from fedpaper.runs.experiment import (Execution, RunSpec, get_pools, pools_key_o
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.ground.files import atomic_path
 from fedpaper import notebook
-from fedpaper.papers import artifact, not_implemented_reason
+from fedpaper.outputs.registry import artifact, not_implemented_reason
 from fedpaper.papers.fednca import data as FD
 from fedpaper.ground.progress import warnings_once
 from fedpaper.runs.store import ResultStore, spec_json

@@ -1,7 +1,7 @@
 """The reproduction report, figures/REPORT.md, and the artifact status table of README.md.
 
 Everything is computed from OUR committed files (figures/<paper>/<name>.csv and .json), the
-papers' reported numbers (fedpaper/papers/reported/) and the claims the paper modules register.
+papers' reported numbers (fedpaper/claims/reported/) and the claims the paper modules register.
 It works with zero artifacts generated (a fresh clone without data). The output is deterministic
 (no timestamps), so regenerating it without new results changes nothing.
 
@@ -33,12 +33,12 @@ import pandas as pd
 
 from fedpaper.runs import provenance as prov
 from fedpaper.outputs.artifacts import claim_tables, committed_paths, committed_paths as _paths, load_committed, profile_figures_dir
-from fedpaper.papers._common import CAUSES, CHANCE_RULE, CONTEST_RULE, NOISE_RULE, Verdict, check_claims
-from fedpaper.papers._common.scaling import slope_text
-from fedpaper.papers._common.causes import diagnose, ladder_trends, reported_tables
-from fedpaper.papers._common.noise import beats
-from fedpaper.papers._common.rows import cell_of, norm, parse_per_seed
-from fedpaper.papers import (
+from fedpaper.claims import CAUSES, CHANCE_RULE, CONTEST_RULE, NOISE_RULE, Verdict, check_claims
+from fedpaper.claims.scaling import slope_text
+from fedpaper.claims.causes import diagnose, ladder_trends, reported_tables
+from fedpaper.claims.noise import beats
+from fedpaper.claims.rows import cell_of, norm, parse_per_seed
+from fedpaper.outputs.registry import (
     LADDERS,
     PAPER_TITLES,
     PAPERS,
@@ -54,7 +54,7 @@ from fedpaper.papers import (
 )
 from fedpaper.ground.paths import REPO_ROOT, cache_dir, data_root as _data_root, figures_dir
 from fedpaper.ground.files import atomic_write_bytes, atomic_write_text
-from fedpaper.papers._common.scaling import read_trends
+from fedpaper.claims.scaling import read_trends
 
 STATUS_START = "<!-- artifact-status:start -->"
 STATUS_END = "<!-- artifact-status:end -->"
@@ -291,7 +291,7 @@ VERDICT_MARKS = {"pass": "PASS", "within noise": "within noise", "fail": "FAIL",
 
 
 def diagnose_claims(results: list[dict], rows: list[dict]) -> list[dict]:
-    """Fill each result's causes (papers._common.causes.diagnose) from the status rows: the
+    """Fill each result's causes (claims.causes.diagnose) from the status rows: the
     provenance of every committed artifact, the data sets an artifact without committed results
     needs (never what this machine lacks: the report is the same wherever it is made), the papers'
     own tables."""
@@ -386,7 +386,7 @@ def claim_counts(results: list[dict]) -> str:
 
 
 RULES = [
-    "How a verdict is decided (one rule for every paper, in `fedpaper/papers/_common`):",
+    "How a verdict is decided (one rule for every paper, in `fedpaper/claims`):",
     "",
     f"- **Noise.** {NOISE_RULE}.",
     f"- **At chance.** {CHANCE_RULE}. A comparison whose models sit at chance is \"not testable at this "
@@ -613,7 +613,7 @@ def write_summary_figure(path: Path, paper: str, matches: list[tuple]) -> Path:
                 "code_version": (load_committed(aid, prof)[1] or {}).get("code_version")} for aid, prof, _ in matches]
     record = {"made_by": "fedpaper report (report.summary_png)", "paper": paper,
               "what": "ours against the paper's numbers, every matched cell (reported numbers: "
-                      "fedpaper/papers/reported/)", "sources": sources}
+                      "fedpaper/claims/reported/)", "sources": sources}
     for target, data in ((path, summary_png(paper, matches)),
                          (path.with_suffix(".csv"), table.to_csv(index=False).encode()),
                          (path.with_suffix(".json"), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())):

@@ -18,7 +18,7 @@ import time
 
 def dump(out: str, profiles: list) -> int:
     from fedpaper import plan
-    from fedpaper.papers.catalog import ARTIFACTS
+    from fedpaper.claims.catalog import ARTIFACTS
 
     res = {}
     for prof in profiles:

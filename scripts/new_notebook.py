@@ -128,7 +128,7 @@ def make_notebook(paper: str, name: str, artifact_ids, call: str, section: str |
     titles = []
     try:
         sys.path.insert(0, str(REPO_ROOT))
-        from fedpaper.papers.catalog import ARTIFACTS, PAPER_TITLES, get_artifact
+        from fedpaper.claims.catalog import ARTIFACTS, PAPER_TITLES, get_artifact
 
         for i in ids:
             titles.append(f"`{i}`: {get_artifact(i).title}")

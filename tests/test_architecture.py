@@ -21,10 +21,9 @@ LAYERS = [
     ("algorithms", ["fedpaper.algorithms"]),
     ("driver", ["fedpaper.driver"]),
     ("runs", ["fedpaper.runs"]),
-    ("outputs", ["fedpaper.outputs", "fedpaper.papers", "fedpaper.papers.catalog", "fedpaper.papers._common",
-                 "fedpaper.papers.ladder"]),
-    ("papers", ["fedpaper.papers.fedpals", "fedpaper.papers.privlabels", "fedpaper.papers.fedmt",
-                "fedpaper.papers.fednca"]),
+    ("claims", ["fedpaper.claims"]),
+    ("outputs", ["fedpaper.outputs"]),
+    ("papers", ["fedpaper.papers"]),
     ("top", ["fedpaper", "fedpaper.report", "fedpaper.plan", "fedpaper.notebook", "fedpaper.cli", "fedpaper.kernel",
              "fedpaper.papermill_engine", "fedpaper.jupyter_save"]),
 ]

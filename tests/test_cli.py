@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from fedpaper import cli, papers
+from fedpaper import cli
+from fedpaper.outputs import registry as papers
 from fedpaper.ground.paths import REPO_ROOT
 from repo_scripts import load_script
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fedpaper.outputs.artifacts import RERENDER_ENV, output_paths, profile_figures_dir
-from fedpaper.papers.catalog import DRAWS_DATA
+from fedpaper.claims.catalog import DRAWS_DATA
 from fedpaper.ground.paths import REPO_ROOT
 
 RMS_TOLERANCE = 2.0

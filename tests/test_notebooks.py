@@ -123,8 +123,8 @@ def test_progress_is_one_clean_bar_per_sweep(executed, nb_id):
     # (the catalog says which artifacts a notebook computes, not its file name: notebooks/fedmt/
     # scaling.ipynb draws fig2b/fig2c while fedmt/scaling is the ladder; a ladder's bars are those
     # of the artifacts it reruns)
-    from fedpaper import papers
-    from fedpaper.papers.catalog import LADDERS, artifact_ids
+    from fedpaper.outputs import registry as papers
+    from fedpaper.claims.catalog import LADDERS, artifact_ids
 
     paper = nb_id.split("/")[0]
     ids = set(artifact_ids(paper))

@@ -39,8 +39,8 @@ from fedpaper import notebook, plan
 from fedpaper.ground.errors import BadParameterError, DataMissingError
 from fedpaper.outputs import pipeline
 from fedpaper.outputs.artifacts import ArtifactResult
-from fedpaper.papers import artifact
-from fedpaper.papers.catalog import artifact_ids
+from fedpaper.outputs.registry import artifact
+from fedpaper.claims.catalog import artifact_ids
 from fedpaper.runs.executors import using_executor
 from fedpaper.runs.experiment import RunSpec
 

@@ -124,7 +124,8 @@ def test_reproduce_one_line_per_failed_notebook_and_exit_2(tmp_path, monkeypatch
                                                            readme_tmp):
     """A real notebook run by the CLI (papermill, a kernel) stops on bad input."""
 
-    from fedpaper import cli, papers
+    from fedpaper import cli
+    from fedpaper.outputs import registry as papers
 
     pkg = tmp_path / "pkg"
     pkg.mkdir()

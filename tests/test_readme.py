@@ -48,7 +48,7 @@ def _download_mb():
 
 
 def _artifacts():
-    from fedpaper.papers import artifact_ids
+    from fedpaper.outputs.registry import artifact_ids
 
     return str(len(artifact_ids(ladders=False)))
 

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from fedpaper import report as R
-from fedpaper.papers import Claim, catalog
-from fedpaper.papers._common import NOISE_RULE, Verdict, check_claims
+from fedpaper.claims import catalog
+from fedpaper.claims.catalog import Claim
+from fedpaper.claims import NOISE_RULE, Verdict, check_claims
 
 
 def _commit(figures, aid, table, **prov):
@@ -129,7 +130,7 @@ def test_claims_say_which_profile_they_were_computed_on():
 
 
 def test_report_renders_not_testable_partial_and_code_marks(figures_tmp, readme_tmp, empty_data_root):
-    from fedpaper.papers._common import CHANCE_RULE, NOT_TESTABLE, PARTIAL, PASS, Verdict
+    from fedpaper.claims import CHANCE_RULE, NOT_TESTABLE, PARTIAL, PASS, Verdict
 
     def code(t):
         return Verdict(PASS, "ok")
@@ -176,7 +177,7 @@ def test_quick_cells_identical_to_long_are_marked_as_the_same_runs(figures_tmp, 
 
 
 def test_every_non_pass_verdict_gets_a_computed_cause(figures_tmp, readme_tmp, empty_data_root):
-    from fedpaper.papers._common import NOISE, PAPER_CONTRADICTS, SETTING_DIFFERS, WITHIN_NOISE, Cause, Verdict
+    from fedpaper.claims import NOISE, PAPER_CONTRADICTS, SETTING_DIFFERS, WITHIN_NOISE, Cause, Verdict
 
     _commit(figures_tmp, "fedpals/table2", ours_table2())
     ours_only = lambda t: Verdict.of(not (t["fedpals/table2"]["std"] == 0.5).all(), "d")  # noqa: E731  fails on ours only
@@ -202,7 +203,7 @@ def test_causes_of_the_committed_verdicts(monkeypatch):
     from the vocabulary; the numbers of an at-chance cause are the committed per-seed values."""
     import re
 
-    from fedpaper.papers._common import AT_CHANCE, CAUSES
+    from fedpaper.claims import AT_CHANCE, CAUSES
     from fedpaper.ground.paths import REPO_ROOT
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
@@ -312,7 +313,7 @@ def test_noise_cause_numbers_are_differences_of_committed_per_seed_values(monkey
     import itertools
     import re
 
-    from fedpaper.papers._common.verdicts import NOISE
+    from fedpaper.claims.verdicts import NOISE
     from fedpaper.ground.paths import REPO_ROOT
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
@@ -383,8 +384,8 @@ def test_matched_cells_are_the_joined_cells_with_our_seed_range():
 
 
 def test_claim_line_names_the_deciding_number_its_cause_and_the_seeds_that_would_decide_it():
-    from fedpaper.papers._common import PAPER_CONTRADICTS, Cause, all_of, const, exceeds
-    from fedpaper.papers._common.rows import Cell
+    from fedpaper.claims import PAPER_CONTRADICTS, Cause, all_of, const, exceeds
+    from fedpaper.claims.rows import Cell
 
     def result(v, text="In every row A beats B by a wide margin (here: at least 10 points; paper 12-27)."):
         return {"id": "fedpals/claim-4", "text": text, "verdict": v.verdict, "detail": v.detail,
@@ -409,7 +410,7 @@ def test_report_summary_fits_one_screen_and_folds_every_claims_evidence(monkeypa
     add up to each paper's claims; one line per claim, folded per paper; each claim's full evidence
     (verdict_line) folded in its own <details>; a PNG linked per paper with matched cells."""
     from fedpaper.ground.paths import REPO_ROOT
-    from fedpaper.papers import claims as paper_claims
+    from fedpaper.outputs.registry import claims as paper_claims
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
     monkeypatch.setenv("FEDPAPER_CACHE", str(tmp_path / "cache"))
@@ -496,8 +497,8 @@ def test_paper_scale_table_cells_noise_and_measured_causes(figures_tmp, readme_t
     selection variant that closes the gap, the weight-0 clients of a diverged seed, and "no measured
     cause" where the only factor moves ours away from the paper. The figure is written, linked, and
     the report regenerates byte-identically."""
-    from fedpaper.papers._common.noise import beats
-    from fedpaper.papers._common.rows import cell_of
+    from fedpaper.claims.noise import beats
+    from fedpaper.claims.rows import cell_of
 
     rep = _paper_scale_table1(figures_tmp)
     monkeypatch.setattr(R, "CAUSES_DIR", tmp_path / "results")

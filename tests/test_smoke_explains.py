@@ -3,9 +3,9 @@ profile does not run: its run specs name no missing data set when none is missin
 give no "data or weights absent" cause for a row the profile leaves out."""
 import pytest
 
-from fedpaper.papers._common.causes import diagnose
-from fedpaper.papers._common.verdicts import ABSENT, NOT_CHECKABLE, UNTESTED_AT_SCALE, Cause, Verdict
-from fedpaper.papers.catalog import Claim
+from fedpaper.claims.causes import diagnose
+from fedpaper.claims.verdicts import ABSENT, NOT_CHECKABLE, UNTESTED_AT_SCALE, Cause, Verdict
+from fedpaper.claims.catalog import Claim
 
 
 @pytest.fixture(scope="module")

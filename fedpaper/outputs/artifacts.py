@@ -29,9 +29,9 @@ from fedpaper.outputs.parameters import FAITHFUL_ORDER, check_profile
 from fedpaper.runs import provenance as prov
 from fedpaper.ground.errors import BadParameterError, DataMissingError
 from fedpaper.blocks.data.registry import missing_message
-from fedpaper.papers import claims
-from fedpaper.papers._common import check_claims
-from fedpaper.papers.catalog import (
+from fedpaper.outputs.registry import claims
+from fedpaper.claims import check_claims
+from fedpaper.claims.catalog import (
     DRAWS_DATA,
     Claim,  # noqa: F401  (exported here too)
     artifact_ids,

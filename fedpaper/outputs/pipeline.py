@@ -53,7 +53,7 @@ from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, capti
 from fedpaper.outputs.dryrun import DryRunExecutor
 from fedpaper.outputs.parameters import (APPLIED_KEY, Parameters, check_profile, overridable_keys, resolve_seeds,
                                          validate)
-from fedpaper.papers.catalog import get_artifact, reported_path
+from fedpaper.claims.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
 from fedpaper.runs.sweep import RunTally, SweepScope, current_scope, in_scope
 

@@ -152,7 +152,7 @@ def train_config(training: dict, pools: Pools, execution: Execution) -> TrainCon
 # ---------------------------------------------------------------------------------------------
 # Layouts (partition -> Federation) and pools builders: each paper declares them in explicit tables
 # (LAYOUTS, POOLS_BUILDERS in fedpaper/papers/<paper>/__init__.py), read here when a run of the paper
-# is built (_import_paper) or by fedpaper.papers.load_papers; a paper's names start with "<paper>",
+# is built (_import_paper) or by fedpaper.outputs.registry.load_papers; a paper's names start with "<paper>",
 # so a data name alone finds its paper (get_pools).
 
 LAYOUTS: dict[str, Callable] = {}
@@ -174,7 +174,7 @@ class PoolsBuilder:
 
 def register_tables(layouts: dict, pools_builders: dict) -> None:
     """Add a paper's tables: {layout name: fn(spec, pools, data_root) -> Federation} and {data name:
-    PoolsBuilder} (fedpaper.papers.load_papers and _import_paper call it; idempotent)."""
+    PoolsBuilder} (fedpaper.outputs.registry.load_papers and _import_paper call it; idempotent)."""
     for name, fn in layouts.items():
         LAYOUTS.setdefault(name, fn)
     for name, b in pools_builders.items():

@@ -7,7 +7,8 @@ import urllib.error
 import numpy as np
 import pytest
 
-from fedpaper import cli, papers
+from fedpaper import cli
+from fedpaper.outputs import registry as papers
 from fedpaper.blocks.data import dataset_available, download, fetch, load_dataset
 from fedpaper.ground.errors import DataMissingError
 from fedpaper.runs.provenance import dataset_copies, summary

@@ -1,4 +1,4 @@
-"""The papers' own reported numbers (fedpaper/papers/reported/*.csv) written in the schema of our
+"""The papers' own reported numbers (fedpaper/claims/reported/*.csv) written in the schema of our
 committed CSV of each artifact, so every claim check can be fed the paper's numbers.
 
 Conversion of one reported CSV:
@@ -28,8 +28,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from fedpaper.papers import ARTIFACTS
-from fedpaper.papers.catalog import REPORTED_DIR
+from fedpaper.outputs.registry import ARTIFACTS
+from fedpaper.claims.catalog import REPORTED_DIR
 from fedpaper.ground.paths import REPO_ROOT
 
 FIGURES = REPO_ROOT / "figures"

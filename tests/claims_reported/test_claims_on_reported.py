@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedpaper.papers._common import check_claims
-from fedpaper.papers import claims, get_claim
+from fedpaper.claims import check_claims
+from fedpaper.outputs.registry import claims, get_claim
 from reported_tables import FIGURES, paper_tables, set_mean, shuffled, standardised, synthesised
 
 PAPERS = ("fedpals", "fedmt", "fednca", "privlabels")
@@ -309,7 +309,7 @@ def test_claims_3_4_one_verdict_for_every_seed_synthesis_of_the_papers_numbers(c
     """The paper's CIFAR-10 C=2 FedAvg (46.7 +- 15.8 over 8 seeds, one-class score 50) is at chance
     for some syntheses of its seeds and not for others; the verdict does not depend on which (a loser
     at chance counts for the claim, CONTEST_RULE)."""
-    from fedpaper.papers._common import at_chance, cell, chance_level
+    from fedpaper.claims import at_chance, cell, chance_level
 
     verdicts, low = {}, set()
     for shape in SHAPES:
@@ -327,7 +327,7 @@ def test_claims_3_4_one_verdict_for_every_seed_synthesis_of_the_papers_numbers(c
 def test_synthetic_seeds_reproduce_the_reported_mean_and_std():
     import numpy as np
 
-    from fedpaper.papers._common import parse_per_seed as parse_seeds
+    from fedpaper.claims import parse_per_seed as parse_seeds
 
     paper = paper_tables()
     t = paper["fedpals/table1"]

@@ -8,7 +8,7 @@ import pytest
 from fedpaper.outputs import artifacts as A
 from pipeline_harness import run_artifact
 from fedpaper.ground.errors import BadParameterError, DataMissingError, UnknownNameError
-from fedpaper.papers import catalog
+from fedpaper.claims import catalog
 
 ART = "fedpals/table2"  # needs pacs, which no test data root holds
 

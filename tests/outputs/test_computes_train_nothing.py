@@ -10,7 +10,7 @@ import pytest
 
 from fedpaper.driver import trainer
 from fedpaper.outputs import pipeline
-from fedpaper.papers import PAPERS, artifact
+from fedpaper.outputs.registry import PAPERS, artifact
 from fedpaper.runs import executors
 from fedpaper.runs.experiment import RunSpec
 

@@ -10,7 +10,7 @@ import pytest
 from fedpaper.outputs import artifacts as A
 from fedpaper import cli
 from fedpaper.ground.errors import BadParameterError, DataMissingError
-from fedpaper.papers.catalog import DRAWS_DATA
+from fedpaper.claims.catalog import DRAWS_DATA
 from fedpaper.ground.paths import REPO_ROOT
 
 SUFFIXES = ("csv", "json", "png", "pdf")

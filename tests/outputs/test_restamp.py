@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from fedpaper.outputs import artifacts as A
 from fedpaper import cli
-from fedpaper.papers import implementation
+from fedpaper.outputs.registry import implementation
 from fedpaper.ground.paths import REPO_ROOT
 
 AID = "fedmt/fig2b"

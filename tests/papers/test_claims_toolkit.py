@@ -1,4 +1,4 @@
-"""The shared claims toolkit (fedpaper/papers/_common): rows by key, the one at-chance rule, the
+"""The shared claims toolkit (fedpaper/claims): rows by key, the one at-chance rule, the
 one noise rule, verdict combination, missing artifacts handled by the framework, and causes whose
 source strings hold no digit."""
 import ast
@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedpaper.papers import _common as K
-from fedpaper.papers._common import causes as KC
+from fedpaper import claims as K
+from fedpaper.claims import causes as KC
 
-PKG = Path(K.__file__).resolve().parent.parent  # fedpaper/papers
+PKG = Path(K.__file__).resolve().parent.parent  # fedpaper
 
 
 def _seeds(*vals):
@@ -215,8 +215,8 @@ NOT_YET_CONVERTED: set = set()  # every paper is on the toolkit
 
 
 @pytest.mark.parametrize("where", [
-    "_common", *sorted({"fedpals", "privlabels", "fedmt", "fednca"} - NOT_YET_CONVERTED),
-    *[pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="typed diagnoses until converted"))
+    "claims", *sorted(f"papers/{p}" for p in {"fedpals", "privlabels", "fedmt", "fednca"} - NOT_YET_CONVERTED),
+    *[pytest.param(f"papers/{p}", marks=pytest.mark.xfail(strict=True, reason="typed diagnoses until converted"))
       for p in sorted(NOT_YET_CONVERTED)]])
 def test_no_digit_in_any_diagnosis_string_of_the_source(where):
     files = sorted((PKG / where).glob("*.py"))
@@ -233,7 +233,7 @@ def test_the_digit_scan_catches_a_typed_number(tmp_path):
 
 
 def test_a_setting_difference_is_named_once_across_the_claims_artifacts():
-    from fedpaper.papers import Claim
+    from fedpaper.outputs.registry import Claim
 
     c = Claim("privlabels/claim-14", "x", ("privlabels/fig2", "privlabels/fig3"), lambda t: K.Verdict(K.FAIL, "no"))
     shared = ["long profile (CPU): 200 samples per client instead of 2,000",
@@ -251,7 +251,7 @@ def test_a_setting_difference_is_named_once_across_the_claims_artifacts():
 
 
 def test_diagnose_names_the_setting_from_provenance_and_the_papers_contradiction():
-    from fedpaper.papers import Claim
+    from fedpaper.outputs.registry import Claim
 
     fail = lambda t: K.Verdict(K.FAIL, "no")  # noqa: E731
     c = Claim("fedpals/claim-9", "x", ("fedpals/table4",), fail)

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from fedpaper import report as R
-from fedpaper.papers import Claim, get_claim
-from fedpaper.papers import _common as K
+from fedpaper.outputs.registry import Claim, get_claim
+from fedpaper import claims as K
 from fedpaper.ground.paths import REPO_ROOT
 
 
@@ -114,7 +114,7 @@ def test_claims_3_4_on_our_committed_table1_do_not_depend_on_fedavg_being_at_cha
     """On our committed Table 1, where FedAvg sits at chance on a row, claims 3 and 4 count their rows
     the same whether FedAvg is judged at chance or not (the at-chance test made blind to FedAvg)."""
     from fedpaper.outputs.artifacts import load_committed
-    from fedpaper.papers._common import chance as C
+    from fedpaper.claims import chance as C
 
     monkeypatch.setenv("FEDPAPER_FIGURES", str(REPO_ROOT / "figures"))
     t, _ = load_committed("fedpals/table1")

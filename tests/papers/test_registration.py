@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-from fedpaper import papers
+from fedpaper.outputs import registry as papers
 from fedpaper.runs import experiment as E
 
 

@@ -1,14 +1,14 @@
-"""The compute ladder's trend rule (papers/_common/scaling.py) and the causes that read a ladder csv."""
+"""The compute ladder's trend rule (claims/scaling.py) and the causes that read a ladder csv."""
 import math
 
 import pandas as pd
 import pytest
 
-from fedpaper.papers import Claim
-from fedpaper.papers import _common as K
-from fedpaper.papers._common import causes as KC
-from fedpaper.papers._common import noise as KN
-from fedpaper.papers._common import scaling as S
+from fedpaper.outputs.registry import Claim
+from fedpaper import claims as K
+from fedpaper.claims import causes as KC
+from fedpaper.claims import noise as KN
+from fedpaper.claims import scaling as S
 
 COMPUTE = [1.0, 4.0, 16.0, 64.0]
 
@@ -198,8 +198,8 @@ def test_a_rung_whose_compared_models_sit_at_chance_gives_no_value():
 
     """FedMT's quick ladder had FedMT (E) and SemiFL both at 1% (CIFAR-100's one-class score) at its
     first rung, a margin of 0.0 that entered the fit; `learned` leaves such a rung out (Missing)."""
-    from fedpaper.papers._common.rows import Cell, Missing
-    from fedpaper.papers.ladder import learned
+    from fedpaper.claims.rows import Cell, Missing
+    from fedpaper.outputs.ladder import learned
 
     def cell(*v):
         return Cell(float(np.mean(v)), float(np.std(v, ddof=1)), len(v), tuple(v))
@@ -221,7 +221,7 @@ def test_fedmt_ladder_leaves_an_at_chance_rung_out():
 
     import pandas as pd
 
-    from fedpaper.papers._common.rows import Missing
+    from fedpaper.claims.rows import Missing
     from fedpaper.papers.fedmt import ladder as L
 
     def rows(e, s):
@@ -240,7 +240,7 @@ def test_a_rung_where_the_compared_methods_coincide_gives_no_value():
     which entered the fits (claim 11 "flat", then "widening"). `differ` leaves such a rung out."""
     import numpy as np
 
-    from fedpaper.papers._common.rows import Missing
+    from fedpaper.claims.rows import Missing
     from fedpaper.papers.fedmt import ladder as L
 
     def rows(e, s):
@@ -260,8 +260,8 @@ def test_a_worst_row_quantity_compares_the_same_rows_at_every_rung():
     of more rows at a larger rung would look like a widening gap."""
     import numpy as np
 
-    from fedpaper.papers import ladder as LD
-    from fedpaper.papers._common.rows import Missing
+    from fedpaper.outputs import ladder as LD
+    from fedpaper.claims.rows import Missing
 
     def bad():
         raise Missing("at chance: X 1.0/1.0/1.0")
@@ -311,7 +311,7 @@ def test_a_rungs_sweeps_are_labelled_by_the_rung_and_counted_into_the_ladder(cac
     import matplotlib.pyplot as plt
 
     from fedpaper.outputs import pipeline
-    from fedpaper.papers import ladder as LD
+    from fedpaper.outputs import ladder as LD
     from fedpaper.runs import sweep as W
 
     labels = []

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedpaper import papers
-from fedpaper.papers import catalog
-from fedpaper.papers import ladder as LD
-from fedpaper.papers._common import scaling as S
+from fedpaper.outputs import registry as papers
+from fedpaper.claims import catalog
+from fedpaper.outputs import ladder as LD
+from fedpaper.claims import scaling as S
 from fedpaper.outputs.pipeline import run_job
 from fedpaper.runs.versions import PACKAGE_DIR, read_only_modules
 
@@ -112,7 +112,7 @@ def test_ladder_job_writes_rows_fit_figure_and_provenance(tmp_path):
     rec = json.loads(res.paths["json"].read_text())
     assert any("rungs on the smoke profile" in n for n in rec["notes"])
     # the causes read this csv back
-    from fedpaper.papers._common.causes import ladder_trends
+    from fedpaper.claims.causes import ladder_trends
     (tr,) = ladder_trends([t])["fedpals/claim-4"]
     assert tr.trend == S.NARROWING and tr.rungs == 3
 
@@ -184,7 +184,7 @@ def test_a_ladder_at_the_paper_profile_is_one_line_and_skipped_by_reproduce(caps
     from fedpaper import cli
     from fedpaper.ground.errors import BadParameterError
     from fedpaper.papers.fedpals import ladder as L
-    from fedpaper.papers.ladder import ladder_job
+    from fedpaper.outputs.ladder import ladder_job
 
     with pytest.raises(BadParameterError, match="no rungs at the paper profile") as e:
         ladder_job(L.LADDER, profile="paper")

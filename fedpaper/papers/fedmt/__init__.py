@@ -218,7 +218,7 @@ def ablations(*, profile="smoke", data_root=None, overrides=None):
     return [a, b, c]
 
 
-# ------------------------------------------------------------------ registration (papers.load_papers)
+# ------------------------------------------------------------------ registration (outputs.registry.load_papers)
 _GROUPS = {"main": ["table2", "fig2a", "table6"], "scaling": ["fig2b", "fig2c"], "estimation": ["fig3"],
            "ablations": ["table7", "table8", "table9"]}
 NOTEBOOKS = {**{f"{PAPER}/{a}": f"notebooks/{PAPER}/{nb}.ipynb" for nb, ids in _GROUPS.items() for a in ids},

@@ -1,4 +1,4 @@
-"""The 33 claims of targets/fedmt.md section 3, checked on the claims toolkit (papers/_common).
+"""The 33 claims of targets/fedmt.md section 3, checked on the claims toolkit (claims).
 
 Accuracies are percent on balanced test sets: chance is 100/K (K = 100 fine and 20 coarse CIFAR-100
 classes; 9 and 3 Fitzpatrick classes; the smoke stand-in has 20 fine / 5 coarse). Every comparison
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from fedpaper.papers._common import (
+from fedpaper.claims import (
     NOT_TESTABLE,
     Cell,
     ClaimSet,

@@ -31,11 +31,11 @@ from __future__ import annotations
 import numpy as np
 
 from fedpaper.papers import fedmt as FM
-from fedpaper.papers import load_reported
+from fedpaper.claims.catalog import load_reported
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt.claims import ACC, BASE, E, T, chance
 from fedpaper.outputs.pipeline import artifact_function
-from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, differ, gap_to_paper, learned, method_cells,
+from fedpaper.outputs.ladder import (GAP, Ladder, Quantity, Rung, differ, gap_to_paper, learned, method_cells,
                                     ladder_job, seeds_of, testable, worst)
 
 

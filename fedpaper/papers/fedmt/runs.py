@@ -16,7 +16,7 @@ from fedpaper.algorithms.methods import Method
 from fedpaper.algorithms.parts import argument
 from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution, RunSpec
-from fedpaper.papers._common.summaries import seed_summary
+from fedpaper.claims.summaries import seed_summary
 
 
 PAPER = "fedmt"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 
-from fedpaper.papers.catalog import load_reported
+from fedpaper.claims.catalog import load_reported
 
 from fedpaper.papers.fednca import data as data
 from fedpaper.papers.fednca import figures
@@ -161,7 +161,7 @@ def fig5(*, profile="smoke", data_root=None, overrides=None):
     return figures.attention_figure(_params(profile, overrides), data_root)
 
 
-# ------------------------------------------------------------------ registration (papers.load_papers)
+# ------------------------------------------------------------------ registration (outputs.registry.load_papers)
 _IMAGES_ABSENT = ("images absent (PASCAL VOC and ChestX-ray14: the offline copies contain only the label tables; "
                   "get the images with torchvision VOCDetection / the NIH ChestX-ray release)")
 NOTEBOOKS = {
@@ -181,4 +181,4 @@ POOLS_BUILDERS = {"fednca-cifar10": PoolsBuilder(data._cifar10, reads="cifar10")
                   "fednca-voc": PoolsBuilder(data._voc, reads="voc2007"),
                   "fednca-chestxray14": PoolsBuilder(data._cxr, reads="chestxray14")}
 
-from fedpaper.papers.fednca.claims import CLAIMS  # noqa: E402, F401  (a table papers.load_papers reads)
+from fedpaper.papers.fednca.claims import CLAIMS  # noqa: E402, F401  (a table registry.load_papers reads)

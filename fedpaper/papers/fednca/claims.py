@@ -1,4 +1,4 @@
-"""The 24 claims of targets/fednca.md section 3, checked on the claims toolkit (papers/_common).
+"""The 24 claims of targets/fednca.md section 3, checked on the claims toolkit (claims).
 
 Our tables hold one row per (setting, method or variant, metric) with the mean over seeds (percent,
 over the whole test set) and the per-seed values. Every comparison goes through the toolkit's noise
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.blocks.data.label_tables import CXR_OFFICIAL_TEST, CXR_TOTAL
-from fedpaper.papers._common import (
+from fedpaper.claims import (
     AT_CHANCE,
     FAIL,
     NOT_TESTABLE,

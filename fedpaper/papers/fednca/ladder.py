@@ -27,13 +27,13 @@ from __future__ import annotations
 import numpy as np
 
 from fedpaper.papers import fednca as FN
-from fedpaper.papers import load_reported
+from fedpaper.claims.catalog import load_reported
 from fedpaper.papers.fednca import profiles as P
 from fedpaper.papers.fednca.claims import CENTRAL, FEDNCA, FULL, LADM, chance
 from fedpaper.outputs.pipeline import artifact_function
-from fedpaper.papers.ladder import (GAP, TAU, Ladder, Quantity, Rung, as_cell, gap_to_paper, learned, method_cells,
+from fedpaper.outputs.ladder import (GAP, TAU, Ladder, Quantity, Rung, as_cell, gap_to_paper, learned, method_cells,
                                     ladder_job, seeds_of, testable, worst)
-from fedpaper.papers._common.rows import Missing
+from fedpaper.claims.rows import Missing
 
 AUC = "macro-AUC"
 

@@ -62,8 +62,8 @@ import pandas as pd
 
 from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
-from fedpaper.papers import load_reported
-from fedpaper.papers.fedpals.claims import CLAIMS  # noqa: F401  (a table papers.load_papers reads)
+from fedpaper.claims.catalog import load_reported
+from fedpaper.papers.fedpals.claims import CLAIMS  # noqa: F401  (a table registry.load_papers reads)
 from fedpaper.papers.fedpals import geometry as G, real as RL
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import runs as R
@@ -476,7 +476,7 @@ def draw_fig4(tab, p):
     return fig
 
 
-# ============================================================================= registration (papers.load_papers)
+# ============================================================================= registration (outputs.registry.load_papers)
 _GROUPS = {
     "fig1": ["fedpals/fig1"], "fig9": ["fedpals/fig9"], "table1": ["fedpals/table1"], "fig7": ["fedpals/fig7"],
     "label_marginals": ["fedpals/fig2a", "fedpals/fig2b", "fedpals/fig5a", "fedpals/fig5b", "fedpals/fig6a"],

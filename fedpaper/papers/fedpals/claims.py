@@ -3,7 +3,7 @@
 Only the claims' logic is here; rows by key, the at-chance rules (CHANCE_RULE; CONTEST_RULE for a
 claim that names a winner: `duel`), the noise rule
 (NOISE_RULE), missing data and the causes of a non-pass verdict are the toolkit's
-(fedpaper/papers/_common). Tolerances that turn the paper's words into numbers are stated in
+(fedpaper/claims). Tolerances that turn the paper's words into numbers are stated in
 each claim's text ("well below" / "wide margin": at least 10 points; "similar": within 5 points;
 "approximately" for ESS: within 5 points of N's share). Accuracies are in percent.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedpaper.papers._common import (
+from fedpaper.claims import (
     NOT_TESTABLE,
     PARTIAL,
     Cell,

@@ -12,7 +12,7 @@ import pandas as pd
 
 from fedpaper.algorithms import get_method, weights as W
 from fedpaper.runs.experiment import Execution, RunSpec
-from fedpaper.papers._common.summaries import seed_summary
+from fedpaper.claims.summaries import seed_summary
 from fedpaper.runs.store import spec_json
 from fedpaper.blocks.data import gaussian_task
 from fedpaper.blocks.data.synthetic import N1, N2, S1, S2, target_marginal

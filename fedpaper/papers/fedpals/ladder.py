@@ -26,12 +26,12 @@ from __future__ import annotations
 import numpy as np
 
 from fedpaper.papers import fedpals as F
-from fedpaper.papers import load_reported
+from fedpaper.claims.catalog import load_reported
 from fedpaper.papers.fedpals import profiles as P
-from fedpaper.papers._common.chance import chance_level
+from fedpaper.claims.chance import chance_level
 from fedpaper.papers.fedpals.claims import BASELINES, NON_ORACLE
 from fedpaper.outputs.pipeline import artifact_function
-from fedpaper.papers.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, ladder_job,
+from fedpaper.outputs.ladder import (GAP, Ladder, Quantity, Rung, gap_to_paper, learned, method_cells, ladder_job,
                                     seeds_of, testable, worst)
 
 #: claim 4's margin as its check states it ("here: at least 10 points"; fedpals/claims.py)

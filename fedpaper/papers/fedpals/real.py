@@ -21,7 +21,7 @@ from fedpaper.algorithms import get_method
 from fedpaper.algorithms import weights as W
 from fedpaper.engine import Federation, Pools
 from fedpaper.runs.experiment import Execution, RunSpec, default_device, get_pools, pools_key_of
-from fedpaper.papers._common.summaries import seed_summary
+from fedpaper.claims.summaries import seed_summary
 from fedpaper.blocks.partition import oracle_partition
 from fedpaper.runs.store import spec_json
 from fedpaper.blocks.data import load_iwildcam

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from fedpaper.runs.experiment import default_device
-from fedpaper.papers._common.chance import CHANCE_MARGIN, at_chance, chance_level
-from fedpaper.papers._common.rows import cell_of
-from fedpaper.papers._common.summaries import group_fields, seed_summary
+from fedpaper.claims.chance import CHANCE_MARGIN, at_chance, chance_level
+from fedpaper.claims.rows import cell_of
+from fedpaper.claims.summaries import group_fields, seed_summary
 from fedpaper.papers.fedpals import runs as R
 from fedpaper.runs.provenance import compute_record
 
@@ -190,14 +190,14 @@ def draw_table(tab: pd.DataFrame, params: dict, reported: pd.DataFrame | None, t
 
 def methods_at_chance(g: pd.DataFrame) -> list:
     """The methods of one setting's rows (one label split) at chance by the one rule of the claims
-    (papers._common.chance: CHANCE_RULE; per-seed values from the 'per_seed' column when present)."""
+    (claims.chance: CHANCE_RULE; per-seed values from the 'per_seed' column when present)."""
     chance = chance_level(g["label_split"].iloc[0]) if "label_split" in g else None
     return at_chance({r["method"]: cell_of(r) for _, r in g.iterrows()}, chance)
 
 
 def table_chance_caption(tab: pd.DataFrame) -> str:
     """'At chance (...): FedProx, SCAFFOLD in CIFAR-10 C=3; ...' for the cells whose models sit at
-    chance by the claims' rule (papers._common.chance.CHANCE_RULE), '' when none does."""
+    chance by the claims' rule (claims.chance.CHANCE_RULE), '' when none does."""
     parts = []
     for (ds, ls), g in tab.groupby(["dataset", "label_split"], sort=False):
         low = methods_at_chance(g[~g["method"].str.contains(r"\(", regex=True)])
@@ -268,7 +268,7 @@ def draw_chance(ax, xs, splits) -> None:
 
 def chance_note(tab: pd.DataFrame, xcol: str | None, word: str | None = None) -> str:
     """'at chance: FedAvg, SCAFFOLD at E=15' for the methods at chance at each setting, by the claims'
-    rule (papers._common.chance.CHANCE_RULE: chance 100/C on a C-label target, one-class values)."""
+    rule (claims.chance.CHANCE_RULE: chance 100/C on a C-label target, one-class values)."""
     def where(x):
         return str(x) if isinstance(x, str) else f"{word or xcol}={x:g}"
 

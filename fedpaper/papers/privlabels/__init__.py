@@ -53,7 +53,7 @@ from fedpaper.papers.privlabels import appendix_b as appb_mod
 from fedpaper.papers.privlabels import draw as draw
 from fedpaper.papers.privlabels import runs as runs
 from fedpaper.papers.privlabels import config_tables as tabs
-from fedpaper.papers.privlabels.claims import CLAIMS  # noqa: F401  (a table papers.load_papers reads)
+from fedpaper.papers.privlabels.claims import CLAIMS  # noqa: F401  (a table registry.load_papers reads)
 from fedpaper.papers.privlabels.profiles import follow_rounds, settings, subtitle
 
 #: Modules of this package that only read results; every other file here is part of the cache key
@@ -258,7 +258,7 @@ def tables(*, profile="smoke", data_root=None, overrides=None):
     return [t1, t2]
 
 
-# ------------------------------------------------------------------------ registration (papers.load_papers)
+# ------------------------------------------------------------------------ registration (outputs.registry.load_papers)
 _GROUPS = {"tables": ["table1", "table2"], "appB": ["appB"], "accuracy_vs_labels": ["fig2", "fig3"],
            "bars": ["fig1b", "fig4", "fig9", "fig10"], "rounds": ["fig5", "fig6", "fig7", "fig8"],
            "epochs": ["fig11", "fig12", "fig13"]}

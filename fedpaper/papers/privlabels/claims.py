@@ -1,7 +1,7 @@
 """The 20 claims of targets/privlabels.md section 3, checked on our committed numbers.
 
 Only the claims' logic is here; rows by key, the at-chance rule, the noise rule, missing data and
-the causes of a non-pass verdict are the toolkit's (fedpaper/papers/_common). Accuracies are
+the causes of a non-pass verdict are the toolkit's (fedpaper/claims). Accuracies are
 fractions in the tables, shown and compared in percent (Cell.scaled); chance is 10 % (balanced
 10-class test sets). Comparisons "at every L" are made per L below 10 (at L=10 every client holds
 every label), an L where a compared model sits at chance being not testable; in a claim that names
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedpaper.papers._common import at_chance as models_at_chance
-from fedpaper.papers._common import (
+from fedpaper.claims import at_chance as models_at_chance
+from fedpaper.claims import (
     NOT_TESTABLE,
     Cell,
     ClaimSet,

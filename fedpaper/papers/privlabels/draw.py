@@ -10,9 +10,9 @@ import matplotlib.pyplot as plt  # the backend is the caller's (MPLBACKEND, Jupy
 import numpy as np
 import pandas as pd
 
-from fedpaper.papers._common.chance import CHANCE_MARGIN
-from fedpaper.papers._common import at_chance, cell_of
-from fedpaper.papers._common.summaries import interval_name
+from fedpaper.claims.chance import CHANCE_MARGIN
+from fedpaper.claims import at_chance, cell_of
+from fedpaper.claims.summaries import interval_name
 
 COLORS = {"FedAvg": "C0", "FedProx": "C1", "FedRS": "C2", "Tuning-MSE": "C3", "Tuning-Pairwise": "C4",
           "Tuning-Pairwise (all pairs)": "C5"}
@@ -37,7 +37,7 @@ def _wrap(text: str, fig) -> str:
 
 def interval_text(table: pd.DataFrame) -> str:
     """What the table's ci_low/ci_high are, named as the report and the csv `interval` column name
-    them (papers._common.summaries.interval_name): with 3 seeds the seeds' min-max range, not a 95% CI."""
+    them (claims.summaries.interval_name): with 3 seeds the seeds' min-max range, not a 95% CI."""
 
     ns = sorted({int(v) for v in table.get("n_seeds", pd.Series(dtype=float)).dropna()})
     if not ns:
@@ -54,7 +54,7 @@ SETTING_COLS = ("dataset", "setting", "labels_per_client", "local_epochs", "roun
 
 def _at_chance(table: pd.DataFrame) -> list[str]:
     """Methods at chance at every setting of the figure, by the one rule of the claims
-    (papers._common.chance.CHANCE_RULE: most seeds at most chance + CHANCE_MARGIN points, or a score
+    (claims.chance.CHANCE_RULE: most seeds at most chance + CHANCE_MARGIN points, or a score
     shared by 3+ methods on a seed below that seed's best); accuracies are fractions, the rule reads
     percent."""
 

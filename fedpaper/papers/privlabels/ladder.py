@@ -38,7 +38,7 @@ import numpy as np
 
 from fedpaper.papers import privlabels as PL
 from fedpaper.outputs.pipeline import artifact_function
-from fedpaper.papers.ladder import (Ladder, Quantity, Rung, as_cell, learned, method_cells, ladder_job, seeds_of,
+from fedpaper.outputs.ladder import (Ladder, Quantity, Rung, as_cell, learned, method_cells, ladder_job, seeds_of,
                                     testable, worst)
 from fedpaper.papers.privlabels import profiles as P
 from fedpaper.papers.privlabels.claims import ADAPT, CHANCE, TUNE

@@ -22,8 +22,8 @@ from fedpaper.algorithms import Method, get_method
 from fedpaper.engine import Federation, TrainConfig
 from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution, RunSpec, get_pools, pools_key_of
-from fedpaper.papers._common.summaries import interval_name
-from fedpaper.papers._common.summaries import group_fields, seed_summary
+from fedpaper.claims.summaries import interval_name
+from fedpaper.claims.summaries import group_fields, seed_summary
 from fedpaper.blocks.partition import private_label_partition, privlabels_split
 from fedpaper.runs.store import spec_json
 
@@ -205,7 +205,7 @@ SUMMARY_COLS = ["metric", "mean", "std", "ci_low", "ci_high", "n_seeds", "interv
 def summarise(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean, std (ddof=1) and the percentile-bootstrap interval (95%, 1000 resamples, vague-14) over
     seeds; the `interval` column says what ci_low/ci_high are (with 3 seeds: the seeds' min-max,
-    papers._common.summaries.interval_name); `per_seed` the accuracies in seed order, joined by ';'
+    claims.summaries.interval_name); `per_seed` the accuracies in seed order, joined by ';'
     (so a check can see one-class models: the same value for 3+ methods on a seed)."""
     rows = []
     for k, g in df.groupby(keys, sort=False):

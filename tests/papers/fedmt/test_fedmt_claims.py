@@ -2,8 +2,8 @@
 cannot decide (models at chance, data absent). The papers' own numbers: tests/claims_reported/."""
 import pandas as pd
 
-from fedpaper.papers import get_claim
-from fedpaper.papers._common import FAIL, NOT_CHECKABLE, NOT_TESTABLE, PARTIAL, PASS, WITHIN_NOISE, check_claims
+from fedpaper.outputs.registry import get_claim
+from fedpaper.claims import FAIL, NOT_CHECKABLE, NOT_TESTABLE, PARTIAL, PASS, WITHIN_NOISE, check_claims
 
 METHODS = ["Single", "FedTrans", "FedRep", "SemiFL", "FedMT (T)", "FedMT (E)"]
 OFFSETS = (-1.0, 0.0, 1.0)

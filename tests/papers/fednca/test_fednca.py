@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from fedpaper.runs.experiment import method_of
-from fedpaper.papers import _common as K
+from fedpaper import claims as K
 from fedpaper.papers.fednca import claims as C
 from fedpaper.papers.fednca import methods as M
 from fedpaper.papers.fednca import runs

@@ -8,7 +8,7 @@ import pytest
 from fedpaper.algorithms import weights as W
 from fedpaper.algorithms.parts import argument
 from fedpaper.papers.fedpals import claims as CL
-from fedpaper.papers import get_claim
+from fedpaper.outputs.registry import get_claim
 from fedpaper.papers.fedpals import geometry as G
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import real as RL

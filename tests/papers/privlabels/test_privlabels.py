@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from fedpaper.papers.privlabels import appendix_b as appb
-from fedpaper.papers import get_claim
-from fedpaper.papers._common import CHANCE_RULE, NOT_TESTABLE, at_chance, cell_of
+from fedpaper.outputs.registry import get_claim
+from fedpaper.claims import CHANCE_RULE, NOT_TESTABLE, at_chance, cell_of
 from fedpaper.papers.privlabels import runs as runs
 from fedpaper.papers.privlabels import config_tables as tabs
 from fedpaper.outputs.parameters import resolve_seeds
@@ -300,7 +300,7 @@ def test_claim15_flat_chance_curves_are_not_testable():
 
 
 def test_captions_name_the_interval_as_the_csv_and_report_do():
-    from fedpaper.papers._common.summaries import interval_name
+    from fedpaper.claims.summaries import interval_name
     from fedpaper.papers.privlabels import draw
 
     t = pd.DataFrame(_rows("private", 3, {"FedAvg": [0.5, 0.55, 0.52]}))

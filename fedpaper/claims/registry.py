@@ -7,7 +7,7 @@
         ...
         return Verdict(...)          # Verdict.of(ok, detail) for exact properties
 
-    # the paper's __init__.py exposes CLAIMS, a table fedpaper.papers.load_papers registers
+    # the paper's __init__.py exposes CLAIMS, a table fedpaper.outputs.registry.load_papers registers
 
 Missing artifacts and rows are handled here, once: `t[name]` raises Missing when the artifact is
 absent (or has no rows), rows.one/cells raise Missing when a key matches nothing, and the
@@ -20,10 +20,10 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from fedpaper.papers.catalog import Claim
+from fedpaper.claims.catalog import Claim
 
-from fedpaper.papers._common.rows import Missing
-from fedpaper.papers._common.verdicts import ABSENT, NOT_CHECKABLE, Cause, Verdict, all_of
+from fedpaper.claims.rows import Missing
+from fedpaper.claims.verdicts import ABSENT, NOT_CHECKABLE, Cause, Verdict, all_of
 
 
 class Tables:
@@ -109,7 +109,7 @@ class ClaimSet:
         return out
 
     def __iter__(self):
-        """The Claims (fedpaper.papers.load_papers registers a paper's CLAIMS through add_claims)."""
+        """The Claims (fedpaper.outputs.registry.load_papers registers a paper's CLAIMS through add_claims)."""
         return iter(self.claims())
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from fedpaper.papers._common.rows import Cell
-from fedpaper.papers._common.verdicts import AT_CHANCE, NOT_TESTABLE, Cause, Verdict
+from fedpaper.claims.rows import Cell
+from fedpaper.claims.verdicts import AT_CHANCE, NOT_TESTABLE, Cause, Verdict
 
 CHANCE_MARGIN = 2.0  # points (percent) above the one-class score still counted as chance
 

@@ -19,7 +19,7 @@ paper profile's Table 1 this way).
 the rung's overrides and explicit seeds (an exploration: their files go to a scratch folder in the
 cache; their runs are cached by the store like any other, so a rung equal to the profile itself
 costs nothing after that profile ran with the same cache), then writes, through the pipeline (an ArtifactJob),
-the csv of `_common.scaling.ladder_rows` (one row per rung x quantity x seed, then the fit, its SE,
+the csv of `claims.scaling.ladder_rows` (one row per rung x quantity x seed, then the fit, its SE,
 the trend and any projection), the provenance and a figure: each quantity against compute on a
 log axis, seeds and their spread, the paper's compute marked, projections dashed and labelled.
 """
@@ -40,11 +40,11 @@ from fedpaper.outputs.artifacts import STATUS_FILE_ENV, committed_paths, load_co
 from fedpaper.outputs.pipeline import ArtifactJob
 from fedpaper.ground.errors import BadParameterError
 from fedpaper.outputs.parameters import apply_overrides
-from fedpaper.papers._common import scaling as S
-from fedpaper.papers._common.rows import Cell, Missing, cell_of, norm
+from fedpaper.claims import scaling as S
+from fedpaper.claims.rows import Cell, Missing, cell_of, norm
 from fedpaper.ground.paths import cache_dir
 from fedpaper.runs.sweep import current_scope, in_scope
-from fedpaper.papers._common.chance import learning
+from fedpaper.claims.chance import learning
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def testable(tables, rows: Sequence[tuple]) -> list:
 
 def learned(cells: dict, names, chance: Optional[float], where: str = "", others=()) -> dict:
     """`cells` ({method: Cell}) without those of `others` that sit at chance, by the claims' own
-    `_common.chance.learning` on `names` and `others` scored together; Missing when one of `names`
+    `claims.chance.learning` on `names` and `others` scored together; Missing when one of `names`
     or every one of `others` is at chance: a margin between models that never learned tests
     nothing, so the row (`testable`) or the rung gives no value and is left out of the fit
     (compute_table's notes say which and why)."""
@@ -319,7 +319,7 @@ def compute_table(ladder: Ladder, p: dict, data_root=None) -> tuple[pd.DataFrame
              + "; ".join(f"{r['name']} {r['compute']:.3g}x ({_describe(r['rung'])})" for r in rungs),
              f"the paper's compute: {paper:.3g}x the quick profile's (its profile dict, the same measure)",
              f"the same seeds {list(seeds)} at every rung; trends by the one-sided 90% bound of the slope "
-             "(papers/_common/scaling.py); a projection is a straight line in log-compute, extrapolated"] \
+             "(claims/scaling.py); a projection is a straight line in log-compute, extrapolated"] \
         + rung_notes + notes
     return table, {"notes": notes, "rungs": [{"name": r["name"], "compute": r["compute"],
                                               "overrides": r["rung"].overrides} for r in rungs]}

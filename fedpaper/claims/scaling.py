@@ -41,7 +41,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from fedpaper.papers._common.noise import t_quantile
+from fedpaper.claims.noise import t_quantile
 
 NARROWING, FLAT, WIDENING, TOO_FEW = "narrowing", "flat", "widening", "too few rungs"
 TRENDS = (NARROWING, FLAT, WIDENING, TOO_FEW)

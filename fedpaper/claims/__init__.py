@@ -8,7 +8,7 @@ Every paper's claims module holds only its claims' logic; this package holds the
 
 Registration (``registry``)::
 
-    from fedpaper.papers._common import ClaimSet, Verdict, cells, cell, beats, learning, chance_level
+    from fedpaper.claims import ClaimSet, Verdict, cells, cell, beats, learning, chance_level
 
     CLAIMS = ClaimSet("fedpals")
 
@@ -17,7 +17,7 @@ Registration (``registry``)::
         lam = cells(t["table4"], "lambda", method="FedPALS", metric="accuracy_pct")
         return monotone(lam, -1, "FedPALS")
 
-    # the paper's __init__.py exposes CLAIMS; fedpaper.papers.load_papers registers it (no import side effect)
+    # the paper's __init__.py exposes CLAIMS; fedpaper.outputs.registry.load_papers registers it (no import side effect)
 
   ``claim(n, artifacts, text, on_code=False)``: artifacts are names with or without "<paper>/";
   on_code marks a check of a formula or a data split (the report counts those apart).
@@ -76,7 +76,7 @@ Causes (``verdicts.CAUSES``, one fixed vocabulary): models at chance; within see
 
 The paper's own numbers (hook for "the paper's own numbers contradict the claim"):
   ``causes.reported_tables(artifact_ids)`` -> {artifact id: the paper's reported csv} (the
-  packaged fedpaper/papers/reported/*.csv, same schema as ours: mean, std, n_seeds, no per_seed);
+  packaged fedpaper/claims/reported/*.csv, same schema as ours: mean, std, n_seeds, no per_seed);
   ``causes.on_reported(claim, tables)`` runs the claim's own check on such tables and returns its
   Verdict (None when the paper has no numbers for it). Without per_seed the noise rule is the
   unpaired one (SE from std and n_seeds). A test converter may add a per_seed column synthesised
@@ -90,7 +90,7 @@ Compute-ladder trends (``scaling``): ``fit(compute, per_seed)`` -> Fit (slope pe
   ``<paper>/scaling`` csv); ``causes.ladder_trends`` / ``ladder_cause`` turn them into the
   "compute-limited" / "not compute-limited" causes.
 """
-from fedpaper.papers._common.chance import (  # noqa: F401
+from fedpaper.claims.chance import (  # noqa: F401
     CHANCE_MARGIN,
     CHANCE_RULE,
     CONTEST_RULE,
@@ -100,7 +100,7 @@ from fedpaper.papers._common.chance import (  # noqa: F401
     contest,
     learning,
 )
-from fedpaper.papers._common.noise import (  # noqa: F401
+from fedpaper.claims.noise import (  # noqa: F401
     NOISE_RULE,
     STATED_REL,
     STATED_TOL,
@@ -117,9 +117,9 @@ from fedpaper.papers._common.noise import (  # noqa: F401
     seeds_to_decide,
     stated,
 )
-from fedpaper.papers._common.registry import ClaimSet, Tables, absent, as_verdict, check_claims, guarded  # noqa: F401
-from fedpaper.papers._common.rows import Cell, Missing, cell, cell_of, cells, norm, one, parse_per_seed, select, values  # noqa: F401
-from fedpaper.papers._common.verdicts import (  # noqa: F401
+from fedpaper.claims.registry import ClaimSet, Tables, absent, as_verdict, check_claims, guarded  # noqa: F401
+from fedpaper.claims.rows import Cell, Missing, cell, cell_of, cells, norm, one, parse_per_seed, select, values  # noqa: F401
+from fedpaper.claims.verdicts import (  # noqa: F401
     ABSENT,
     AT_CHANCE,
     AT_PAPER_SETTING,

@@ -45,7 +45,7 @@ class Artifact:
     kind: str
     title: str
     datasets: tuple[str, ...]
-    reported: Optional[str] = None  # file name in fedpaper/papers/reported/, or None
+    reported: Optional[str] = None  # file name in fedpaper/claims/reported/, or None
     notebook: Optional[str] = None
 
     @property
@@ -67,11 +67,11 @@ class Claim:
     """A checkable statement of a paper.
 
     `check(tables)` receives {artifact_id: DataFrame} with OUR committed csv of every artifact in
-    `artifacts` that exists, and returns a `fedpaper.papers._common.Verdict` (pass / within noise /
+    `artifacts` that exists, and returns a `fedpaper.claims.Verdict` (pass / within noise /
     fail / partial / not testable / not checkable, a one-line detail with the numbers behind it, and
-    the causes it found); paper modules register checks with `_common.ClaimSet` (see its package
+    the causes it found); paper modules register checks with `claims.ClaimSet` (see its package
     docstring). `check=None` means the check is not implemented yet. Causes of a verdict other
-    than pass are computed (`_common.causes.diagnose`), never typed.
+    than pass are computed (`claims.causes.diagnose`), never typed.
     """
 
     id: str

@@ -4,7 +4,7 @@ A check attaches the causes it can see itself (models at chance, within seed noi
 absent). For a FAIL (or a verdict within noise) :func:`diagnose` adds, in this order:
 
 1. "the paper's own numbers contradict the claim": the same check run on the paper's reported
-   table(s) (fedpaper/papers/reported/, :func:`reported_tables`) fails too ("within seed noise:
+   table(s) (fedpaper/claims/reported/, :func:`reported_tables`) fails too ("within seed noise:
    the paper's own numbers are within noise too" where it is within noise there);
 2. "a setting differs from the paper's": the artifacts' provenance json records how the run
    differs from the paper (its notes that name a shrinkage or a replacement, a lossy data copy,
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import re
 
-from fedpaper.papers.catalog import load_reported, reported_path
+from fedpaper.claims.catalog import load_reported, reported_path
 
-from fedpaper.papers._common.registry import as_verdict
-from fedpaper.papers._common.scaling import NARROWING, TOO_FEW, read_trends
-from fedpaper.papers._common.verdicts import (
+from fedpaper.claims.registry import as_verdict
+from fedpaper.claims.scaling import NARROWING, TOO_FEW, read_trends
+from fedpaper.claims.verdicts import (
     ABSENT,
     AT_PAPER_SETTING,
     COMPUTE_LIMITED,

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedpaper.papers._common.rows import Cell
-from fedpaper.papers._common.verdicts import FAIL, NOISE, PASS, WITHIN_NOISE, Cause, Verdict, all_of, negate
+from fedpaper.claims.rows import Cell
+from fedpaper.claims.verdicts import FAIL, NOISE, PASS, WITHIN_NOISE, Cause, Verdict, all_of, negate
 
 NOISE_RULE = (
     "a difference d = a - b counts only when the seeds show it: with d_s the per-seed (paired) "
@@ -62,7 +62,7 @@ STATED_TOL, STATED_REL = 2.0, 0.25
 
 def t_quantile(df: int) -> float:
     """k: the one-sided CONFIDENCE quantile of Student's t with df >= 1 degrees of freedom (the one
-    bar of NOISE_RULE; the compute ladder's trends use it too, `_common.scaling`)."""
+    bar of NOISE_RULE; the compute ladder's trends use it too, `claims.scaling`)."""
     from scipy.stats import t
 
     return float(t.ppf(CONFIDENCE, df))
