@@ -19,6 +19,7 @@ import torch
 from torch.func import functional_call
 
 from fedpaper.ground.errors import BadParameterError
+from fedpaper.engine.batchnorm import batchnorm_names, mask_batchnorm
 from fedpaper.engine.evaluate import autocast
 from fedpaper.engine.grouped import fast_layout
 
@@ -52,9 +53,14 @@ class Backend:
     `supports` and `__call__`."""
 
     name = ""
+    #: whether this backend trains BatchNorm models slot by slot through engine/batchnorm.py's patched
+    #: layers (statistics from each slot's real rows only): it then patches the template once here
+    masks_batchnorm = False
 
     def __init__(self, template, grouped=None, channels_last: bool = True, precision: str = "fp32", device=None):
         self.template, self.grouped, self.precision = template, grouped, precision
+        self.batchnorm = self.masks_batchnorm and mask_batchnorm(template) > 0
+        self.bn_names = batchnorm_names(template) if self.batchnorm else {}
         self.device = torch.device(device) if device is not None else \
             next((p.device for p in template.parameters()), torch.device("cpu"))
         # a slot's layout where the backend computes slot by slot (grouped.channels_last_ok: False for

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from fedpaper.engine.backends.base import Backend, ModelFacts, SlotStep
-from fedpaper.engine.batchnorm import batchnorm_names, input_keep, mask_batchnorm, real_rows
+from fedpaper.engine.batchnorm import input_keep, real_rows
 from fedpaper.engine.randomness import global_rng_from
 
 
@@ -18,14 +18,12 @@ class LoopBackend(Backend):
     """Slot by slot (see the module docstring); runs every model on every device."""
 
     name = "loop"
+    masks_batchnorm = True
 
     def __init__(self, template, grouped=None, channels_last: bool = True, precision: str = "fp32", device=None):
         super().__init__(template, grouped, channels_last, precision, device)
         # opt-in (model attribute): skip the slots that will not step (see __call__)
         self.skip_inactive = bool(getattr(template, "skip_inactive_slots", False))
-        # BatchNorm: statistics from each slot's real rows only (batchnorm.py)
-        self.batchnorm = mask_batchnorm(template) > 0
-        self.bn_names = batchnorm_names(template) if self.batchnorm else {}
 
     @classmethod
     def supports(cls, facts: ModelFacts, device: torch.device, precision: str) -> bool:

@@ -11,18 +11,14 @@ import torch
 from torch.func import grad, vmap
 
 from fedpaper.engine.backends.base import Backend, ModelFacts, SlotStep
-from fedpaper.engine.batchnorm import batchnorm_names, mask_batchnorm, returned_stats, slots_keep
+from fedpaper.engine.batchnorm import returned_stats, slots_keep
 
 
 class VmapBackend(Backend):
     """All slots in one vmapped gradient call (see the module docstring); runs every model."""
 
     name = "vmap"
-
-    def __init__(self, template, grouped=None, channels_last: bool = True, precision: str = "fp32", device=None):
-        super().__init__(template, grouped, channels_last, precision, device)
-        self.batchnorm = mask_batchnorm(template) > 0
-        self.bn_names = batchnorm_names(template) if self.batchnorm else {}
+    masks_batchnorm = True
 
     @classmethod
     def supports(cls, facts: ModelFacts, device: torch.device, precision: str) -> bool:
