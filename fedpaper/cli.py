@@ -727,8 +727,7 @@ def cmd_reproduce(args) -> int:
     for nb in stopped:
         for aid in plan.notebooks[nb]:
             if aid not in statuses:
-                outcomes[aid] = ("skipped", f"stopped at --max-hours {args.max_hours:g} before it was written; "
-                                            "the same command resumes")
+                outcomes[aid] = ("skipped", f"stopped at {_limit(args)} before it was written; the same command resumes")
     for aid, (kind, detail) in outcomes.items():
         print(f"{OUTCOME_LABELS[kind]:<15} {aid}: {detail}")
     if not args.dry_run and not args.rerender and args.out_dir is None and args.profile != "smoke":
@@ -786,10 +785,15 @@ def _print_stopped(stopped: list, plan: Plan, args) -> None:
             done_n, left_n = done_n + d, left_n + n - d
             print(f"{'stopped':<15} {aid}: {d} of {n} runs done, {n - d} left (in the sweeps started so far)")
     runs = f"{done_n} runs done, {left_n} left in the sweeps started, " if done_n or left_n else ""
-    print(f"stopped at --max-hours {args.max_hours:g}: {runs}{len(stopped)} notebook(s) to finish; "
+    print(f"stopped at {_limit(args)}: {runs}{len(stopped)} notebook(s) to finish; "
           "finished runs are cached: run the same command again to resume, "
           "or `fedpaper cache export ARCHIVE --only ... --profile ...` to carry them to another machine "
           f"(exit code {EXIT_STOPPED})")
+
+
+def _limit(args) -> str:
+    """What stopped a reproduce: --max-hours, or a deadline set in the environment."""
+    return f"--max-hours {args.max_hours:g}" if args.max_hours is not None else "the deadline ($FEDPAPER_DEADLINE)"
 
 
 def _needed_runs(args) -> "list | None":
