@@ -16,6 +16,7 @@ import time
 
 from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution
+from fedpaper.outputs.parameters import resolve_seeds
 from fedpaper.papers import fedmt as F
 from fedpaper.papers.fedmt import runs as R
 
@@ -28,7 +29,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--n", type=int, default=None)
     a = ap.parse_args()
-    p = F._params(a.profile, a.seeds)
+    p = resolve_seeds(F._params(a.profile), a.seeds)
     for kv in a.set:
         k, v = kv.split("=", 1)
         p[k] = json.loads(v)

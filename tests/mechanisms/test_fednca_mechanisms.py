@@ -106,12 +106,16 @@ def test_etf_prototypes_stay_fixed_through_a_federated_run(cache_tmp):
     from fedpaper.blocks.models import build_model
     from fedpaper.papers.fednca import features as F
     from fedpaper.papers.fednca.profiles import settings
+    from fedpaper.runs.executors import run_specs
+    from fedpaper.runs.experiment import get_pools
 
     p = settings("smoke")
     p["profile"], p["seeds"], p["rounds"] = "smoke", [0], 2
     spec = F.variant_spec(p, "table5", F.ROWS["c"][0])
-    net, _, _ = F.trained(spec)
-    cfg = spec.build().config
+    [result] = run_specs([spec])
+    setup = spec.build()
+    cfg = setup.config
+    net = F.model(spec, result, get_pools(setup.pools_key))
     fresh = build_model(cfg.model, **cfg.model_kwargs)
     assert torch.equal(net.classifier.weight, fresh.classifier.weight)
     trained_other = [k for k, v in net.state_dict().items()
