@@ -10,15 +10,21 @@ def run_artifact(artifact_id, *, params=None, compute, draw, datasets=("none",),
                                tuple(optional_datasets)), **parameters)
 
 
-def declared_job(fn, artifact_id, **parameters):
-    """(job, params) of `artifact_id` among the jobs of artifact function `fn` called with `parameters`:
-    the ArtifactJob as the pipeline runs it and the params it hands its compute, taken under
-    pipeline.COMPUTE_HOOK (nothing computed, drawn or written)."""
-    got = {}
-    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.setdefault(aid, (compute, params)))
+def artifact_jobs(fn, **parameters) -> list:
+    """[(artifact id, compute, params)] of every job artifact function `fn` hands the pipeline when
+    called with `parameters`, taken under pipeline.COMPUTE_HOOK (nothing computed, drawn or written):
+    `compute.job` is the ArtifactJob, `params` what the pipeline hands its compute (seeds resolved)."""
+    got = []
+    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((aid, compute, params)))
     try:
         fn(**parameters)
     finally:
         pipeline.COMPUTE_HOOK.reset(token)
-    compute, params = got[artifact_id]
+    return got
+
+
+def declared_job(fn, artifact_id, **parameters):
+    """(job, params) of `artifact_id` among the jobs of artifact function `fn` called with `parameters`
+    (artifact_jobs): the ArtifactJob as the pipeline runs it and the params it hands its compute."""
+    [(compute, params)] = [(c, p) for aid, c, p in artifact_jobs(fn, **parameters) if aid == artifact_id][:1]
     return compute.job, params

@@ -16,6 +16,7 @@ from fedpaper.blocks.models import build_model
 from fedpaper.engine.memory import pools_bytes, saved_tensor_bytes
 from fedpaper.runs import model_costs as C
 from fedpaper.runs.experiment import RunSpec, build_stored, get_pools, pools_key_of
+from pipeline_harness import artifact_jobs
 
 
 @pytest.mark.parametrize("singles, pairs, seed, offset", [(None, 2, 0, 7), (3, 1, 21, 3), (0, 4, 5, 0), (5, 0, 1, 7)])
@@ -70,15 +71,7 @@ def test_label_only_pools_of_the_paper_profiles_dermamnist_composites():
 def _declared(fn, profile):
     """[(job, params as the pipeline hands them on)] of an artifact function's jobs that declare their
     runs (not those that train nothing: FedPALS's Fig 4), nothing run."""
-    from fedpaper.outputs import pipeline
-
-    got = []
-    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((compute, params)))
-    try:
-        fn(profile=profile)
-    finally:
-        pipeline.COMPUTE_HOOK.reset(token)
-    return [(compute.job, params) for compute, params in got if getattr(compute, "job", None) is not None]
+    return [(c.job, p) for _, c, p in artifact_jobs(fn, profile=profile) if getattr(c, "job", None) is not None]
 
 
 @pytest.mark.parametrize("fn", ["fednca.table6", "fedmt.estimation", "privlabels.epochs", "fedpals.fig9", "fedpals.table1",

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from fedpaper.driver import trainer
-from fedpaper.outputs import pipeline
 from fedpaper.outputs.registry import PAPERS, artifact
 from fedpaper.runs import executors
 from fedpaper.runs.experiment import RunSpec
+from pipeline_harness import artifact_jobs
 
 
 def _functions():
@@ -25,13 +25,7 @@ def _functions():
 
 
 def _jobs(fn):
-    got = []
-    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((aid, compute, params)))
-    try:
-        fn(profile="smoke")
-    finally:
-        pipeline.COMPUTE_HOOK.reset(token)
-    return got
+    return artifact_jobs(fn, profile="smoke")
 
 
 @pytest.fixture

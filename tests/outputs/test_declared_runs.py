@@ -11,6 +11,7 @@ from fedpaper.runs import executors
 import fedpaper.papers.fedmt as FM
 import fedpaper.papers.fednca as FN
 import fedpaper.papers.privlabels as PL
+from pipeline_harness import artifact_jobs
 
 #: artifact functions whose jobs declare their runs, with an override of every rounds setting of the paper
 DECLARING = [
@@ -25,13 +26,7 @@ DECLARING = [
 
 def _jobs(fn, **kw):
     """[(job, params as the pipeline hands them on)] of an artifact function, nothing run."""
-    got = []
-    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((compute, params)))
-    try:
-        fn(**kw)
-    finally:
-        pipeline.COMPUTE_HOOK.reset(token)
-    return [(getattr(c, "job", None), p) for c, p in got]
+    return [(getattr(c, "job", None), p) for _, c, p in artifact_jobs(fn, **kw)]
 
 
 @pytest.mark.parametrize("fn,rounds", DECLARING, ids=lambda x: getattr(x, "__qualname__", ""))

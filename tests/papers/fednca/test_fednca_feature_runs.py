@@ -8,7 +8,6 @@ import warnings
 import pytest
 import torch
 
-from fedpaper.outputs import pipeline
 from fedpaper.runs import experiment
 from fedpaper.runs.experiment import store_key
 from fedpaper.runs.store import ResultStore
@@ -16,17 +15,12 @@ from fedpaper.runs.store import ResultStore
 import fedpaper.papers.fednca as FN
 from fedpaper.papers.fednca import features as F
 from fedpaper.papers.fednca import runs
+from pipeline_harness import artifact_jobs
 
 
 def _jobs(fn, **kw):
     """[(job, params as the pipeline hands them on)] of an artifact function, nothing run."""
-    got = []
-    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((compute, params)))
-    try:
-        fn(**kw)
-    finally:
-        pipeline.COMPUTE_HOOK.reset(token)
-    return [(getattr(c, "job", None), p) for c, p in got]
+    return [(getattr(c, "job", None), p) for _, c, p in artifact_jobs(fn, **kw)]
 
 
 @pytest.mark.parametrize("fn,table,ids", [

@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 
 import fedpaper.papers.fedpals as F
-from fedpaper.outputs import pipeline
 from fedpaper.papers.fedpals import real as RL
 from fedpaper.papers.fedpals import train as TR
 from fedpaper.runs import executors
 from fedpaper.runs.executors import run_specs as run_specs_imported  # as a module that trains imports it
 from fedpaper.runs.experiment import RunSpec
+from pipeline_harness import artifact_jobs
 
 #: every artifact function of the paper module (the compute ladder, ladder.py, runs these as its rungs)
 FUNCTIONS = [getattr(F, n) for n in dir(F) if getattr(getattr(F, n), "fedpaper_artifact_function", False)]
@@ -27,17 +27,6 @@ def _fake_result(spec) -> dict:
     row = {"train_loss": 0.5, "test_acc": 0.5, "val_acc": 0.5, "test_f1": 0.5, "val_f1": 0.5}
     return {"history": [dict(row, seed=spec.seed, round=t) for t in range(1, n + 1)], "log": {}, "diverged_at": None,
             "best": {"round": 1, "test_acc": 0.5, "test_f1": 0.5}, "final": dict(row)}
-
-
-def _jobs(fn, **kw):
-    """[(artifact id, compute, params as the pipeline hands them on)] of an artifact function's jobs."""
-    got = []
-    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((aid, compute, params)))
-    try:
-        fn(**kw)
-    finally:
-        pipeline.COMPUTE_HOOK.reset(token)
-    return got
 
 
 @pytest.fixture
@@ -57,7 +46,7 @@ def test_the_artifact_functions_are_found():
 
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
 def test_what_trains_is_declared_and_summarised_without_training(fn, no_training, cache_tmp):
-    jobs = _jobs(fn, profile="smoke")
+    jobs = artifact_jobs(fn, profile="smoke")
     assert jobs
     for aid, compute, params in jobs:
         job = getattr(compute, "job", None)
@@ -76,10 +65,10 @@ def test_what_trains_is_declared_and_summarised_without_training(fn, no_training
 def test_the_check_fails_on_a_compute_that_trains(no_training, cache_tmp):
     """The trap of the test above catches training: the pipeline's sweep of declared runs, and Table 1's
     runs trained by a compute itself, through a run_specs it imported before the trap was set."""
-    [(_, compute, params)] = _jobs(F.fig9, profile="smoke")
+    [(_, compute, params)] = artifact_jobs(F.fig9, profile="smoke")
     with pytest.raises(AssertionError, match="trained"):
         compute(params)
-    [(_, _, params)] = _jobs(F.table1, profile="smoke")
+    [(_, _, params)] = artifact_jobs(F.table1, profile="smoke")
     with pytest.raises(AssertionError, match="trained"):
         run_specs_imported(TR.settings_specs(params, TR.table1_run_settings(params)), execution=F.R.execution())
 
@@ -88,11 +77,11 @@ def test_table1_declares_its_pacs_row_with_the_pacs_notebooks_execution():
     """At the quick profile with PACS present, Table 1 declares the PACS row's runs (the pacs
     notebook's, from Table 1's settings), trained as the pacs notebook trains them, in sweeps of
     their own; absent PACS, or at smoke, it declares none."""
-    [(_, compute, params)] = _jobs(F.table1, profile="quick")
+    [(_, compute, params)] = artifact_jobs(F.table1, profile="quick")
     job = compute.job
     specs = job.specs(dict(params, missing_datasets=[]))
     pacs = [s for s in specs if RL.is_pacs(s)]
-    [(_, pacs_compute, pacs_params)] = [j for j in _jobs(F.pacs, profile="quick") if j[0] == "fedpals/table4"]
+    [(_, pacs_compute, pacs_params)] = [j for j in artifact_jobs(F.pacs, profile="quick") if j[0] == "fedpals/table4"]
     assert [s.to_json() for s in pacs] == [s.to_json() for s in pacs_compute.job.specs(pacs_params)]
     assert {job.how(s) for s in pacs} == {pacs_compute.job.how(s) for s in pacs} == {(RL.execution("resnet50_imagenet"),
                                                                                       RL.MAX_BATCH)}
@@ -103,14 +92,14 @@ def test_table1_declares_its_pacs_row_with_the_pacs_notebooks_execution():
     assert all(all(RL.is_pacs(s) for s in part.values()) or not any(RL.is_pacs(s) for s in part.values())
                for _, part in sweeps)
     assert not [s for s in job.specs(dict(params, missing_datasets=["pacs"])) if RL.is_pacs(s)]
-    [(_, compute, params)] = _jobs(F.table1, profile="smoke")
+    [(_, compute, params)] = artifact_jobs(F.table1, profile="smoke")
     assert not [s for s in compute.job.specs(dict(params, missing_datasets=[])) if RL.is_pacs(s)]
 
 
 def test_table1_summarises_its_pacs_row_from_its_runs(cache_tmp):
     """The PACS row's results become Table 1's PACS row; without them the notes say why it is absent.
     (The smoke settings, their PACS row declared as at any other profile: stand-ins, no images read.)"""
-    [(_, compute, params)] = _jobs(F.table1, profile="smoke")
+    [(_, compute, params)] = artifact_jobs(F.table1, profile="smoke")
     job, q = compute.job, dict(params, missing_datasets=[])
     specs = job.specs(dict(q, profile="quick"))
     image = [s for s in specs if not RL.is_pacs(s)]

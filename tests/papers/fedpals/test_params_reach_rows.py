@@ -8,11 +8,11 @@ Table 1 declares where PACS is present."""
 import pytest
 
 import fedpaper.papers.fedpals as F
-from fedpaper.outputs import pipeline
 from fedpaper.runs import executors
 from fedpaper.outputs.parameters import resolve_seeds
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import real as RL
+from pipeline_harness import artifact_jobs
 
 
 def _fake_result(spec) -> dict:
@@ -35,20 +35,9 @@ def recorded(monkeypatch):
     return specs
 
 
-def _jobs(fn, **kw):
-    """[(artifact id, compute, params)] of an artifact function's jobs, without running them."""
-    got = []
-    token = pipeline.COMPUTE_HOOK.set(lambda aid, compute, params, missing: got.append((aid, compute, params)))
-    try:
-        fn(**kw)
-    finally:
-        pipeline.COMPUTE_HOOK.reset(token)
-    return got
-
-
 def _pacs_row_runs(**kw) -> tuple[list, list]:
     """(the PACS row's runs, the image rows' runs) Table 1 declares at the quick profile with PACS present."""
-    [(aid, compute, params)] = _jobs(F.table1, profile="quick", **kw)
+    [(aid, compute, params)] = artifact_jobs(F.table1, profile="quick", **kw)
     assert aid == "fedpals/table1"
     specs = compute.job.specs(dict(params, missing_datasets=[]))
     return [s for s in specs if RL.is_pacs(s)], [s for s in specs if not RL.is_pacs(s)]
@@ -71,7 +60,7 @@ def test_table1_pacs_row_takes_the_overrides_and_explicit_seeds_of_table1():
 
 
 def test_table1_pacs_row_without_overrides_is_the_pacs_profile():
-    [(_, _, params)] = _jobs(F.table1, profile="paper")
+    [(_, _, params)] = artifact_jobs(F.table1, profile="paper")
     q = RL.table1_pacs_settings(params)
     p = resolve_seeds(P.settings("paper", group="pacs"))
     assert q == p  # the same runs (and cache keys) as the pacs notebook's
@@ -81,7 +70,7 @@ def test_table1_pacs_row_without_overrides_is_the_pacs_profile():
                          ids=lambda f: f.__name__)
 def test_every_run_of_every_training_artifact_takes_the_overrides_and_explicit_seeds(fn, recorded):
     seeds = [3, 5]
-    jobs = _jobs(fn, profile="smoke", seeds=seeds, overrides={"rounds": 1})
+    jobs = artifact_jobs(fn, profile="smoke", seeds=seeds, overrides={"rounds": 1})
     for aid, compute, params in jobs:  # the jobs of one function may share its runs (pacs, iwildcam)
         compute(dict(params, missing_datasets=params.get("missing_datasets", [])))
     ids = [aid for aid, _, _ in jobs]
