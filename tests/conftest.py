@@ -1,5 +1,5 @@
-"""Test isolation: headless matplotlib, and caches/figures in temporary folders, so tests never
-touch the real cache, the committed figures/ or README.md."""
+"""Test isolation: headless matplotlib, caches/figures in temporary folders (tests never
+touch the real cache, the committed figures/ or README.md), and the shared fixtures."""
 import os
 import tempfile
 
@@ -34,6 +34,22 @@ def cache_tmp(tmp_path, monkeypatch):
     d = tmp_path / "cache"
     monkeypatch.setenv("FEDPAPER_CACHE", str(d))
     return d
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Every route to training a run fails the test: the executors' run_specs, RunSpec.build (which
+    every run that trains goes through) and the trainer's constructor."""
+    from fedpaper.driver import trainer
+    from fedpaper.runs import executors
+    from fedpaper.runs.experiment import RunSpec
+
+    def refuse(*a, **k):
+        raise AssertionError("trained (or asked to train) a run outside the runs it declares")
+
+    monkeypatch.setattr(executors, "run_specs", refuse)
+    monkeypatch.setattr(RunSpec, "build", refuse)
+    monkeypatch.setattr(trainer.FederatedTrainer, "__init__", refuse)
 
 
 @pytest.fixture

@@ -8,10 +8,7 @@ import importlib
 import pandas as pd
 import pytest
 
-from fedpaper.driver import trainer
 from fedpaper.outputs.registry import PAPERS, artifact
-from fedpaper.runs import executors
-from fedpaper.runs.experiment import RunSpec
 from pipeline_harness import artifact_jobs
 
 
@@ -26,16 +23,6 @@ def _functions():
 
 def _jobs(fn):
     return artifact_jobs(fn, profile="smoke")
-
-
-@pytest.fixture
-def no_training(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("trained (or asked to train) a run outside the runs it declares")
-
-    monkeypatch.setattr(executors, "run_specs", refuse)
-    monkeypatch.setattr(RunSpec, "build", refuse)
-    monkeypatch.setattr(trainer.FederatedTrainer, "__init__", refuse)
 
 
 @pytest.mark.parametrize("fn", _functions())

@@ -1,18 +1,17 @@
 """Every FedPALS artifact that trains declares its runs (`ArtifactJob.specs`) and summarises their
 results without training; the others' computes train nothing. Checked at the smoke profile, under
 `pipeline.COMPUTE_HOOK` (nothing drawn or written), with every way to train replaced by one that
-fails the test: run_specs (the pipeline's) and `RunSpec.build`, which every run that trains goes
-through."""
+fails the test (conftest's `no_training`: run_specs, `RunSpec.build`, which every run that trains
+goes through, and the trainer's constructor)."""
 import pandas as pd
 import pytest
 
 import fedpaper.papers.fedpals as F
 from fedpaper.papers.fedpals import real as RL
 from fedpaper.papers.fedpals import train as TR
-from fedpaper.runs import executors
 from fedpaper.runs.executors import run_specs as run_specs_imported  # as a module that trains imports it
 from fedpaper.runs.experiment import RunSpec
-from pipeline_harness import artifact_jobs
+from pipeline_harness import artifact_jobs, fake_result
 
 #: every artifact function of the paper module (the compute ladder, ladder.py, runs these as its rungs)
 FUNCTIONS = [getattr(F, n) for n in dir(F) if getattr(getattr(F, n), "fedpaper_artifact_function", False)]
@@ -20,23 +19,6 @@ FUNCTIONS = [getattr(F, n) for n in dir(F) if getattr(getattr(F, n), "fedpaper_a
 TRAINING = {"fedpals/fig9", "fedpals/table1", "fedpals/fig2c", "fedpals/fig6b", "fedpals/fig5c", "fedpals/fig7",
             "fedpals/fig8a", "fedpals/fig8b", "fedpals/fig8c", "fedpals/fig3a", "fedpals/table2", "fedpals/table4",
             "fedpals/fig3b", "fedpals/table3"}
-
-
-def _fake_result(spec) -> dict:
-    n = int(spec.training["rounds"])
-    row = {"train_loss": 0.5, "test_acc": 0.5, "val_acc": 0.5, "test_f1": 0.5, "val_f1": 0.5}
-    return {"history": [dict(row, seed=spec.seed, round=t) for t in range(1, n + 1)], "log": {}, "diverged_at": None,
-            "best": {"round": 1, "test_acc": 0.5, "test_f1": 0.5}, "final": dict(row)}
-
-
-@pytest.fixture
-def no_training(monkeypatch):
-    """Every route to training fails the test."""
-    def refuse(*a, **k):
-        raise AssertionError("trained (or asked to train) a run")
-
-    monkeypatch.setattr(executors, "run_specs", refuse)
-    monkeypatch.setattr(RunSpec, "build", refuse)
 
 
 def test_the_artifact_functions_are_found():
@@ -58,7 +40,7 @@ def test_what_trains_is_declared_and_summarised_without_training(fn, no_training
         assert job is not None and job.declares_runs and job.compute is None, f"{aid}: its runs are not declared"
         specs = job.specs(params)
         assert specs and all(isinstance(s, RunSpec) for s in specs), aid
-        tab, info = job.summarise(specs, [_fake_result(s) for s in specs], params)
+        tab, info = job.summarise(specs, [fake_result(s) for s in specs], params)
         assert isinstance(tab, pd.DataFrame) and len(tab) and isinstance(info, dict), aid
 
 
@@ -105,11 +87,11 @@ def test_table1_summarises_its_pacs_row_from_its_runs(cache_tmp):
     image = [s for s in specs if not RL.is_pacs(s)]
     pacs = [s for s in specs if RL.is_pacs(s)]
     assert image and pacs
-    expected = RL.table1_rows(RL.pacs_records(pacs, [_fake_result(s) for s in pacs], RL.table1_pacs_settings(q)))
-    tab, info = job.summarise(specs, [_fake_result(s) for s in specs], q)
+    expected = RL.table1_rows(RL.pacs_records(pacs, [fake_result(s) for s in pacs], RL.table1_pacs_settings(q)))
+    tab, info = job.summarise(specs, [fake_result(s) for s in specs], q)
     got = tab[tab["dataset"] == "PACS"].reset_index(drop=True)
     assert len(got) == len(expected) > 0
     pd.testing.assert_frame_equal(got[expected.columns], expected)
     assert not any("PACS row" in n for n in info["notes"])
-    tab, info = job.summarise(image, [_fake_result(s) for s in image], dict(q, profile="quick", missing_datasets=["pacs"]))
+    tab, info = job.summarise(image, [fake_result(s) for s in image], dict(q, profile="quick", missing_datasets=["pacs"]))
     assert "PACS" not in set(tab["dataset"]) and "PACS row not regenerated: data set missing" in info["notes"]

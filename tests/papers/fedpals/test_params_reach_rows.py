@@ -12,24 +12,17 @@ from fedpaper.runs import executors
 from fedpaper.outputs.parameters import resolve_seeds
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import real as RL
-from pipeline_harness import artifact_jobs
-
-
-def _fake_result(spec) -> dict:
-    n = int(spec.training["rounds"])
-    row = {"train_loss": 0.5, "test_acc": 0.5, "val_acc": 0.5, "test_f1": 0.5, "val_f1": 0.5}
-    return {"history": [dict(row, seed=spec.seed, round=t) for t in range(1, n + 1)], "log": {}, "diverged_at": None,
-            "best": {"round": 1, "test_acc": 0.5, "test_f1": 0.5}, "final": dict(row)}
+from pipeline_harness import artifact_jobs, fake_result
 
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """The specs every run_specs call of the pipeline receives (results: _fake_result)."""
+    """The specs every run_specs call of the pipeline receives (results: fake_result)."""
     specs = []
 
     def fake_run_specs(sp, data_root=None, **kw):
         specs.extend(sp)
-        return [_fake_result(s) for s in sp]
+        return [fake_result(s) for s in sp]
 
     monkeypatch.setattr(executors, "run_specs", fake_run_specs)  # the pipeline's sweep of declared runs
     return specs
