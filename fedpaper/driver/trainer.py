@@ -98,9 +98,10 @@ class FederatedTrainer:
         self.channels_last, self.layout_rule = False, "contiguous: not a CPU"
         self.per_run = max(1, int(round(config.participation * self.M)))  # clients per run and round
         G = self.R * self.per_run
-        self.alloc_bytes = allocator_bytes(self.step_bytes, step_mem.param_bytes, self.slot_chunk(G) < G)
+        in_parts = self.slot_chunk(G) < G
+        self.alloc_bytes = allocator_bytes(self.step_bytes, step_mem.param_bytes, in_parts)
         if self.device.type == "cpu":
-            _tune_cpu_allocator(self.alloc_bytes)  # raised malloc thresholds for small steps only
+            _tune_cpu_allocator(self.alloc_bytes, in_parts)  # malloc thresholds (cpu.thresholds_for)
             self.channels_last, self.layout_rule = channels_last_ok(self.template)
             if self.channels_last:
                 self._layout = stacked_layout

@@ -8,28 +8,30 @@ import sys
 
 import torch
 
-_ALLOCATOR_TUNED = False  # the thresholds below are in force (this process, now)
+_IN_FORCE = None  # the (trim, mmap) thresholds this process set last (None: glibc's own)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: (trim, mmap) thresholds of an engine call on Linux/glibc: blocks under 1 GiB come from the heap
+#: and freed memory stays there, so a step reuses the previous step's activation buffers instead of
+#: mmapping fresh ones and page-faulting them in (glibc's defaults mmap blocks over 128 KiB to
+#: 32 MiB, and the kernel zero-fills every page of each fresh mmap).
+RAISED_THRESHOLDS = (1 << 30, 1 << 30)
+#: (trim, mmap) thresholds of an engine call whose rounds train their clients in parts (their stacked
+#: parameter copies exceed memory.SLOT_BYTES: FedMT Fig. 2c's 40 and 80 ResNet-18 clients): every
+#: buffer over 4 MiB is mmapped and goes back to the OS when freed, so that the parts' parameter copies,
+#: freed and made again part after part, cannot fragment the heap and grow it within the call.
+PARTS_THRESHOLDS = (8 << 20, 4 << 20)
 #: A training step whose saved-for-backward activations (memory.StepMemory.activations at the batch
-#: size) exceed this keeps glibc's behaviour for large blocks (LARGE_STEP_THRESHOLDS): the paper
-#: profile's 224 px ResNet-18 of FedNCA-ML (~21 MiB per sample: ~670 MiB a step at batch 32). Below it
-#: the thresholds are raised for speed: LeNet (44 KiB per sample), the privlabels CNN (534 KiB), the
-#: FedNCA-ML convnet (339 KiB), FedMT's CIFAR ResNet-18 (4.5 MiB x batch 10): all under 64 MiB a step.
+#: size) reach this is large (the paper profile's 224 px ResNet-18 of FedNCA-ML, ~21 MiB per sample):
+#: its engine call hands its heap back to the OS when it ends (release_freed_memory), so that the
+#: heap's peak of one run is not kept, fragmented, for the next. The CPU profiles' steps stay below:
+#: LeNet (44 KiB per sample), the privlabels CNN (534 KiB), the FedNCA-ML convnet (339 KiB), FedMT's
+#: CIFAR ResNet-18 (4.5 MiB x batch 10).
 LARGE_STEP_BYTES = 256 * 2**20
-#: (trim, mmap) thresholds for large steps: buffers over 4 MiB (a large step's activations) are
-#: mmapped and go back to the OS when freed, so run after run they cannot fragment the heap: a lower
-#: peak than glibc's dynamic defaults (32 MiB once risen), for the same user CPU time, at the price of
-#: more system time (the page faults of fresh mmaps). Only the paper profile's 224 px
-#: ResNet-18 takes this path, which is dry runs and GPU hosts' CPU fallbacks in practice.
-LARGE_STEP_THRESHOLDS = (8 << 20, 4 << 20)
-_LARGE_SET = False  # LARGE_STEP_THRESHOLDS are in force
 #: A model whose parameters take at least this many bytes (FedMT's and FedNCA-ML's ResNet-18: 45 MB)
-#: also gets LARGE_STEP_THRESHOLDS and the release after its engine call (trainer.train), whatever its
-#: step's activations: each client slot holds several parameter-sized copies of 45 MB, and with the
-#: raised thresholds the freed copies of run after run fragment the heap (as in the FedMT paper
-#: profile's 10-client ResNet-18 runs, whose kernel then grew run after run). The CPU profiles'
-#: models stay far below (LeNet 0.25 MB, the privlabels CNN, the small ResNet and FedNCA-ML's convnet
-#: a few MB).
+#: also counts as a large step (allocator_bytes), whatever its step's activations: each client slot
+#: holds several parameter-sized copies of it, which the release hands back after the call. The CPU
+#: profiles' models stay far below (LeNet 0.25 MB, the privlabels CNN, the small ResNet and
+#: FedNCA-ML's convnet a few MB).
 LARGE_PARAM_BYTES = 32 * 2**20
 
 
@@ -50,44 +52,41 @@ def large_step(step_bytes) -> bool:
 
 
 def allocator_bytes(step_bytes, param_bytes: int, in_parts: bool):
-    """The step size the allocator rules (allocator_tuned_for, large_step) see for an engine call: its
-    step's saved activations, raised to LARGE_STEP_BYTES when its rounds train in parts (GBs of
-    stacked parameter copies: FedMT Fig. 2c's 80 ResNet-18 clients) or its model has at least
-    LARGE_PARAM_BYTES of parameters, so that the clients' parameter copies are mmapped and go back to
-    the OS when freed instead of fragmenting the heap run after run."""
+    """The step size the allocator rule (large_step) sees for an engine call: its step's saved
+    activations, raised to LARGE_STEP_BYTES when its rounds train in parts (GBs of stacked parameter
+    copies: FedMT Fig. 2c's 80 ResNet-18 clients) or its model has at least LARGE_PARAM_BYTES of
+    parameters, so that the memory of its clients' parameter copies goes back to the OS after the
+    call (release_freed_memory)."""
     if in_parts or param_bytes >= LARGE_PARAM_BYTES:
         return max(step_bytes or 0, LARGE_STEP_BYTES)
     return step_bytes
 
 
 def allocator_tuned_for(step_bytes=None) -> bool:
-    """Whether an engine call whose training step saves `step_bytes` for backward gets the raised
-    malloc thresholds (_tune_cpu_allocator): Linux, FEDPAPER_MALLOC_TUNING not 0, and a small step
-    (under LARGE_STEP_BYTES; None: unknown, counted as small)."""
-    if os.environ.get("FEDPAPER_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
-        return False
-    return not large_step(step_bytes)
+    """Whether an engine call gets malloc thresholds of the engine's (_tune_cpu_allocator): on Linux
+    unless FEDPAPER_MALLOC_TUNING=0, whatever its step's size (`step_bytes`, kept for the callers that
+    name it)."""
+    return os.environ.get("FEDPAPER_MALLOC_TUNING", "1") != "0" and sys.platform.startswith("linux")
 
 
-def _tune_cpu_allocator(step_bytes=None):
-    """glibc only, per engine call: for a small training step (allocator_tuned_for), keep freed memory
-    in the heap (M_TRIM_THRESHOLD, and M_MMAP_THRESHOLD so that large activation buffers come from the
-    heap, not fresh mmaps). Otherwise every training step returns its activation buffers to the OS and
-    page-faults them back in, which costs a large part of a step for small CNNs on CPU. The process keeps
-    its peak heap instead, and a heap of 1 GiB blocks fragments: for a large step (FedNCA-ML's 224 px
-    ResNet-18) that costs resident memory over glibc's defaults and is
-    worth little (page faults are a small part of a multi-second step), so a large step gets
-    LARGE_STEP_THRESHOLDS, set at its first large step, also after a small model raised them in the
-    same process. Results are unchanged either way.
-    FEDPAPER_MALLOC_TUNING=0 disables it."""
-    global _ALLOCATOR_TUNED, _LARGE_SET
-    if os.environ.get("FEDPAPER_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
-        return
-    if allocator_tuned_for(step_bytes):
-        if not _ALLOCATOR_TUNED:
-            _ALLOCATOR_TUNED, _LARGE_SET = _mallopt(1 << 30, 1 << 30), False
-    elif not _LARGE_SET:
-        _LARGE_SET, _ALLOCATOR_TUNED = _mallopt(*LARGE_STEP_THRESHOLDS), False
+def thresholds_for(in_parts: bool) -> tuple:
+    """The (trim, mmap) thresholds of an engine call: PARTS_THRESHOLDS when its rounds train in parts,
+    else RAISED_THRESHOLDS."""
+    return PARTS_THRESHOLDS if in_parts else RAISED_THRESHOLDS
+
+
+def _tune_cpu_allocator(step_bytes=None, in_parts: bool = False):
+    """glibc only, per engine call: `thresholds_for(in_parts)` (M_TRIM_THRESHOLD and
+    M_MMAP_THRESHOLD), set when they are not in force already. RAISED_THRESHOLDS keep activation
+    buffers in the heap: otherwise every training step returns them to the OS and page-faults them
+    back in, which costs a large part of a step, for the small CNNs of the CPU profiles as for the
+    224 px ResNet-18 of the paper profile. The process keeps its peak heap within an engine call; an
+    engine call with a large step hands it back when it ends (release_freed_memory, called by
+    trainer.train). Results are unchanged either way. FEDPAPER_MALLOC_TUNING=0 disables it."""
+    global _IN_FORCE
+    want = thresholds_for(in_parts)
+    if allocator_tuned_for(step_bytes) and _IN_FORCE != want and _mallopt(*want):
+        _IN_FORCE = want
 
 
 def release_freed_memory():

@@ -118,7 +118,7 @@ def test_release_returns_freed_heap_pages_to_the_os():
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS"))
 
     cpu._tune_cpu_allocator()
-    if not cpu._ALLOCATOR_TUNED:
+    if cpu._IN_FORCE != cpu.RAISED_THRESHOLDS:
         pytest.skip("allocator tuning switched off (FEDPAPER_MALLOC_TUNING=0)")
     keep = [torch.ones(1 << 20) for _ in range(96)]  # 96 x 4 MiB, from the heap
     del keep
@@ -146,65 +146,67 @@ def test_fedcurv_others_sum_is_bitwise_the_gathered_sum(R, M, shape, threads):
         torch.set_num_threads(old)
 
 
-def test_which_steps_get_the_raised_malloc_thresholds(monkeypatch):
-    """Small steps (LeNet, the CPU profiles' CNNs) are tuned for speed; a step over LARGE_STEP_BYTES
-    (FedNCA-ML's 224 px ResNet-18: ~670 MiB at batch 32) keeps glibc's large-block behaviour."""
+def test_every_step_gets_the_raised_malloc_thresholds_and_large_ones_are_released(monkeypatch):
+    """Every engine call on Linux gets the raised thresholds, small (LeNet) and large (FedNCA-ML's
+    224 px ResNet-18: ~670 MiB at batch 32) alike; from LARGE_STEP_BYTES a step counts as large (its
+    engine call is followed by the release); FEDPAPER_MALLOC_TUNING=0 switches the tuning off."""
     from fedpaper.engine.memory import step_memory
 
     monkeypatch.delenv("FEDPAPER_MALLOC_TUNING", raising=False)
     lenet = step_memory(TrainConfig("lenet", dict(in_channels=1, image_size=28), batch_size=64), (1, 28, 28))
     linux = sys.platform.startswith("linux")
-    assert cpu.allocator_tuned_for(lenet.activations(64)) is linux
-    assert cpu.allocator_tuned_for(None) is linux
-    assert not cpu.allocator_tuned_for(21 * 2**20 * 32)  # FedNCA-ML paper profile, measured 21 MiB per sample
-    assert cpu.allocator_tuned_for(cpu.LARGE_STEP_BYTES - 1) is linux
-    assert not cpu.allocator_tuned_for(cpu.LARGE_STEP_BYTES) and cpu.large_step(cpu.LARGE_STEP_BYTES)
+    for step in (lenet.activations(64), None, 21 * 2**20 * 32, cpu.LARGE_STEP_BYTES):
+        assert cpu.allocator_tuned_for(step) is linux
+    assert not cpu.large_step(lenet.activations(64)) and not cpu.large_step(None)
+    assert not cpu.large_step(cpu.LARGE_STEP_BYTES - 1) and cpu.large_step(cpu.LARGE_STEP_BYTES)
+    assert cpu.large_step(21 * 2**20 * 32)  # FedNCA-ML paper profile, measured 21 MiB per sample
     monkeypatch.setenv("FEDPAPER_MALLOC_TUNING", "0")
     assert not cpu.allocator_tuned_for(lenet.activations(64))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc thresholds")
-def test_thresholds_follow_the_step_size_within_one_process(monkeypatch):
+def test_thresholds_follow_the_engine_call_and_are_set_only_when_they_change(monkeypatch):
     calls = []
     monkeypatch.delenv("FEDPAPER_MALLOC_TUNING", raising=False)
     monkeypatch.setattr(cpu, "_mallopt", lambda trim, mmap: calls.append((trim, mmap)) or True)
-    monkeypatch.setattr(cpu, "_ALLOCATOR_TUNED", False)
-    monkeypatch.setattr(cpu, "_LARGE_SET", False)
-    big, small = cpu.LARGE_STEP_BYTES * 2, 1 << 20
-    cpu._tune_cpu_allocator(big)  # a large step first: large blocks are mmapped from the start
-    cpu._tune_cpu_allocator(big)  # once while in force
-    assert calls == [cpu.LARGE_STEP_THRESHOLDS] and not cpu._ALLOCATOR_TUNED
-    cpu._tune_cpu_allocator(small)
-    cpu._tune_cpu_allocator(small)
-    assert calls[-1] == (1 << 30, 1 << 30) and cpu._ALLOCATOR_TUNED and len(calls) == 2
-    cpu._tune_cpu_allocator(big)
-    assert calls[-1] == cpu.LARGE_STEP_THRESHOLDS and not cpu._ALLOCATOR_TUNED
-    cpu._tune_cpu_allocator(small)
-    assert calls[-1] == (1 << 30, 1 << 30) and len(calls) == 4
+    monkeypatch.setattr(cpu, "_IN_FORCE", None)
     monkeypatch.setenv("FEDPAPER_MALLOC_TUNING", "0")
-    cpu._tune_cpu_allocator(big)
-    assert len(calls) == 4  # switched off: nothing set
+    cpu._tune_cpu_allocator(1 << 20)
+    assert calls == [] and cpu._IN_FORCE is None  # switched off: nothing set
+    monkeypatch.delenv("FEDPAPER_MALLOC_TUNING")
+    big, small = cpu.LARGE_STEP_BYTES * 2, 1 << 20
+    cpu._tune_cpu_allocator(big)  # a large step: its buffers come from the heap too
+    assert calls == [cpu.RAISED_THRESHOLDS] == [(1 << 30, 1 << 30)]
+    for step in (big, small, None):
+        cpu._tune_cpu_allocator(step)
+    assert len(calls) == 1  # set once while in force
+    cpu._tune_cpu_allocator(big, in_parts=True)  # clients in parts: buffers over 4 MiB mmapped
+    cpu._tune_cpu_allocator(small, in_parts=True)
+    assert calls[1:] == [cpu.PARTS_THRESHOLDS] == [(8 << 20, 4 << 20)]
+    cpu._tune_cpu_allocator(small)
+    assert calls[2:] == [cpu.RAISED_THRESHOLDS] and cpu._IN_FORCE == cpu.RAISED_THRESHOLDS
 
 
 def test_an_engine_call_in_parts_or_of_a_large_model_counts_as_a_large_step(monkeypatch):
     """A call whose rounds train in parts (their stacked parameter copies exceed SLOT_BYTES: FedMT
     Fig. 2c's 80 ResNet-18 clients) or whose model has at least LARGE_PARAM_BYTES of parameters (a
-    ResNet-18's 45 MB) gets the large-step allocator thresholds and the release at its end, whatever
-    its step's activations; the same small-model call in one part keeps its small-step tuning."""
+    ResNet-18's 45 MB) counts as a large step (the release at its end), whatever its step's
+    activations; only the call in parts gets PARTS_THRESHOLDS; the same small-model call in one part
+    is neither."""
     import fedpaper.engine.memory as MEM
 
     pools = get_pools(POOL)
     feds = [Federation([np.arange(0, 40), np.arange(40, 80)], np.arange(20), seed=0)]
     cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28, num_classes=4), batch_size=16, rounds=1)
     tuned, released = [], []
-    monkeypatch.setattr(T, "_tune_cpu_allocator", lambda b: tuned.append(b))
+    monkeypatch.setattr(T, "_tune_cpu_allocator", lambda b, in_parts: tuned.append((b, in_parts)))
     monkeypatch.setattr(T, "release_freed_memory", lambda: released.append(True))
     T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
-    assert not cpu.large_step(tuned[-1]) and not released
+    assert not cpu.large_step(tuned[-1][0]) and not tuned[-1][1] and not released
     monkeypatch.setattr(MEM, "SLOT_BYTES", 1)  # the round's 2 clients train in parts of one
     T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
-    assert cpu.large_step(tuned[-1]) and released == [True]
+    assert cpu.large_step(tuned[-1][0]) and tuned[-1][1] and released == [True]
     monkeypatch.setattr(MEM, "SLOT_BYTES", 4 * 2**30)
     monkeypatch.setattr(cpu, "LARGE_PARAM_BYTES", 1)  # LeNet counts as a large model here
     T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
-    assert cpu.large_step(tuned[-1]) and released == [True, True]
+    assert cpu.large_step(tuned[-1][0]) and not tuned[-1][1] and released == [True, True]
