@@ -7,8 +7,8 @@ The dry run travels through the notebooks' own parameters, so a notebook in Jupy
 same dry run by setting them to what `parameters(paper, out_dir)` returns: `seeds=1`, a scratch
 `out_dir` and `overrides` = the paper's cut (CUTS) plus `dry_run: True`. Everything else is the
 paper profile's: backbone, input size, optimiser, augmentation, client count, aggregation,
-evaluation, figure and csv writing. The cut is applied by `fedpaper.outputs.parameters.apply_overrides`
-where the paper builds its profile dict, so it acts BEFORE any data are built: the images loaded
+evaluation, figure and csv writing. The cut is applied as every override is, when the pipeline settles
+an artifact job's settings (`fedpaper.outputs.parameters.settle`), so it acts BEFORE any data are built: the images loaded
 (per class, per client, per server set) are cut, not only those trained on (a full FedNCA-ML pool
 at 224 px as float32 is ~24 GB).
 

@@ -2,8 +2,8 @@
 compute budgets, and the trend of each claim's margin and gap to the paper.
 
 A paper declares a `Ladder` in `papers/<paper>/ladder.py`: the artifact functions whose tables its
-quantities read, the rungs per profile (each rung = overrides of a base profile, applied by the
-paper's own `parameters.apply_overrides`; the same seeds, hence the same partitions and
+quantities read, the rungs per profile (each rung = overrides of a base profile, applied as an
+artifact's are: `parameters.settle`; the same seeds, hence the same partitions and
 initialisations, at every rung), the quantities (a function of the tables giving per-seed values:
 a claim's margin, positive where the claim holds, or the gap |ours - paper|), and `work`: the
 training work of one run from the profile dict (rounds x data x model width, as each paper
@@ -39,7 +39,7 @@ import pandas as pd
 from fedpaper.outputs.artifacts import STATUS_FILE_ENV, committed_paths, load_committed
 from fedpaper.outputs.pipeline import ArtifactJob
 from fedpaper.ground.errors import BadParameterError
-from fedpaper.outputs.parameters import apply_overrides
+from fedpaper.outputs.parameters import settle, validate
 from fedpaper.claims import scaling as S
 from fedpaper.claims.rows import Cell, Missing, cell_of, norm
 from fedpaper.ground.paths import cache_dir
@@ -83,11 +83,12 @@ class Ladder:
     datasets: tuple
 
     def rung_settings(self, profile: str, rung: Rung) -> dict:
+        """The settings a rung's runs train with: its base profile's, its overrides applied (its work)."""
         if rung.committed is not None:
             return copy.deepcopy(self.settings(rung.committed))
         base = self.rungs[profile][0]
-        return apply_overrides(copy.deepcopy(self.settings(base)), rung.overrides or {},
-                               where=f"the {self.paper} ladder rung {rung.name}")
+        return settle(self.settings(base), validate(profile=base, overrides=rung.overrides or None),
+                      where=f"the {self.paper} ladder rung {rung.name}")
 
     def compute(self, profile: str, rung: Rung) -> float:
         """The rung's training work per run relative to the quick profile's."""
@@ -375,7 +376,7 @@ def draw(table: pd.DataFrame, p: dict):
     return fig
 
 
-def ladder_job(ladder: Ladder, *, profile="smoke", data_root=None, overrides=None) -> ArtifactJob:
+def ladder_job(ladder: Ladder, *, profile="smoke", data_root=None) -> ArtifactJob:
     """The `<paper>/scaling` artifact of `ladder` (see the module docstring)."""
     if profile not in ladder.rungs:
         raise BadParameterError(f"{ladder.paper}/scaling has no rungs at the {profile} profile (a compute ladder climbs "
@@ -385,6 +386,5 @@ def ladder_job(ladder: Ladder, *, profile="smoke", data_root=None, overrides=Non
     params = {"rungs": {r.name: ({"committed": r.committed, "reads": list(r.reads)} if r.committed else r.overrides)
                         for r in ladder.rungs[profile][1]}, "base_profile": base,
               "seeds": base_seeds, "work": ladder.work_unit}
-    params = apply_overrides(params, overrides, where=f"{ladder.paper}/scaling")
     return ArtifactJob(f"{ladder.paper}/scaling", params, lambda q: compute_table(ladder, q, data_root), draw,
                        tuple(ladder.datasets))

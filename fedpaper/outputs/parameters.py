@@ -8,24 +8,27 @@ notebook cell, papermill (`-p`/`-y`) and the CLI all get the same one-line error
 
 - profile: one of PROFILES;
 - seeds: None (the profile's), an int n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0;
-  the pipeline turns every seed setting of an artifact's settings into a list once, these seeds
-  replacing each (`resolve_seeds`): artifact functions never see them;
+  they replace every seed setting of an artifact's settings (`resolve_seeds`): artifact functions
+  never see them;
 - data_root: None (the default search: fedpaper.ground.paths.data_root) or an existing folder, as a
   str or a path: a typo is answered with the one line the CLI gives for its --data-root
   (`data_root_problem`), never taken for a machine without data;
 - out_dir: None, a str or a path;
 - overrides: None or a dict (a YAML/JSON string of a dict is accepted, as papermill's `-p` gives
-  one) of profile settings to change. They reach the paper's artifact function as an explicit
-  argument (`Overrides`), which applies them once, with `apply_overrides`, where it builds its
-  profile dict; the pipeline checks that they were. A key is a setting of
+  one) of profile settings to change. A key is a setting of
   the profile dict (`rounds`, `lr`, `hyper`), a dotted path into a nested one (`hyper.mu`,
   `rounds.cifar10`) or a nested name that is unique (`mu`). A number given for a dict of numbers
   (fedpals' `rounds: {fashion-mnist: 15, cifar10: 15}`) sets every entry. `seeds` may be given
   here too.
 
+An artifact function never sees the overrides nor the seeds: it declares its jobs with the
+profile's settings (`ArtifactJob.params`), and the pipeline settles each job's settings once,
+with `settle`: the overrides applied (`apply_overrides`), then every seed setting made a list of
+seed ids (`resolve_seeds`). The settled dict is what the job's callables receive.
+
 A setting whose value names things (Table 1 rows, methods, data sets) is checked against the
-names the paper allows: the paper passes `choices={setting: allowed entries}` to
-`apply_overrides` (the engine's own names are added for `optimizer`, `lr_schedule`, `precision`
+names the paper allows: the job declares `choices={setting: allowed entries}` (`ArtifactJob.choices`,
+handed to `settle`) (the engine's own names are added for `optimizer`, `lr_schedule`, `precision`
 and `backend`); a value (a name, or a non-empty list of names) outside them is answered with
 one line naming the bad entry and the valid ones, before any run. A setting with choices may be
 overridden even where the profile leaves it unset (e.g. fedpals' `table1_rows` outside smoke).
@@ -92,12 +95,12 @@ class Parameters:
         return ", ".join(f"{k}={_short(v)}" for k, v in self.changes().items())
 
     def to_apply(self) -> "Overrides":
-        """The overrides as the artifact function receives them (`apply_overrides`' argument)."""
+        """The overrides as `apply_overrides` takes them (a dry run's cut marked as such)."""
         return Overrides(copy.deepcopy(self.overrides), dry_run=self.dry_run)
 
 
 class Overrides(dict):
-    """The overrides an artifact function is called with: a dict of settings to change, and
+    """The overrides `settle` applies: a dict of settings to change, and
     `dry_run`: they are a dry run's cut (fedpaper.outputs.dryrun), which names the paper profile's
     settings, so a key that a settings dict does not have is left out of it instead of refused."""
 
@@ -153,7 +156,7 @@ def resolve_seeds(params: dict, seeds=None) -> dict:
     0..n-1, or a list) replace every one of them, so that explicit seeds reach every row of an
     artifact; without them each setting's own value is used (a count n -> 0..n-1, a list as is).
     Explicit seeds also set the top-level `seeds` of settings that have none. The one place where
-    seeds become a list: the pipeline calls it once per artifact, and the papers read lists."""
+    seeds become a list (through `settle`, once per artifact job): the papers read lists."""
     explicit = check_seeds(seeds)
     explicit = list(range(explicit)) if _is_int(explicit) else explicit
 
@@ -422,7 +425,7 @@ def _engine_choices(params: dict) -> dict:
 def apply_overrides(params: dict, overrides: Optional[dict], *, where: str = "",
                     choices: Optional[dict] = None) -> dict:
     """`params` (a profile dict, changed in place and returned) with `overrides` applied (None or
-    {}: none; the artifact function's argument, an `Overrides`, or any dict).
+    {}: none; an `Overrides`, or any dict).
 
     Unknown keys and values of the wrong type raise BadParameterError naming the key and what is
     allowed; a setting in `choices` ({dotted setting: allowed entries}) takes only those entries.
@@ -452,3 +455,13 @@ def apply_overrides(params: dict, overrides: Optional[dict], *, where: str = "",
             node[path[-1]] = _checked(name, default, value)
     params[APPLIED_KEY] = copy.deepcopy(overrides)
     return params
+
+
+# ------------------------------------------------------------------------------- settling
+def settle(settings: dict, parameters: Parameters, *, where: str = "", choices: Optional[dict] = None) -> dict:
+    """A job's settings as its callables receive them: a copy of the profile's `settings` with the
+    overrides of the checked `parameters` applied (`apply_overrides`: `where` names the settings in
+    an error line, `choices` the names a setting may take) and every seed setting made a list, the
+    explicit seeds replacing each (`resolve_seeds`). The pipeline calls it once per job."""
+    params = apply_overrides(copy.deepcopy(settings), parameters.to_apply(), where=where, choices=choices)
+    return resolve_seeds(params, parameters.seeds)

@@ -1,19 +1,24 @@
 """The one pipeline every artifact goes through: an artifact function returns what to make
-(`ArtifactJob`: its id, its settings, how to compute its table, how to draw it, the data it
-needs), and `artifact_function` runs each job: check the parameters, compute (the sweep) ->
-table -> draw -> write the four files (fedpaper.outputs.artifacts' output contract) -> check the
-paper's claims on the figure. A paper module writes::
+(`ArtifactJob`: its id, its profile's settings, how to compute its table, how to draw it, the data
+it needs), and `artifact_function` runs each job: check the parameters, settle the job's settings
+(the overrides and the seeds) -> compute (the sweep) -> table -> draw -> write the four files
+(fedpaper.outputs.artifacts' output contract) -> check the paper's claims on the figure. A paper
+module writes::
 
     @artifact_function
-    def table1(*, profile="smoke", data_root=None, overrides=None):
-        params = apply_overrides(settings(profile), overrides, where="the fedpals profile")
-        return ArtifactJob("fedpals/table1", params, compute=lambda p: _compute(p, data_root), draw=_draw,
-                           datasets=("fashion-mnist", "cifar10", "pacs"), optional_datasets=("pacs",))
+    def table1(*, profile="smoke", data_root=None):
+        return ArtifactJob("fedpals/table1", settings(profile), compute=lambda p: _compute(p, data_root),
+                           draw=_draw, datasets=("fashion-mnist", "cifar10", "pacs"), optional_datasets=("pacs",),
+                           where=f"the fedpals {profile} profile", choices=CHOICES)
 
 and its users call `table1(profile="quick", out_dir=..., seeds=..., overrides={...})`, which
-returns an ArtifactResult (a list of them where the function returns a list of jobs). The
-overrides are an explicit argument (`parameters.Overrides`), applied once, by the paper, where it
-builds its settings; the pipeline refuses a job whose settings do not carry them.
+returns an ArtifactResult (a list of them where the function returns a list of jobs). The artifact
+function never sees the overrides nor the seeds: the pipeline settles each job's settings once
+(`parameters.settle`: the overrides applied, checked against the job's `choices` and named by its
+`where` in an error line, then every seed setting a list of seed ids, the explicit seeds replacing
+each) and hands the settled dict to the job's callables. What a job derives from its settings (its
+runs, the data sets it needs, how its runs execute) it derives from the settled dict: `specs`,
+`summarise`, `compute`, `draw`, and `datasets` or `execution` given as a callable of it.
 
 An artifact that trains declares its runs instead of computing them: `specs(params) -> [RunSpec]`
 and `summarise(specs, results, params) -> (table, info)` (ArtifactJob); the pipeline trains them
@@ -21,8 +26,7 @@ and `summarise(specs, results, params) -> (table, info)` (ArtifactJob); the pipe
 that trains nothing (or has not declared its runs yet); `info` may hold `datasets` (list of dicts like
 `ImageDataset.describe()`: name, source, lossy, synthetic), `seeds`, `device`, `notes` (list of
 strings, e.g. shrinkage relative to the paper). `draw(table, params) -> matplotlib Figure`.
-`params` reaches compute and draw as given, every seed setting a list of seed ids (the explicit
-seeds replacing each: `parameters.resolve_seeds`), plus `profile` and
+`params` reaches compute and draw settled, plus `profile` and
 `missing_datasets` (optional data sets that are absent) when not already set. `datasets`: the
 data sets the artifact needs ("none" for none; "voc2007:labels" for labels only);
 `optional_datasets`: a subset whose absence still lets the artifact be regenerated in part
@@ -51,8 +55,7 @@ from fedpaper.outputs.artifacts import (CLAIM_NOTE_PREFIX, ArtifactResult, capti
                                         requested, rerender_requested, resolve_out_dir, stamp_exploration,
                                         stamp_figure, write_outputs)
 from fedpaper.outputs.dryrun import DryRunExecutor
-from fedpaper.outputs.parameters import (APPLIED_KEY, Parameters, check_profile, overridable_keys, resolve_seeds,
-                                         validate)
+from fedpaper.outputs.parameters import APPLIED_KEY, Parameters, check_profile, overridable_keys, settle, validate
 from fedpaper.claims.catalog import get_artifact, reported_path
 from fedpaper.runs import provenance as prov
 from fedpaper.runs.sweep import RunTally, SweepScope, current_scope, in_scope
@@ -79,25 +82,46 @@ class ArtifactJob:
     spec, in order. A run that executes unlike the others (another backend or batch size) says so
     through `run_as(spec) -> (execution, max_batch)` and trains in a sweep of its own.
     `fedpaper plan` reads the same `specs` without training. An artifact that trains nothing gives
-    `compute` instead (compute=None when it declares specs)."""
+    `compute` instead (compute=None when it declares specs).
+
+    `params` are the profile's settings as declared; `settled(parameters)` is the job the pipeline
+    runs: its settings settled (`parameters.settle`, with `where` and `choices`; then `follow`, where
+    a setting follows another's override) and `datasets` or `execution` given as a callable of the
+    settled settings evaluated on them."""
 
     artifact_id: str
     params: dict
     compute: Optional[Callable]  # params -> (table, info); None when `specs` is given
     draw: Callable  # (table, params) -> Figure
-    datasets: Sequence[str] = ("none",)
+    datasets: Sequence[str] | Callable = ("none",)  # or params -> the data set names
     optional_datasets: Sequence[str] = ()
     specs: Optional[Callable] = None  # params -> list[RunSpec]
     summarise: Optional[Callable] = None  # (specs, results, params) -> (table, info)
-    execution: Optional[Execution] = None  # how the declared runs execute (not part of their key)
+    execution: Optional[Execution] | Callable = None  # how the declared runs execute (not part of their key), or params -> it
     max_batch: Optional[int] = 16  # None: every run of a sweep in one engine call (memory permitting)
     desc: Optional[str] = None  # the sweep's label (default: the artifact id)
     split_by: Optional[Callable] = None  # spec -> label: runs with different labels never share an engine call
     run_as: Optional[Callable] = None  # spec -> (execution, max_batch) of each run (default: the job's)
+    where: str = ""  # where its settings come from, for an override's error line (default: the artifact id)
+    choices: Optional[dict] = None  # {dotted setting: the entries it may take} (parameters.apply_overrides)
+    follow: Optional[Callable] = None  # settled params -> params: settings that follow another's override
 
     @property
     def declares_runs(self) -> bool:
         return self.specs is not None
+
+    def settled(self, parameters: Parameters) -> "ArtifactJob":
+        """This job under the checked `parameters`: its settings settled once (parameters.settle, then
+        `follow`), and `datasets` and `execution`, where given as callables, evaluated on them."""
+        params = settle(self.params, parameters, where=self.where or self.artifact_id, choices=self.choices)
+        if self.follow is not None:
+            params = self.follow(params)
+        derived = {"params": params}
+        if callable(self.datasets):
+            derived["datasets"] = tuple(self.datasets(params))
+        if callable(self.execution):
+            derived["execution"] = self.execution(params)
+        return dataclasses.replace(self, **derived)
 
     def how(self, spec) -> tuple:
         """(execution, max_batch) of one declared run: `run_as(spec)`, else the job's own."""
@@ -210,35 +234,50 @@ def _public(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overri
 
 
 def artifact_function(fn):
-    """Decorator for a paper's artifact function `fn(*, profile, data_root, overrides)`
-    returning an ArtifactJob or a list of them: its users call it with
-    `(*, profile, data_root, out_dir, seeds, overrides)`; every parameter is checked first
-    (parameters.validate: one line for a bad one), then `fn` declares its jobs (`overrides` as an
-    explicit `parameters.Overrides`) and the pipeline runs them, in order. `fn` never sees the
-    seeds: its settings hold the profile's (a count or a list), and the pipeline turns every seed
-    setting of each job into a list, the explicit seeds replacing them (parameters.resolve_seeds)."""
+    """Decorator for a paper's artifact function `fn(*, profile, data_root)` returning an
+    ArtifactJob or a list of them: its users call it with `(*, profile, data_root, out_dir, seeds,
+    overrides)`; every parameter is checked first (parameters.validate: one line for a bad one),
+    then `fn` declares its jobs with its profile's settings, the pipeline settles each job's
+    settings (ArtifactJob.settled: the overrides and the seeds, once) and runs the jobs, in order."""
 
     @functools.wraps(fn)
     def wrapper(*, profile="smoke", data_root=None, out_dir=None, seeds=None, overrides=None):
         p = validate(profile=profile, seeds=seeds, data_root=data_root, out_dir=out_dir, overrides=overrides)
-        jobs = fn(profile=p.profile, data_root=p.data_root, overrides=p.to_apply())
-        if isinstance(jobs, ArtifactJob):
-            return _run_job(jobs, p)
-        if isinstance(jobs, (list, tuple)) and jobs and all(isinstance(j, ArtifactJob) for j in jobs):
-            # `fedpaper reproduce --only` makes the artifacts it selected, not every one the function declares
-            return [_run_job(j, p) for j in ([j for j in jobs if requested(j.artifact_id)] or jobs)]
-        raise BadParameterError(f"{fn.__qualname__} returned a {type(jobs).__name__}; an artifact function "
-                                "returns an ArtifactJob or a list of them (fedpaper.outputs.pipeline)")
+        jobs, single = _declared(fn, p)
+        if single:
+            return _run_job(jobs[0], p)
+        # `fedpaper reproduce --only` makes the artifacts it selected, not every one the function declares
+        return [_run_job(j, p) for j in ([j for j in jobs if requested(j.artifact_id)] or jobs)]
 
     wrapper.__signature__ = inspect.signature(_public)
     wrapper.fedpaper_artifact_function = True
     return wrapper
 
 
+def _declared(fn, p: Parameters) -> tuple[list, bool]:
+    """(the jobs artifact function `fn` (undecorated) declares at the checked parameters `p`, each
+    settled (ArtifactJob.settled), in order; whether `fn` returned one job rather than a list)."""
+    jobs = fn(profile=p.profile, data_root=p.data_root)
+    if isinstance(jobs, ArtifactJob):
+        return [jobs.settled(p)], True
+    if isinstance(jobs, (list, tuple)) and jobs and all(isinstance(j, ArtifactJob) for j in jobs):
+        return [j.settled(p) for j in jobs], False
+    raise BadParameterError(f"{fn.__qualname__} returned a {type(jobs).__name__}; an artifact function "
+                            "returns an ArtifactJob or a list of them (fedpaper.outputs.pipeline)")
+
+
+def declared_jobs(fn, **parameters) -> list:
+    """The jobs artifact function `fn` declares when called with `parameters` (profile, data_root,
+    seeds, overrides; checked as its users' call checks them), each settled, nothing run: what a
+    benchmark or a sizing reads (a job's `params`, its `specs(params)`)."""
+    return _declared(getattr(fn, "__wrapped__", fn), validate(**parameters))[0]
+
+
 def run_job(job: ArtifactJob, **parameters) -> ArtifactResult:
     """One job through the pipeline, with the parameters of an artifact function (profile,
-    data_root, out_dir, seeds; overrides must already be applied to `job.params`)."""
-    return _run_job(job, validate(**parameters))
+    data_root, out_dir, seeds, overrides): its settings settled, then run."""
+    p = validate(**parameters)
+    return _run_job(job.settled(p), p)
 
 
 def _follow_seeds(notes: list, n: int) -> list:
@@ -286,8 +325,9 @@ def _dataset_records(needed: Sequence[str], root: Path, info_datasets) -> list[d
 
 
 def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
-    """The pipeline for one job under the checked parameters `p` (see the module docstring)."""
-    artifact_id, profile, data_root, out_dir, seeds = job.artifact_id, p.profile, p.data_root, p.out_dir, p.seeds
+    """The pipeline for one settled job (ArtifactJob.settled) under the checked parameters `p` (see
+    the module docstring)."""
+    artifact_id, profile, data_root, out_dir = job.artifact_id, p.profile, p.data_root, p.out_dir
     compute, draw = job.compute_fn(data_root), job.draw
     if job.declares_runs and not callable(job.summarise):
         raise BadParameterError(f"{artifact_id}: an ArtifactJob that declares specs also needs "
@@ -304,11 +344,7 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
     unknown_opt = [d for d in optional_datasets if d not in datasets]
     if unknown_opt:
         raise BadParameterError(f"optional_datasets {unknown_opt} must also be listed in datasets")
-    params = job.params
-    if p.overrides and params.get(APPLIED_KEY) != p.overrides:
-        raise BadParameterError(f"{artifact_id}: the overrides ({p.describe()}) were not applied to its settings; "
-                                "its artifact function must pass its `overrides` argument to "
-                                "fedpaper.outputs.parameters.apply_overrides where it builds its settings")
+    params = job.params  # settled: the overrides applied, every seed setting a list
     if p.dry_run and out_dir is None:
         out = check_output_folder(dry_run_scratch(), "the dry run's scratch folder")
     elif p.exploration and out_dir is None:
@@ -317,7 +353,6 @@ def _run_job(job: ArtifactJob, p: Parameters) -> ArtifactResult:
         out = resolve_out_dir(profile, out_dir)
     root = _data_root(data_root)
     paths = output_paths(artifact_id, out)
-    params = resolve_seeds(params, seeds)  # the one place where seeds become lists: the papers read them
     resolved_seeds = params.get("seeds")
     params.setdefault("profile", profile)
     n_seeds = len(resolved_seeds) if p.seeds is not None and resolved_seeds else None

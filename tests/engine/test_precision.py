@@ -11,7 +11,7 @@ from fedpaper.algorithms import get_method
 from fedpaper.driver import FederatedTrainer, train
 from fedpaper.driver.sequential import train_sequential
 from fedpaper.ground.errors import BadParameterError
-from fedpaper.papers.privlabels import _params as privlabels_params
+from fedpaper.papers.privlabels import _settings as privlabels_params
 from fedpaper.papers.privlabels import runs as PR
 
 CLOSE = 0.05  # bf16 vs fp32 after 3 rounds: largest |difference| / largest |fp32 value| per tensor (~0.005-0.01 seen)

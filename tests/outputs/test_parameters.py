@@ -104,18 +104,20 @@ def test_a_bad_row_override_in_a_notebook_call_is_one_line_before_any_run(cache_
 
 
 def test_overrides_apply_to_nested_and_broadcast_and_papermill_strings():
+    from fedpaper.outputs.pipeline import declared_jobs
     from fedpaper.papers import fedpals, privlabels
 
-    ov = P.validate(overrides="{rounds: 7, mu: 0.1, 'data_fraction.cifar10': 0.5}").to_apply()
-    p = fedpals._params("smoke", overrides=ov)
+    def settled(fn, **parameters):
+        return declared_jobs(fn, profile="smoke", **parameters)[0].params
+
+    p = settled(fedpals.label_marginals, overrides="{rounds: 7, mu: 0.1, 'data_fraction.cifar10': 0.5}")
     assert p["rounds"] == {"fashion-mnist": 7, "cifar10": 7}
     assert p["hyper"]["mu"] == 0.1 and p["data_fraction"]["cifar10"] == 0.5
-    assert p["data_fraction"]["fashion-mnist"] == fedpals._params("smoke")["data_fraction"]["fashion-mnist"]
+    assert p["data_fraction"]["fashion-mnist"] == settled(fedpals.label_marginals)["data_fraction"]["fashion-mnist"]
     assert p["overrides"] == {"rounds": 7, "mu": 0.1, "data_fraction.cifar10": 0.5}
-    ov = P.validate(overrides={"mu": 0.5, "widths": [4, 4, 8, 8]}, seeds=3).to_apply()
-    q = P.resolve_seeds(privlabels._params("smoke", overrides=ov), 3)
+    q = settled(privlabels.tables, overrides={"mu": 0.5, "widths": [4, 4, 8, 8]}, seeds=3)
     assert q["mu"] == 0.5 and q["widths"] == [4, 4, 8, 8] and q["seeds"] == [0, 1, 2]
-    assert "overrides" not in fedpals._params("smoke")  # outside an exploration: the profile as is
+    assert "overrides" not in settled(fedpals.label_marginals)  # outside an exploration: the profile as is
 
 
 def test_resolve_seeds_makes_every_seed_setting_a_list():
@@ -139,14 +141,14 @@ def test_resolve_seeds_makes_every_seed_setting_a_list():
 def _fedavg_run(rounds):
     """One tiny FedAvg run of the fedpals smoke profile with `rounds` overridden, trained as a FedPALS
     artifact's declared runs are (its settings' specs through run_specs, at the sweeps' execution)."""
+    from fedpaper.outputs.pipeline import declared_jobs
     from fedpaper.papers import fedpals
     from fedpaper.papers.fedpals import runs as R
     from fedpaper.papers.fedpals import train as TR
     from fedpaper.runs.executors import run_specs
     from fedpaper.runs.store import ResultStore
 
-    p = fedpals._params("smoke", overrides={"rounds": rounds})
-    p["seeds"] = [0]
+    p = declared_jobs(fedpals.label_marginals, profile="smoke", seeds=[0], overrides={"rounds": rounds})[0].params
     setting = {"dataset": "fashion-mnist", "split": {"scheme": "sparsity", "C": 3}, "methods": ["FedAvg"]}
     specs = TR.settings_specs(p, [setting])
     results = run_specs(specs, execution=R.execution(), max_batch=TR.runs_per_engine_call())

@@ -4,18 +4,16 @@ privlabels' epoch ablation (Figs 11-13, its own `epochs.rounds`) follows a `roun
 import pytest
 
 from fedpaper.ground.errors import BadParameterError
-from fedpaper.outputs.parameters import Overrides, resolve_seeds
-from fedpaper.outputs.pipeline import check_rounds_reach
+from fedpaper.outputs.pipeline import check_rounds_reach, declared_jobs
 from fedpaper.papers import privlabels
 
 
 def _epoch_rounds(overrides) -> dict:
     """{artifact id: the rounds its runs train} of privlabels' epoch ablation at the smoke profile."""
-    # the paper's own function (what the pipeline's decorator wraps): its jobs, nothing run
-    jobs = privlabels.epochs.__wrapped__(profile="smoke", data_root=None, overrides=Overrides(overrides or {}))
+    # its jobs as the pipeline settles them, nothing run
     out = {}
-    for job in jobs:
-        params = resolve_seeds(job.params)
+    for job in declared_jobs(privlabels.epochs, profile="smoke", overrides=overrides):
+        params = job.params
         specs = list(job.specs(params))
         check_rounds_reach(job.artifact_id, params, specs)
         out[job.artifact_id] = {s.training["rounds"] for s in specs}
@@ -33,7 +31,7 @@ def test_a_rounds_override_reaches_the_epoch_ablation():
 def test_an_epochs_rounds_override_keeps_its_own_rounds():
     assert list(_epoch_rounds({"rounds": 7, "epochs.rounds": 3}).values()) == [{3}] * 3
     assert list(_epoch_rounds({"epochs.rounds": 3}).values()) == [{3}] * 3
-    p = privlabels._params("smoke", Overrides({"rounds": 7, "epochs": {"rounds": 4}}))
+    p = declared_jobs(privlabels.epochs, profile="smoke", overrides={"rounds": 7, "epochs": {"rounds": 4}})[0].params
     assert (p["rounds"], p["epochs"]["rounds"]) == (7, 4)
 
 

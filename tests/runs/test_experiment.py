@@ -8,7 +8,7 @@ from fedpaper.runs import experiment as E
 from fedpaper.ground.errors import UnknownNameError
 from fedpaper.papers.fedpals import runs as FR
 from fedpaper.papers.fedpals import profiles as FP
-from fedpaper.papers.privlabels import _params as privlabels_params
+from fedpaper.papers.privlabels import _settings as privlabels_params
 from fedpaper.papers.privlabels import runs as PR
 
 

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fedpaper.outputs.parameters import apply_overrides, resolve_seeds
-from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
+from fedpaper.outputs.pipeline import ArtifactJob, artifact_function, declared_jobs
 from fedpaper.papers.fedmt import draw as D
 from fedpaper.papers.fedmt import profiles as P
 from fedpaper.papers.fedmt import runs as R
@@ -45,10 +44,10 @@ RESULTS_READ_ONLY = ("claims", "draw", "ladder")
 PAPER = "fedmt"
 
 
-def _params(profile: str, overrides=None) -> dict:
-    """The profile's settings with the overrides applied (its seeds, a count, become a list in the
-    pipeline: parameters.resolve_seeds)."""
-    p = apply_overrides(P.settings(profile), overrides, where=f"the {PAPER} {profile} profile")
+def _settings(profile: str) -> dict:
+    """The profile's settings (the pipeline settles them: the overrides; its seeds, a count here,
+    made a list)."""
+    p = P.settings(profile)
     p["profile"] = profile
     return p
 
@@ -64,7 +63,8 @@ def _info(p, data_root) -> dict:
 def _job(name, p, draw_fn, specs, summarise, desc):
     """An artifact of FedMT's runs: `specs(q)` declared, `summarise(specs, results, q)` their table."""
     return ArtifactJob(f"{PAPER}/{name}", p, None, draw_fn, ("cifar100",), specs=specs, summarise=summarise,
-                       execution=R.EXECUTION, max_batch=16, desc=desc, split_by=R.clients_label)
+                       execution=R.EXECUTION, max_batch=16, desc=desc, split_by=R.clients_label,
+                       where=f"the {PAPER} {p['profile']} profile")
 
 
 def _table(specs, res, keys, **setting):
@@ -80,10 +80,10 @@ def _main_specs(p):
 
 
 @artifact_function
-def main(*, profile="smoke", data_root=None, overrides=None):
+def main(*, profile="smoke", data_root=None):
     """Table 2 (100-class accuracy vs n), Fig. 2a (20-class accuracy vs n) and Table 6 (the
     baselines from random initialisation), from one set of runs (Sec. 4.2, App. D.1-D.2)."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
 
     def table(specs, res, q):
         t = _table(specs, res, KEYS2, backbone=q["backbone_label"], init="random")
@@ -115,10 +115,10 @@ def main(*, profile="smoke", data_root=None, overrides=None):
 
 # ------------------------------------------------------------------ Fig 2b, 2c
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, overrides=None):
+def scaling(*, profile="smoke", data_root=None):
     """Fig. 2b (accuracy vs label skew gamma, App. C.1.1 split) and Fig. 2c (accuracy vs number of
     clients C with N_c x C fixed), SemiFL and FedMT (E), n = n_default."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
     methods = ["SemiFL", "FedMT (E)"]
 
     def specs_b(q):
@@ -151,10 +151,10 @@ def scaling(*, profile="smoke", data_root=None, overrides=None):
 
 # ------------------------------------------------------------------ Fig 3
 @artifact_function
-def estimation(*, profile="smoke", data_root=None, overrides=None):
+def estimation(*, profile="smoke", data_root=None):
     """Fig. 3: Frobenius error of each client's eq. (4) estimate per round, mean and sd over the
     clients, for several client sizes N_c, and of the learnable M at the largest N_c (App. D.4)."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
 
     def specs(q):
         return ([R.spec(q, "FedMT (E)", s, N_c=nc) for nc in q["fig3_sizes"] for s in q["seeds"]]
@@ -172,10 +172,10 @@ def estimation(*, profile="smoke", data_root=None, overrides=None):
 
 # ------------------------------------------------------------------ Tables 7-9
 @artifact_function
-def ablations(*, profile="smoke", data_root=None, overrides=None):
+def ablations(*, profile="smoke", data_root=None):
     """Table 7 (threshold xi, with lambda2 = 1: targets vague-4), Table 8 (lambda2) and Table 9
     (estimators: FedMT (E) and FedMT (E) + Average, IID and non-IID gamma), n = n_default."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
 
     def specs7(q):
         return [R.spec(q, m, s, threshold=x, lambda2=1) for x in q["thresholds"] for m in ["SemiFL", "FedMT (E)"]
@@ -231,7 +231,7 @@ POOLS_BUILDERS = {"fedmt-cifar100": PoolsBuilder(_data.build_pools, reads="cifar
 # ------------------------------------------------------------------ sizing (benchmarks/fedmt_backbones.py)
 def all_specs(profile: str) -> list:
     """Every distinct run the implemented artifacts of a profile train (shared runs counted once)."""
-    p = resolve_seeds(_params(profile))
+    p = declared_jobs(main, profile=profile)[0].params
     fe = ["SemiFL", "FedMT (E)"]
     s = p["seeds"]
     specs = _main_specs(p)
@@ -250,7 +250,7 @@ def workload(profile: str, randaugment_cost: float = 1.5, two_head_cost: float =
     and SemiFL clients skip) and an upper bound (every client row confident: 3 images per row, weak,
     strong and mix, RandAugment counted `randaugment_cost` times); pseudo-labelling and evaluation
     forwards count a third of a training step; two-head (loop backend) baselines `two_head_cost`."""
-    p = _params(profile)
+    p = _settings(profile)
     lo = hi = 0.0
     runs = all_specs(profile)
     for s in runs:

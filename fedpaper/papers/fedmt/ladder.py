@@ -101,9 +101,9 @@ LADDER = Ladder(
 
 
 @artifact_function
-def ladder_artifact(*, profile="smoke", data_root=None, overrides=None):
+def ladder_artifact(*, profile="smoke", data_root=None):
     """The `fedmt/scaling` artifact: the compute ladder (module docstring)."""
-    return ladder_job(LADDER, profile=profile, data_root=data_root, overrides=overrides)
+    return ladder_job(LADDER, profile=profile, data_root=data_root)
 
 
 scaling = ladder_artifact  # the name every paper's ladder module gives its artifact function

@@ -17,7 +17,6 @@ initialisation with a small CNN backbone, named on every figure and in provenanc
 """
 from __future__ import annotations
 
-from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 
 from fedpaper.claims.catalog import load_reported
@@ -26,7 +25,7 @@ from fedpaper.papers.fednca import data as data
 from fedpaper.papers.fednca import figures
 from fedpaper.papers.fednca import methods as methods
 from fedpaper.papers.fednca import runs as runs
-from fedpaper.papers.fednca.profiles import backbone_name, settings, subtitle
+from fedpaper.papers.fednca.profiles import backbone_name, settings, subtitle, where
 from fedpaper.runs.experiment import PoolsBuilder
 
 #: Modules that only read results (not part of the runs' cache key).
@@ -38,10 +37,10 @@ TABLE_NOTES = ["numbers compared with the paper: over the whole test set (mean, 
                "FedLGT not regenerated: " + methods.NOT_REGENERATED[methods.FEDLGT]]
 
 
-def _params(profile: str, overrides=None) -> dict:
-    """The profile's settings with the overrides applied (its seeds, a count, become a list in the
-    pipeline: parameters.resolve_seeds)."""
-    p = apply_overrides(settings(profile), overrides, where=f"the {PAPER} {profile} profile")
+def _settings(profile: str) -> dict:
+    """The profile's settings (the pipeline settles them: the overrides; its seeds, a count here,
+    made a list)."""
+    p = settings(profile)
     p["profile"] = profile
     return p
 
@@ -55,8 +54,10 @@ def _info(p, dataset, data_root, **extra) -> dict:
 def _table(table_id: str, rows_fn, row_keys, data_root, p):
     from fedpaper.papers.fednca import draw  # matplotlib.pyplot (0.7 s): imported when a table is drawn, not with the package
 
-    ds = p["settings"][table_id]["dataset"]
     aid = f"{PAPER}/{table_id}"
+
+    def dataset(pp):
+        return pp["settings"][table_id]["dataset"]
 
     def specs(pp):
         return [s for _, s in rows_fn(pp, table_id)]
@@ -65,15 +66,17 @@ def _table(table_id: str, rows_fn, row_keys, data_root, p):
         rows = rows_fn(pp, table_id)  # the same specs, with their row keys
         tab = runs.summarise(runs.per_seed(rows, res))
         tab["our_backbone"] = backbone_name(pp)
+        ds = dataset(pp)
         info = _info(pp, ds, data_root, composite_counts=runs.pools(pp, ds, data_root).composite_counts)
         info["notes"] += TABLE_NOTES
         return tab, info
 
     def draw_fn(tab, pp):
-        return draw.results_table(tab, load_reported(aid), row_keys, f"FedNCA-ML {table_id}", subtitle(pp, ds),
+        return draw.results_table(tab, load_reported(aid), row_keys, f"FedNCA-ML {table_id}", subtitle(pp, dataset(pp)),
                                   pp.get("notes", []) + TABLE_NOTES)
 
-    return ArtifactJob(aid, p, None, draw_fn, (ds,), specs=specs, summarise=summarise, execution=runs.execution(p))
+    return ArtifactJob(aid, p, None, draw_fn, lambda pp: (dataset(pp),), specs=specs, summarise=summarise,
+                       execution=runs.execution, where=where(p))
 
 
 def _main_rows(p, table_id):
@@ -81,84 +84,84 @@ def _main_rows(p, table_id):
 
 
 @artifact_function
-def table1(*, profile="smoke", data_root=None, overrides=None):
+def table1(*, profile="smoke", data_root=None):
     """Table 1: multi-label CIFAR-10, beta 0.5 / 0.1, gamma 0.5, every method."""
-    return _table("table1", _main_rows, ["beta", "method"], data_root, _params(profile, overrides))
+    return _table("table1", _main_rows, ["beta", "method"], data_root, _settings(profile))
 
 
 @artifact_function
-def table2(*, profile="smoke", data_root=None, overrides=None):
+def table2(*, profile="smoke", data_root=None):
     """Table 2: multi-label DermaMNIST, beta 0.5 / 0.1, gamma 0.71, every method."""
-    return _table("table2", _main_rows, ["beta", "method"], data_root, _params(profile, overrides))
+    return _table("table2", _main_rows, ["beta", "method"], data_root, _settings(profile))
 
 
 @artifact_function
-def table5(*, profile="smoke", data_root=None, overrides=None):
+def table5(*, profile="smoke", data_root=None):
     """Table 5: component ablation on DermaMNIST (beta 0.1, gamma 0.71)."""
-    return _table("table5", runs.component_specs, ["components"], data_root, _params(profile, overrides))
+    return _table("table5", runs.component_specs, ["components"], data_root, _settings(profile))
 
 
 @artifact_function
-def table6(*, profile="smoke", data_root=None, overrides=None):
+def table6(*, profile="smoke", data_root=None):
     """Table 6: LADM query ablation on DermaMNIST."""
     return _table("table6", runs.query_specs, ["query_type", "query_init"], data_root,
-                  _params(profile, overrides))
+                  _settings(profile))
 
 
 @artifact_function
-def table7(*, profile="smoke", data_root=None, overrides=None):
+def table7(*, profile="smoke", data_root=None):
     """Table 7: component ablation on CIFAR-10 (beta 0.5, gamma 0.5)."""
-    return _table("table7", runs.component_specs, ["components"], data_root, _params(profile, overrides))
+    return _table("table7", runs.component_specs, ["components"], data_root, _settings(profile))
 
 
 @artifact_function
-def table8(*, profile="smoke", data_root=None, overrides=None):
+def table8(*, profile="smoke", data_root=None):
     """Table 8: LADM query ablation on CIFAR-10."""
     return _table("table8", runs.query_specs, ["query_type", "query_init"], data_root,
-                  _params(profile, overrides))
+                  _settings(profile))
 
 
 @artifact_function
-def fig8(*, profile="smoke", data_root=None, overrides=None):
-    return figures.composite_figure(_params(profile, overrides), data_root)
+def fig8(*, profile="smoke", data_root=None):
+    return figures.composite_figure(_settings(profile), data_root)
 
 
 @artifact_function
-def fig9(*, profile="smoke", data_root=None, overrides=None):
-    return figures.counts_figures("cifar10", _params(profile, overrides), data_root)
+def fig9(*, profile="smoke", data_root=None):
+    return figures.counts_figures("cifar10", _settings(profile), data_root)
 
 
 @artifact_function
-def fig10(*, profile="smoke", data_root=None, overrides=None):
-    return figures.counts_figures("dermamnist", _params(profile, overrides), data_root)
+def fig10(*, profile="smoke", data_root=None):
+    return figures.counts_figures("dermamnist", _settings(profile), data_root)
 
 
 @artifact_function
-def fig11(*, profile="smoke", data_root=None, overrides=None):
-    return figures.counts_figures("voc2007", _params(profile, overrides), data_root)
+def fig11(*, profile="smoke", data_root=None):
+    return figures.counts_figures("voc2007", _settings(profile), data_root)
 
 
 @artifact_function
-def fig12(*, profile="smoke", data_root=None, overrides=None):
-    return figures.counts_figures("chestxray14", _params(profile, overrides), data_root)
+def fig12(*, profile="smoke", data_root=None):
+    return figures.counts_figures("chestxray14", _settings(profile), data_root)
 
 
 @artifact_function
-def fig3_fig4(*, profile="smoke", data_root=None, overrides=None):
+def fig3_fig4(*, profile="smoke", data_root=None):
     """Figs 3a-c (t-SNE) and 4a-c (cosine maps): DermaMNIST, Table 5 variants 1, 3, 6."""
-    return figures.feature_figures("table5", "fig3", "fig4", _params(profile, overrides), data_root)
+    return figures.feature_figures("table5", "fig3", "fig4", _settings(profile), data_root)
 
 
 @artifact_function
-def fig6_fig7(*, profile="smoke", data_root=None, overrides=None):
+def fig6_fig7(*, profile="smoke", data_root=None):
     """Figs 6a-c (t-SNE) and 7a-c (cosine maps): CIFAR-10, Table 7 variants 1, 3, 6."""
-    return figures.feature_figures("table7", "fig6", "fig7", _params(profile, overrides), data_root)
+    return figures.feature_figures("table7", "fig6", "fig7", _settings(profile), data_root)
 
 
 @artifact_function
-def fig5(*, profile="smoke", data_root=None, overrides=None):
+def fig5(*, profile="smoke", data_root=None):
     """Fig. 5: LADM attention maps of FedNCA-ML on DermaMNIST composites."""
-    return figures.attention_figure(_params(profile, overrides), data_root)
+    return figures.attention_figure(_settings(profile), data_root)
 
 
 # ------------------------------------------------------------------ registration (outputs.registry.load_papers)

@@ -15,7 +15,7 @@ from fedpaper.blocks.partition import Partition, class_presence_partition
 from fedpaper.papers.fednca import features as F
 from fedpaper.papers.fednca import runs
 from fedpaper.papers.fednca.data import build_composites, train_labels
-from fedpaper.papers.fednca.profiles import subtitle
+from fedpaper.papers.fednca.profiles import subtitle, where
 
 PAPER = "fednca"
 SETTINGS = {"cifar10": ("fig9", [0.5, 0.1], 0.5), "dermamnist": ("fig10", [0.5, 0.1], 0.71),
@@ -120,7 +120,7 @@ def counts_figures(dataset: str, p: dict, data_root) -> list:
                                       f"FedNCA-ML {fig_id}{panel}: images per class per client, {TITLES[dataset]}",
                                       _sub(pp, dataset), [] if label_table else pp.get("notes", []))
 
-        out.append(ArtifactJob(aid, p, compute, draw_fn, tuple(needs)))
+        out.append(ArtifactJob(aid, p, compute, draw_fn, tuple(needs), where=where(p)))
     return out
 
 
@@ -168,24 +168,29 @@ def composite_figure(p: dict, data_root):
         return draw.composite_examples(x, y, names, "FedNCA-ML fig8: multi-label DermaMNIST composites",
                                        subtitle(pp, "dermamnist"), pp.get("notes", []))
 
-    return ArtifactJob(f"{PAPER}/fig8", p, compute, draw_fn, ("dermamnist",))
+    return ArtifactJob(f"{PAPER}/fig8", p, compute, draw_fn, ("dermamnist",), where=where(p))
 
 
 # ------------------------------------------------------------------ feature figures (figs 3, 4, 6, 7)
-def _feature_job(aid: str, p: dict, table: str, panel: str, ds: str, summarise, draw_fn, data_root) -> ArtifactJob:
+def _dataset(p: dict, table: str) -> str:
+    """The data set of `table`'s setting (a Table 5 / 7 variant's)."""
+    return p["settings"][table]["dataset"]
+
+
+def _feature_job(aid: str, p: dict, table: str, panel: str, summarise, draw_fn, data_root) -> ArtifactJob:
     """A job whose one run is the feature model of variant ROWS[panel] of `table`
-    (features.variant_spec); summarise(net, pools, params) -> (table, info) reads the model from
-    the run's stored snapshot."""
+    (features.variant_spec), on `table`'s data set; summarise(net, pools, params) -> (table, info)
+    reads the model from the run's stored snapshot."""
 
     def specs(pp):
         return [F.variant_spec(pp, table, F.ROWS[panel][0])]
 
     def from_results(specs, res, pp):
-        pl = runs.pools(pp, ds, data_root)
+        pl = runs.pools(pp, _dataset(pp, table), data_root)
         return summarise(F.model(specs[0], res[0], pl), pl, pp)
 
-    return ArtifactJob(aid, p, None, draw_fn, (ds,), specs=specs, summarise=from_results,
-                       execution=runs.execution(p))
+    return ArtifactJob(aid, p, None, draw_fn, lambda pp: (_dataset(pp, table),), specs=specs, summarise=from_results,
+                       execution=runs.execution, where=where(p))
 
 
 def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root) -> list:
@@ -194,9 +199,8 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
 
     from fedpaper.papers.fednca import draw  # matplotlib.pyplot (slow to import): imported when a figure is drawn, not with the package
 
-    ds = p["settings"][table]["dataset"]
-
     def info(pp, net, extra=()):
+        ds = _dataset(pp, table)
         pl = runs.pools(pp, ds, data_root)
         return {"datasets": [dict(pl.description, name=ds)], "seeds": pp["seeds"][:1],
                 "notes": list(pp["notes"]) + [F.MODEL_NOTE, F.round_note(net, pp), *extra]}
@@ -215,9 +219,9 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
 
         def draw_tsne(tab, pp, panel=panel, what=what):
             return draw.tsne_panel(tab, f"FedNCA-ML {tsne_fig}{panel}: t-SNE of test features, {what}",
-                                   subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
+                                   subtitle(pp, _dataset(pp, table)), pp.get("notes", []) + [F.MODEL_NOTE])
 
-        out.append(_feature_job(f"{PAPER}/{tsne_fig}{panel}", p, table, panel, ds, tsne_table, draw_tsne, data_root))
+        out.append(_feature_job(f"{PAPER}/{tsne_fig}{panel}", p, table, panel, tsne_table, draw_tsne, data_root))
 
         def cos_table(net, pl, pp, label=label):
             names = list(pl.classes)
@@ -229,9 +233,9 @@ def feature_figures(table: str, tsne_fig: str, cos_fig: str, p: dict, data_root)
 
         def draw_cos(tab, pp, panel=panel, what=what):
             return draw.cosine_panel(tab, f"FedNCA-ML {cos_fig}{panel}: cosine of class-wise mean features, {what}",
-                                     subtitle(pp, ds), pp.get("notes", []) + [F.MODEL_NOTE])
+                                     subtitle(pp, _dataset(pp, table)), pp.get("notes", []) + [F.MODEL_NOTE])
 
-        out.append(_feature_job(f"{PAPER}/{cos_fig}{panel}", p, table, panel, ds, cos_table, draw_cos, data_root))
+        out.append(_feature_job(f"{PAPER}/{cos_fig}{panel}", p, table, panel, cos_table, draw_cos, data_root))
     return out
 
 
@@ -261,4 +265,4 @@ def attention_figure(p: dict, data_root):
                                     "FedNCA-ML fig5: LADM attention per ground-truth class (two-class composites)",
                                     subtitle(pp, "dermamnist"), pp.get("notes", []) + [F.MODEL_NOTE])
 
-    return _feature_job(f"{PAPER}/fig5", p, "table5", "c", "dermamnist", attention_table, draw_fn, data_root)
+    return _feature_job(f"{PAPER}/fig5", p, "table5", "c", attention_table, draw_fn, data_root)

@@ -128,6 +128,6 @@ LADDER = Ladder(
 
 
 @artifact_function
-def scaling(*, profile="smoke", data_root=None, overrides=None):
+def scaling(*, profile="smoke", data_root=None):
     """The `fednca/scaling` artifact: the compute ladder (module docstring)."""
-    return ladder_job(LADDER, profile=profile, data_root=data_root, overrides=overrides)
+    return ladder_job(LADDER, profile=profile, data_root=data_root)

@@ -91,6 +91,11 @@ def settings(profile: str) -> dict:
     return copy.deepcopy(PROFILES[profile])
 
 
+def where(p: dict) -> str:
+    """Where the settings `p` (an artifact's, with its `profile`) come from, for an override's error line."""
+    return f"the fednca {p['profile']} profile"
+
+
 def backbone_name(p: dict) -> str:
     m = p["model"]
     if m["backbone"] == "convnet":

@@ -60,7 +60,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 from fedpaper.claims.catalog import load_reported
 from fedpaper.papers.fedpals.claims import CLAIMS  # noqa: F401  (a table registry.load_papers reads)
@@ -86,32 +85,36 @@ CHOICES = {"table1_rows": [[d, R.label_setting(s)] for d, s in TR.TABLE1_SETTING
            **{k: R.TABLE1_METHODS for k in ("shift_methods", "fig7_methods", "fig8_methods")}}
 
 
-def _params(profile: str, section: str | None = None, overrides=None, pacs: bool = False, **extra) -> dict:
-    """The profile's settings (`profiles.settings`; plus Table 1's PACS row's when `pacs`), the
-    overrides applied once to all of them. Their seed settings (`seeds`, `marginal_seeds`,
-    `pacs.seeds`: counts) become lists in the pipeline (parameters.resolve_seeds), explicit seeds
-    replacing every one."""
+def _settings(profile: str, section: str | None = None, pacs: bool = False, **extra) -> dict:
+    """The profile's settings (`profiles.settings`; plus Table 1's PACS row's when `pacs`). The
+    pipeline settles them (the overrides, checked against CHOICES; their seed settings `seeds`,
+    `marginal_seeds`, `pacs.seeds`, counts here, made lists, explicit seeds replacing every one)."""
     p = P.settings(profile, section)
     p.update(extra)
     if pacs:
         RL.add_table1_pacs(p, profile)
-    return apply_overrides(p, overrides, where=f"the {PAPER} {profile} profile", choices=CHOICES)
+    return p
 
 
-def _job(aid, p, compute, draw, datasets, optional=()):
-    return ArtifactJob(aid, p, compute, draw, tuple(datasets), tuple(optional))
+def _where(profile: str) -> str:
+    return f"the {PAPER} {profile} profile"
 
 
-def _runs_job(aid, p, draw, datasets, specs, summarise, desc, named=()):
-    """An artifact whose runs are declared (`specs(q)`), one sweep per setting (TR.setting_label)."""
-    return ArtifactJob(aid, p, None, draw, tuple(datasets), specs=specs, summarise=summarise,
-                       execution=R.execution(), max_batch=TR.runs_per_engine_call(), desc=desc,
-                       split_by=TR.setting_label(*named))
+def _job(aid, p, compute, draw, datasets, where):
+    return ArtifactJob(aid, p, compute, draw, tuple(datasets), where=where, choices=CHOICES)
+
+
+def _runs_job(aid, p, draw, datasets, specs, summarise, desc, where, named=()):
+    """An artifact whose runs are declared (`specs(q)`), one sweep per setting (TR.setting_label);
+    `datasets` a list or a callable of the settled settings."""
+    return ArtifactJob(aid, p, None, draw, datasets if callable(datasets) else tuple(datasets), specs=specs,
+                       summarise=summarise, execution=R.execution(), max_batch=TR.runs_per_engine_call(), desc=desc,
+                       split_by=TR.setting_label(*named), where=where, choices=CHOICES)
 
 
 # ============================================================================= Fig 1
 @artifact_function
-def fig1(*, profile="smoke", data_root=None, overrides=None):
+def fig1(*, profile="smoke", data_root=None):
     """Fig 1: ternary simplex, T outside (A) / inside (B) Conv(S) (Sec 3, eq. 8; vague-24)."""
     def compute(p):
         return G.fig1_table(), {"notes": ["illustrative label marginals (vague-24); exact, no data"]}
@@ -127,7 +130,7 @@ def fig1(*, profile="smoke", data_root=None, overrides=None):
         axes[1].legend(fontsize=7, loc="upper right", frameon=False)
         return fig
 
-    return _job("fedpals/fig1", apply_overrides({}, overrides, where="fedpals/fig1"), compute, draw, ["none"])
+    return ArtifactJob("fedpals/fig1", {}, compute, draw, ("none",))
 
 
 # ============================================================================= label marginals
@@ -144,7 +147,7 @@ def _class_names(p, dataset, data_root):
     return load_dataset(dataset, root=data_root).classes
 
 
-def _dist_artifact(aid, dataset, scheme, profile, data_root, overrides):
+def _dist_artifact(aid, dataset, scheme, profile, data_root):
     xname = "C" if scheme == "sparsity" else "beta"
     grid_key = "marginal_C" if scheme == "sparsity" else "marginal_beta"
 
@@ -167,8 +170,8 @@ def _dist_artifact(aid, dataset, scheme, profile, data_root, overrides):
         TR.subtitle(fig, {"notes": p["marginal_notes"]})
         return fig
 
-    p = _params(profile, overrides=overrides, marginal_notes=_marginal_notes(profile))
-    return _job(aid, p, compute, draw, [dataset])
+    p = _settings(profile, marginal_notes=_marginal_notes(profile))
+    return _job(aid, p, compute, draw, [dataset], _where(profile))
 
 
 def _marginal_notes(profile):
@@ -178,7 +181,7 @@ def _marginal_notes(profile):
             f"{P.GRIDS[profile]['marginal_seeds']} seeds"]
 
 
-def _bars_artifact(aid, dataset, split, profile, data_root, overrides):
+def _bars_artifact(aid, dataset, split, profile, data_root):
     def compute(p):
         part = _partitions(p, dataset, split, [0], data_root)[0]
         rows = G.marginal_rows(part, R.DISPLAY[dataset], R.label_setting(split), _class_names(p, dataset, data_root))
@@ -197,26 +200,25 @@ def _bars_artifact(aid, dataset, split, profile, data_root, overrides):
                   title=f"{R.DISPLAY[dataset]}, {R.label_setting(split)}: label marginals (seed 0)")
         return fig
 
-    p = _params(profile, overrides=overrides, marginal_notes=_marginal_notes(profile))
-    return _job(aid, p, compute, draw, [dataset])
+    p = _settings(profile, marginal_notes=_marginal_notes(profile))
+    return _job(aid, p, compute, draw, [dataset], _where(profile))
 
 
 @artifact_function
-def label_marginals(*, profile="smoke", data_root=None, overrides=None):
+def label_marginals(*, profile="smoke", data_root=None):
     """Figs 2a, 2b, 5a, 5b, 6a: partition statistics (Sec 5.1, App. B.1-B.2), no training."""
     return [
-        _dist_artifact("fedpals/fig2a", "cifar10", "sparsity", profile, data_root, overrides),
-        _bars_artifact("fedpals/fig2b", "cifar10", {"scheme": "sparsity", "C": 6}, profile, data_root, overrides),
-        _dist_artifact("fedpals/fig5a", "cifar10", "dirichlet", profile, data_root, overrides),
-        _bars_artifact("fedpals/fig5b", "cifar10", {"scheme": "dirichlet", "beta": 0.1}, profile, data_root,
-                       overrides),
-        _dist_artifact("fedpals/fig6a", "fashion-mnist", "sparsity", profile, data_root, overrides),
+        _dist_artifact("fedpals/fig2a", "cifar10", "sparsity", profile, data_root),
+        _bars_artifact("fedpals/fig2b", "cifar10", {"scheme": "sparsity", "C": 6}, profile, data_root),
+        _dist_artifact("fedpals/fig5a", "cifar10", "dirichlet", profile, data_root),
+        _bars_artifact("fedpals/fig5b", "cifar10", {"scheme": "dirichlet", "beta": 0.1}, profile, data_root),
+        _dist_artifact("fedpals/fig6a", "fashion-mnist", "sparsity", profile, data_root),
     ]
 
 
 # ============================================================================= Fig 9
 @artifact_function
-def fig9(*, profile="smoke", data_root=None, overrides=None):
+def fig9(*, profile="smoke", data_root=None):
     """Fig 9: synthetic Gaussians, accuracy vs d(T_delta, S) (App. A.5, B.4; vague-18)."""
     def summarise(specs, results, p):
         runs = G.fig9_records(specs, results)
@@ -241,14 +243,14 @@ def fig9(*, profile="smoke", data_root=None, overrides=None):
         ax.grid(alpha=0.3)
         return fig
 
-    p = apply_overrides(P.settings(profile, group="fig9"), overrides, where=f"the {PAPER} fig9 settings")
-    return ArtifactJob("fedpals/fig9", p, None, draw, ("none",), specs=G.fig9_specs, summarise=summarise,
-                       execution=G.FIG9_EXECUTION, max_batch=None, desc="fedpals fig9")
+    return ArtifactJob("fedpals/fig9", P.settings(profile, group="fig9"), None, draw, ("none",), specs=G.fig9_specs,
+                       summarise=summarise, execution=G.FIG9_EXECUTION, max_batch=None, desc="fedpals fig9",
+                       where=f"the {PAPER} fig9 settings")
 
 
 # ============================================================================= Table 1
 @artifact_function
-def table1(*, profile="smoke", data_root=None, overrides=None):
+def table1(*, profile="smoke", data_root=None):
     """Table 1 (Sec 5.1): target accuracy, FMNIST C=3/2, CIFAR-10 C=3/2/beta=0.1 (+ PACS C=6)."""
 
     def specs(q):
@@ -270,96 +272,98 @@ def table1(*, profile="smoke", data_root=None, overrides=None):
         return TR.draw_table(tab, p, load_reported("fedpals/table1"),
                              "Table 1: target test accuracy (%), ours ± std (paper)")
 
-    p = _params(profile, overrides=overrides, pacs=True)
-    datasets = list(dict.fromkeys(d for d, _ in TR.table1_settings(p)))  # table1_rows may leave one out
+    def datasets(q):  # table1_rows may leave one out
+        return list(dict.fromkeys(d for d, _ in TR.table1_settings(q))) + ["pacs"]
+
     # the PACS row's runs train as the pacs notebook's (_real_job), the image rows' as the other image sweeps
     image_how, image_label = (R.execution(), TR.runs_per_engine_call()), TR.setting_label()
-    return ArtifactJob("fedpals/table1", p, None, draw, tuple(datasets + ["pacs"]), ("pacs",), specs=specs,
+    return ArtifactJob("fedpals/table1", _settings(profile, pacs=True), None, draw, datasets, ("pacs",), specs=specs,
                        summarise=summarise, desc="fedpals table1",
                        split_by=lambda s: "PACS C=6" if RL.is_pacs(s) else image_label(s),
                        run_as=lambda s: (RL.execution(s.training["model"]), RL.MAX_BATCH) if RL.is_pacs(s)
-                       else image_how)
+                       else image_how, where=_where(profile), choices=CHOICES)
 
 
 # ============================================================================= accuracy vs shift
 @artifact_function
-def accuracy_vs_shift(*, profile="smoke", data_root=None, overrides=None):
+def accuracy_vs_shift(*, profile="smoke", data_root=None):
     """Figs 2c, 6b (accuracy vs C) and 5c (accuracy vs beta) (Sec 5.1, App. B.1-B.2)."""
-    p0 = _params(profile, "shift", overrides)
+    p0 = _settings(profile, "shift")
     out = []
     titles = {"fig2c": "CIFAR-10: target accuracy vs labels per client C",
               "fig6b": "Fashion-MNIST: target accuracy vs labels per client C",
               "fig5c": "CIFAR-10: target accuracy vs Dirichlet beta"}
-    for name, settings in TR.shift_settings(p0, p0).items():
-        ds = settings[0]["dataset"]
+    for name in titles:  # the names of TR.shift_settings
         xcol = "beta" if name == "fig5c" else "C"
 
-        def summarise(specs, res, p, ds=ds):
-            return TR.shift_summary(specs, res), TR.info(p, [ds], data_root, p["notes"])
+        def settings(p, name=name):
+            return TR.shift_settings(p, p)[name]
+
+        def datasets(p, settings=settings):
+            return [settings(p)[0]["dataset"]]
+
+        def summarise(specs, res, p, datasets=datasets):
+            return TR.shift_summary(specs, res), TR.info(p, datasets(p), data_root, p["notes"])
 
         def draw(tab, p, xcol=xcol, name=name):
             return TR.draw_curve(tab, p, xcol, titles[name], logx=xcol == "beta")
 
-        out.append(_runs_job(f"fedpals/{name}", dict(p0), draw, [ds],
-                             lambda p, settings=settings: TR.settings_specs(p, settings, data_root), summarise,
-                             "fedpals accuracy vs shift"))
+        out.append(_runs_job(f"fedpals/{name}", p0, draw, datasets,
+                             lambda p, settings=settings: TR.settings_specs(p, settings(p), data_root), summarise,
+                             "fedpals accuracy vs shift", _where(profile)))
     return out
 
 
 # ============================================================================= Fig 7
 @artifact_function
-def fig7(*, profile="smoke", data_root=None, overrides=None):
+def fig7(*, profile="smoke", data_root=None):
     """Fig 7 (App. B.2): target accuracy over rounds, FMNIST C=6 and CIFAR-10 beta=0.2."""
-    p = _params(profile, "fig7", overrides)
-    return _runs_job("fedpals/fig7", p, TR.draw_fig7, _DATA,
+    return _runs_job("fedpals/fig7", _settings(profile, "fig7"), TR.draw_fig7, _DATA,
                      lambda q: TR.settings_specs(q, TR.fig7_settings(q), data_root),
-                     lambda specs, res, q: TR.fig7_summary(specs, res, q, data_root), "fedpals fig7")
+                     lambda specs, res, q: TR.fig7_summary(specs, res, q, data_root), "fedpals fig7", _where(profile))
 
 
 # ============================================================================= Fig 8
-def _fig8_panel(name, profile, data_root, overrides):
-    p = _params(profile, "fig8", overrides)
-    settings = TR.fig8_settings(p)[name]
-
+def _fig8_panel(name, profile, data_root):
     def summarise(specs, res, q):
         return TR.fig8_summary(specs, res), TR.info(q, ["cifar10"], data_root, q["notes"])
 
     def draw(tab, q):
         return TR.draw_fig8(tab, q, name)
 
-    return _runs_job(f"fedpals/{name}", p, draw, ["cifar10"], lambda q: TR.settings_specs(q, settings, data_root),
-                     summarise, "fedpals fig8", TR.FIG8_NAMED[name])
+    return _runs_job(f"fedpals/{name}", _settings(profile, "fig8"), draw, ["cifar10"],
+                     lambda q: TR.settings_specs(q, TR.fig8_settings(q)[name], data_root), summarise, "fedpals fig8",
+                     _where(profile), TR.FIG8_NAMED[name])
 
 
 @artifact_function
-def fig8a(*, profile="smoke", data_root=None, overrides=None):
+def fig8a(*, profile="smoke", data_root=None):
     """Fig 8a (App. B.3): 100 training clients, 10% participating, lambda = 1000, per label split."""
-    return _fig8_panel("fig8a", profile, data_root, overrides)
+    return _fig8_panel("fig8a", profile, data_root)
 
 
 @artifact_function
-def fig8b(*, profile="smoke", data_root=None, overrides=None):
+def fig8b(*, profile="smoke", data_root=None):
     """Fig 8b (App. B.3): local epochs E with T = round(150 / E) rounds."""
-    return _fig8_panel("fig8b", profile, data_root, overrides)
+    return _fig8_panel("fig8b", profile, data_root)
 
 
 @artifact_function
-def fig8c(*, profile="smoke", data_root=None, overrides=None):
+def fig8c(*, profile="smoke", data_root=None):
     """Fig 8c (App. B.3): 10, 20, 50, 100 training clients (10% participating from 50)."""
-    return _fig8_panel("fig8c", profile, data_root, overrides)
+    return _fig8_panel("fig8c", profile, data_root)
 
 
 @artifact_function
-def fig8(*, profile="smoke", data_root=None, overrides=None):
+def fig8(*, profile="smoke", data_root=None):
     """Fig 8 (App. B.3): 100 clients (a), local epochs (b), number of clients (c), CIFAR-10; each panel
     is also an artifact function of its own (fig8a, fig8b, fig8c: a panel's runs alone)."""
-    return [_fig8_panel(name, profile, data_root, overrides) for name in ("fig8a", "fig8b", "fig8c")]
+    return [_fig8_panel(name, profile, data_root) for name in ("fig8a", "fig8b", "fig8c")]
 
 
 # ============================================================================= PACS, iWildCam
-def _real(group, profile, overrides):
-    p = apply_overrides(P.settings(profile, group=group), overrides, where=f"the {PAPER} {group} {profile} profile")
-    return p, RL
+def _real_where(group, profile):
+    return f"the {PAPER} {group} {profile} profile"
 
 
 def _real_info(p, RL, group, data_root):
@@ -370,21 +374,20 @@ def _real_info(p, RL, group, data_root):
     return {"datasets": [desc], "device": R.default_device(), "notes": list(p["notes"])}
 
 
-def _real_job(aid, p, group, specs, table, draw, data_root):
+def _real_job(aid, profile, group, specs, table, draw, data_root):
     """A PACS or iWildCam artifact that trains: the group's runs (`specs(q, data_root)`), declared;
     its table made by `table(specs, results, q)` from their results."""
     def summarise(sp, res, q):
         return table(sp, res, q), _real_info(q, RL, group, data_root)
 
-    return ArtifactJob(aid, p, None, draw, (group,), specs=lambda q: specs(q, data_root), summarise=summarise,
-                       execution=RL.execution(p["train"]["model"]), max_batch=RL.MAX_BATCH, desc=f"fedpals {group}")
+    return ArtifactJob(aid, P.settings(profile, group=group), None, draw, (group,), specs=lambda q: specs(q, data_root),
+                       summarise=summarise, execution=lambda q: RL.execution(q["train"]["model"]),
+                       max_batch=RL.MAX_BATCH, desc=f"fedpals {group}", where=_real_where(group, profile))
 
 
 @artifact_function
-def pacs(*, profile="smoke", data_root=None, overrides=None):
+def pacs(*, profile="smoke", data_root=None):
     """Fig 3a, Table 2, Table 4 (Sec 5.1, App. A.4, A.6): PACS, 3 clients, C=6."""
-    p, RL = _real("pacs", profile, overrides)
-
     def records(sp, res, q):
         return RL.pacs_records(sp, res, q, data_root)
 
@@ -396,23 +399,23 @@ def pacs(*, profile="smoke", data_root=None, overrides=None):
         "table4": (lambda sp, res, q: RL.table4_table(records(sp, res, q), q),
                    lambda t, q: draw_real_table(t, q, "fedpals/table4", "lambda", "Table 4: PACS, all variants")),
     }
-    return [_real_job(f"fedpals/{k}", p, "pacs", RL.pacs_specs, f, d, data_root) for k, (f, d) in arts.items()]
+    return [_real_job(f"fedpals/{k}", profile, "pacs", RL.pacs_specs, f, d, data_root) for k, (f, d) in arts.items()]
 
 
 @artifact_function
-def iwildcam(*, profile="smoke", data_root=None, overrides=None):
+def iwildcam(*, profile="smoke", data_root=None):
     """Fig 3b, Fig 4, Table 3 (Sec 5.1, App. A.7): iWildCam, 100 clients."""
-    p, RL = _real("iwildcam", profile, overrides)
 
     def fig4(q):  # the aggregation weights of the first seed's clients: no training
         return RL.fig4_table(q, data_root), _real_info(q, RL, "iwildcam", data_root)
 
     return [
-        _real_job("fedpals/fig3b", p, "iwildcam", RL.iwild_specs,
+        _real_job("fedpals/fig3b", profile, "iwildcam", RL.iwild_specs,
                   lambda sp, res, q: RL.fig3b_table(RL.iwild_records(sp, res, q), q, data_root),
                   lambda t, q: draw_rounds(t, q, "iWildCam: target macro F1", "f1_macro"), data_root),
-        _job("fedpals/fig4", p, fig4, draw_fig4, ["iwildcam"]),
-        _real_job("fedpals/table3", p, "iwildcam", RL.iwild_specs,
+        ArtifactJob("fedpals/fig4", P.settings(profile, group="iwildcam"), fig4, draw_fig4, ("iwildcam",),
+                    where=_real_where("iwildcam", profile)),
+        _real_job("fedpals/table3", profile, "iwildcam", RL.iwild_specs,
                   lambda sp, res, q: RL.table3_table(RL.iwild_records(sp, res, q)),
                   lambda t, q: draw_real_table(t, q, "fedpals/table3", "lambda", "Table 3: iWildCam macro F1"),
                   data_root),

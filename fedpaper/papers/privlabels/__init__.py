@@ -47,7 +47,6 @@ figure's subtitle and in every provenance json.
 """
 from __future__ import annotations
 
-from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.outputs.pipeline import ArtifactJob, artifact_function
 from fedpaper.papers.privlabels import appendix_b as appb_mod
 from fedpaper.papers.privlabels import draw as draw
@@ -69,13 +68,17 @@ LINES = {"fig2": "cifar10", "fig3": "fashion-mnist"}
 KEYS = ["dataset", "setting", "labels_per_client", "method"]
 
 
-def _params(profile: str, overrides=None) -> dict:
-    """The profile's settings with the overrides applied, the epoch ablation's rounds following an
-    override of `rounds` (profiles.follow_rounds). Its seed settings (`seeds`, `epochs.seeds`:
-    counts) become lists in the pipeline (parameters.resolve_seeds), explicit seeds replacing both."""
-    p = follow_rounds(apply_overrides(settings(profile), overrides, where=f"the {PAPER} {profile} profile"))
+def _settings(profile: str) -> dict:
+    """The profile's settings. The pipeline settles them (the overrides; its seed settings `seeds`,
+    `epochs.seeds`, counts here, made lists, explicit seeds replacing both), the epoch ablation's
+    rounds then following an override of `rounds` (profiles.follow_rounds: each job's `follow`)."""
+    p = settings(profile)
     p["profile"] = profile
     return p
+
+
+def _where(p) -> str:
+    return f"the {PAPER} {p['profile']} profile"
 
 
 def _info(p, datasets, data_root, **extra) -> dict:
@@ -85,7 +88,8 @@ def _info(p, datasets, data_root, **extra) -> dict:
 
 
 def _job(name, p, compute, draw_fn, datasets):
-    return ArtifactJob(f"{PAPER}/{name}", p, compute, draw_fn, tuple(datasets or ["none"]))
+    return ArtifactJob(f"{PAPER}/{name}", p, compute, draw_fn, tuple(datasets or ["none"]), where=_where(p),
+                       follow=follow_rounds)
 
 
 def _runs_job(name, p, draw_fn, datasets, grid, summarise, desc):
@@ -95,7 +99,7 @@ def _runs_job(name, p, draw_fn, datasets, grid, summarise, desc):
     return ArtifactJob(f"{PAPER}/{name}", p, None, draw_fn, tuple(datasets),
                        specs=lambda q: [runs.canonical(s, q) for s in grid(q)],
                        summarise=lambda specs, res, q: summarise(grid(q), res, q),
-                       execution=runs.execution(p), desc=desc)
+                       execution=runs.execution, desc=desc, where=_where(p), follow=follow_rounds)
 
 
 def _full_grid(dataset):
@@ -137,9 +141,9 @@ def _lines_summarise(dataset, data_root):
 
 
 @artifact_function
-def accuracy_vs_labels(*, profile="smoke", data_root=None, overrides=None):
+def accuracy_vs_labels(*, profile="smoke", data_root=None):
     """Figs 2 (CIFAR-10) and 3 (Fashion-MNIST): test accuracy vs labels per client, private | public."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
     out = []
     for name, ds in LINES.items():
         def draw_fn(t, q, ds=ds):
@@ -153,9 +157,9 @@ def accuracy_vs_labels(*, profile="smoke", data_root=None, overrides=None):
 
 # ------------------------------------------------------------------------ Figs 1b, 4, 9, 10 (bars)
 @artifact_function
-def bars(*, profile="smoke", data_root=None, overrides=None):
+def bars(*, profile="smoke", data_root=None):
     """Bar plots at one L (the same runs as Figs 2/3): Fig 1b, 4, 9, 10."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
     out = []
     for name, (ds, L) in BARS.items():
         def summarise(full, res, q, ds=ds, L=L):
@@ -170,9 +174,9 @@ def bars(*, profile="smoke", data_root=None, overrides=None):
 
 # ------------------------------------------------------------------------ Figs 5-8 (rounds)
 @artifact_function
-def rounds(*, profile="smoke", data_root=None, overrides=None):
+def rounds(*, profile="smoke", data_root=None):
     """Test accuracy per round at L = rounds_L (vague-12), mean and 95% CI band over seeds."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
     out = []
     for name, (ds, setting) in CURVES.items():
         def summarise(full, res, q, ds=ds, setting=setting):
@@ -205,9 +209,9 @@ def _fig_E(p, which):
 
 
 @artifact_function
-def epochs(*, profile="smoke", data_root=None, overrides=None):
+def epochs(*, profile="smoke", data_root=None):
     """Local-epoch ablation on CIFAR-10 with SGD central tuning (App C.3, vague-13)."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
     out = []
     for name in ("fig11", "fig12", "fig13"):
         def grid(q, name=name):
@@ -234,9 +238,9 @@ def epochs(*, profile="smoke", data_root=None, overrides=None):
 
 # ------------------------------------------------------------------------ App B, Tables 1-2
 @artifact_function
-def appb(*, profile="smoke", data_root=None, overrides=None):
+def appb(*, profile="smoke", data_root=None):
     """App B demonstration: exact losses and gradients when label 9 is held by no client."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
 
     def compute(q):
         return appb_mod.compute(), {"notes": ["exact computation on synthetic probability vectors; identical in "
@@ -245,9 +249,9 @@ def appb(*, profile="smoke", data_root=None, overrides=None):
 
 
 @artifact_function
-def tables(*, profile="smoke", data_root=None, overrides=None):
+def tables(*, profile="smoke", data_root=None):
     """Tables 1 and 2: the configuration of this profile next to the paper's."""
-    p = _params(profile, overrides)
+    p = _settings(profile)
     t1 = _job("table1", p, lambda q: (tabs.table1(q), {"notes": q["notes"]}),
               lambda t, q: draw.table_figure(t, "Table 1: the CNN (paper's layer list | the model we build)",
                                              subtitle(q)),

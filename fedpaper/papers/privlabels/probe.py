@@ -23,8 +23,8 @@ from collections import Counter
 from fedpaper.runs.executors import run_specs
 from fedpaper.runs.store import ResultStore
 
-from fedpaper.outputs.parameters import resolve_seeds
-from fedpaper.papers.privlabels import _params
+from fedpaper.outputs.pipeline import declared_jobs
+from fedpaper.papers.privlabels import tables
 from fedpaper.papers.privlabels import runs
 from fedpaper.papers.privlabels import _epoch_pairs
 from fedpaper.papers.privlabels.profiles import paper_ratio_server
@@ -101,13 +101,13 @@ def main(argv=None):
     ap.add_argument("--learn", action="store_true", help="instead of timing, train a few runs at full size "
                     "and print their accuracy (LEARN_CHECK)")
     a = ap.parse_args(argv)
-    p = _params(a.profile)
+    p = declared_jobs(tables, profile=a.profile)[0].params  # the profile's settings as the artifacts run them
     if a.precision:
         p["precision"] = a.precision
     for kv in a.set:
         k, v = kv.split("=", 1)
-        p[k] = json.loads(v)
-    p = resolve_seeds(p)
+        v = json.loads(v)
+        p[k] = list(range(v)) if k == "seeds" and isinstance(v, int) else v  # seeds: a count or a list
     if any(kv.startswith("samples_per_client=") for kv in a.set) and not any(kv.startswith("server_size=") for kv in a.set):
         p["server_size"] = paper_ratio_server(p["samples_per_client"], p["num_clients"])
     print(f"probe settings: spc {p['samples_per_client']}, server {p['server_size']}, CNN {p['widths']}/{p['hidden']}, "

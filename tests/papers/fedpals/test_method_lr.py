@@ -1,6 +1,7 @@
 """The paper profile trains SCAFFOLD at its own local learning rate (vague-5's fallback), every
 other method at `lr`; the scaled-down profiles keep one rate; an override reaches it."""
 import fedpaper.papers.fedpals as F
+from fedpaper.outputs.pipeline import declared_jobs
 from fedpaper.papers.fedpals import profiles as P
 from fedpaper.papers.fedpals import runs as R
 
@@ -25,5 +26,5 @@ def test_scaled_down_profiles_keep_one_lr():
 
 
 def test_override_reaches_scaffold_lr():
-    p = F._params("paper", overrides={"method_lr.SCAFFOLD": 0.05})
+    p = declared_jobs(F.table1, profile="paper", overrides={"method_lr.SCAFFOLD": 0.05})[0].params
     assert _lr(p, "SCAFFOLD") == 0.05 and _lr(p, "FedAvg") == 0.1

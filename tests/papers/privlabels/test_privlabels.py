@@ -9,7 +9,7 @@ from fedpaper.claims import CHANCE_RULE, NOT_TESTABLE, at_chance, cell_of
 from fedpaper.papers.privlabels import runs as runs
 from fedpaper.papers.privlabels import config_tables as tabs
 from fedpaper.outputs.parameters import resolve_seeds
-from fedpaper.papers.privlabels import _params as _settings
+from fedpaper.papers.privlabels import _settings
 from fedpaper.papers.privlabels.profiles import NOTES, SETTINGS
 
 

@@ -6,14 +6,14 @@ import pytest
 
 from fedpaper.driver.trainer import train
 from fedpaper.runs.experiment import Execution, get_pools
-from fedpaper.papers.privlabels import _params
+from fedpaper.papers.privlabels import _settings
 from fedpaper.papers.privlabels import runs
 
 
 def _params_with_local_steps():
     """Smoke settings with 4 local steps per round (64 images per client, batch 16): with a single
     step FedProx's proximal term has no gradient (the step starts at the anchor)."""
-    p = _params("smoke")
+    p = _settings("smoke")
     p.update(rounds=2, samples_per_client=64, share_L10=False, widths=[4, 4, 8, 8], hidden=32)
     p["stand_ins"]["cifar10"] = dict(p["stand_ins"]["cifar10"], n_train=1500)
     return p
@@ -43,7 +43,7 @@ def test_the_comparison_sees_the_private_setting_below_L10():
 
 
 def test_private_L10_specs_carry_the_public_method_and_share_its_run():
-    p = _params("smoke")
+    p = _settings("smoke")
     for name in ("FedAvg", "FedProx", "Tuning-MSE", "Tuning-Pairwise"):
         priv, pub = (runs.run_spec(p, "cifar10", name, s, 10, 0) for s in ("private", "public"))
         assert priv.method == pub.method and "PrivateLabels" not in [k for k, _ in priv.method["parts"]]
