@@ -38,7 +38,7 @@ from machine import loadavg, machine, run_line  # noqa: E402
 from fedpaper.runs.executors import run_specs  # noqa: E402
 from fedpaper.runs.experiment import Execution  # noqa: E402
 from fedpaper.blocks.models import MODELS  # noqa: E402
-from fedpaper.outputs.parameters import resolve_seeds  # noqa: E402
+from fedpaper.outputs.pipeline import declared_jobs  # noqa: E402
 from fedpaper.papers import fedmt as F  # noqa: E402
 from fedpaper.papers.fedmt import runs as R  # noqa: E402
 from fedpaper.runs.store import ResultStore  # noqa: E402
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-rounds", type=int, default=200)
     ap.add_argument("--out", default=None, help="write OUT.json and OUT.md")
     a = ap.parse_args(argv)
-    base = resolve_seeds(F._params(a.profile), [a.seed])
+    base = declared_jobs(F.main, profile=a.profile, seeds=[a.seed])[0].params
     m = machine(frameworks=False)
     head = (f"# FedMT backbones at equal CPU seconds ({a.budget:g} s per backbone and method), {a.profile} profile's "
             f"settings (N_c {base['samples_per_client']}, {base['num_clients']} clients, threshold {base['threshold']}), "

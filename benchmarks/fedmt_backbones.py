@@ -51,7 +51,7 @@ def fedmt_round_seconds(threshold: float, rounds: int = 2) -> tuple[float, float
     from fedpaper.papers import fedmt as F
     from fedpaper.papers.fedmt import runs as R
 
-    p = F._params("quick")
+    p = F._settings("quick")
     p["rounds"] = rounds
     s = R.spec(p, "FedMT (E)", 0)
     s = s.with_(replace_method=R.family_algorithm("FedMT (E)", "fedmt", {

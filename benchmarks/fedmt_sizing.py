@@ -16,7 +16,7 @@ import time
 
 from fedpaper.runs.executors import run_specs
 from fedpaper.runs.experiment import Execution
-from fedpaper.outputs.parameters import resolve_seeds
+from fedpaper.outputs.pipeline import declared_jobs
 from fedpaper.papers import fedmt as F
 from fedpaper.papers.fedmt import runs as R
 
@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--n", type=int, default=None)
     a = ap.parse_args()
-    p = resolve_seeds(F._params(a.profile), a.seeds)
+    p = declared_jobs(F.main, profile=a.profile, seeds=a.seeds)[0].params
     for kv in a.set:
         k, v = kv.split("=", 1)
         p[k] = json.loads(v)

@@ -41,6 +41,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fedpaper.outputs.pipeline import declared_jobs  # noqa: E402
 from fedpaper.papers import fedpals as F  # noqa: E402
 from fedpaper.papers.fedpals import runs as R, train as TR  # noqa: E402
 
@@ -55,11 +56,9 @@ def artifact_settings(p: dict) -> dict:
     return arts
 
 
-def params(profile: str, seeds=None) -> dict:
-    p = F._params(profile, "fig8")
-    n = seeds if seeds is not None else p["seeds"]
-    p["seeds"] = list(range(n)) if isinstance(n, int) else n
-    return p
+def params(profile: str, seeds=None, overrides=None) -> dict:
+    """The Fig 8 settings of `profile` as the pipeline settles them (every seed setting a list)."""
+    return declared_jobs(F.fig8a, profile=profile, seeds=seeds, overrides=overrides)[0].params
 
 
 def work(spec, data_root=None) -> float:

@@ -9,9 +9,6 @@ FedNCA-ML: Tables 1, 5, 7 (runs.main_specs, runs.component_specs); CPU s = the q
 (runs x work) / quick's. FedMT: Table 2/Fig. 2a/Table 6 (`_main_specs`) and Figs. 2b/2c; CPU s = the
 quick profile's <= 1,200 s for these (benchmarks/results/fedmt_sizing.md: quick <= 20 min) scaled alike.
 """
-import copy
-
-from fedpaper.outputs.parameters import apply_overrides
 
 
 def fednca(profile):
@@ -19,7 +16,7 @@ def fednca(profile):
     from fedpaper.papers.fednca.ladder import LADDER
 
     def count(p):
-        p = dict(p, seeds=list(range(p["seeds"])))
+        p = dict(p, seeds=list(range(p["seeds"])) if isinstance(p["seeds"], int) else p["seeds"])
         specs = [s for _, s in runs.main_specs(p, "table1", [m for m in methods.TABLE_METHODS
                                                              if m not in methods.NOT_REGENERATED])]
         specs += [s for t in ("table5", "table7") for _, s in runs.component_specs(p, t)]
@@ -33,7 +30,7 @@ def fedmt(profile):
     from fedpaper.papers.fedmt.ladder import LADDER
 
     def count(p):
-        p = dict(p, seeds=list(range(p["seeds"])))
+        p = dict(p, seeds=list(range(p["seeds"])) if isinstance(p["seeds"], int) else p["seeds"])
         specs = list(FM._main_specs(p))
         m = ["SemiFL", "FedMT (E)"]
         specs += [R.spec(p, x, s, gamma=g) for g in [None] + p["gammas"] for x in m for s in p["seeds"]]
@@ -51,7 +48,7 @@ if __name__ == "__main__":
         for profile in ("quick", "long"):
             base, rungs = lad.rungs[profile]
             for r in rungs:
-                p = apply_overrides(copy.deepcopy(lad.settings(base)), copy.deepcopy(r.overrides))
+                p = lad.rung_settings(profile, r)
                 n, w = count(p)
                 print(f"{name} {profile} {r.name} {r.overrides or 'profile itself'}: {n} runs, work {w / q_work:.3g}x "
                       f"quick's, ~{base_s * w / q_work:.0f} CPU s")

@@ -12,10 +12,8 @@ per run and round: CIFAR-10 FedAvg 0.60 CPU s, Tuning-MSE 1.72; Fashion-MNIST 0.
 client images 2,500 (CIFAR-10) / 3,846 (Fashion-MNIST) per CPU s and server tuning images 1,004 /
 1,164 per CPU s.
 """
-import copy
 import sys
 
-from fedpaper.outputs.parameters import apply_overrides
 from fedpaper.papers.privlabels import runs
 from fedpaper.papers.privlabels.ladder import LADDER
 
@@ -42,7 +40,7 @@ if __name__ == "__main__":
     for profile in sys.argv[1:] or ["quick", "long"]:
         base, rungs = LADDER.rungs[profile]
         for r in rungs:
-            p = apply_overrides(dict(copy.deepcopy(LADDER.settings(base)), profile=base), copy.deepcopy(r.overrides))
+            p = dict(LADDER.rung_settings(profile, r), profile=base)
             n, steps, secs = count(p)
             rated = p["widths"] == RATED_WIDTHS
             print(f"{profile} {r.name} {r.overrides or 'profile itself'}: {n} runs, {steps / 1e6:.2f} M sample-steps, "

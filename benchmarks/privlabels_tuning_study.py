@@ -15,8 +15,8 @@ setting, at a profile's settings, over
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/privlabels_tuning_study.py --profile quick \
         --out benchmarks/results/privlabels_tuning_study
 
-Specs are the package's own: `resolve_seeds(PL._params(profile), seeds)` (the artifacts' profile dict), the server size
-set with `parameters.apply_overrides(p, {"server_size": {...}})` as the ladder's rungs do, and
+Specs are the package's own: the artifacts' settings as the pipeline settles them (`pipeline.declared_jobs`,
+with the seeds), the server size set by an override `{"server_size": {...}}` as the ladder's rungs set it, and
 `runs.run_spec(p, "cifar10", name, "private", L, seed)` for FedAvg and Adam tuning (the main sweep's
 runs: at the paper-ratio size they are Fig. 2's runs). SGD tuning at E = 1 is the same spec with the
 method `runs.method_for(name, "private", p, sgd_tuning=True)` (`RunSpec.with_(replace_method=...)`);
@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import loadavg, machine, run_line  # noqa: E402
 
 from fedpaper.runs.experiment import store_key  # noqa: E402
-from fedpaper.outputs.parameters import apply_overrides, resolve_seeds  # noqa: E402
+from fedpaper.outputs.pipeline import declared_jobs  # noqa: E402
 from fedpaper.papers import privlabels as PL  # noqa: E402
 from fedpaper.claims.chance import at_chance  # noqa: E402
 from fedpaper.claims.rows import Cell  # noqa: E402
@@ -90,11 +90,15 @@ def labels_of(p: dict) -> list[int]:
     return list(dict.fromkeys([ls[0], mid]))
 
 
+def settled(profile: str, seeds, overrides=None) -> dict:
+    """The artifacts' settings of `profile` as the pipeline settles them (the overrides, the seeds)."""
+    return declared_jobs(PL.tables, profile=profile, seeds=seeds, overrides=overrides)[0].params
+
+
 def sized(profile: str, seeds, size: int) -> dict:
-    """The profile dict with the CIFAR-10 server set at `size` (the ladder's way: apply_overrides)."""
-    p = resolve_seeds(PL._params(profile), seeds)
-    return apply_overrides(p, {"server_size": dict(p["server_size"], **{DATASET: int(size)})},
-                           where=f"privlabels tuning study, server size {size}")
+    """The profile dict with the CIFAR-10 server set at `size` (an override, as the ladder's rungs set it)."""
+    p = settled(profile, seeds)
+    return settled(profile, seeds, {"server_size": dict(p["server_size"], **{DATASET: int(size)})})
 
 
 def spec_of(p: dict, name: str, opt: str, L: int, seed: int):
@@ -298,7 +302,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("FEDPAPER_PROGRESS", "0")
     data_root = os.environ.get("FEDPAPER_DATA")
     t_start = time.process_time()
-    p0 = resolve_seeds(PL._params(a.profile), a.seeds)
+    p0 = settled(a.profile, a.seeds)
     seeds, labels = p0["seeds"], a.labels or labels_of(p0)
     sizes = server_sizes(p0, a.factors, a.paper_size)
     m = machine(frameworks=False)

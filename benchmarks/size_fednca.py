@@ -13,7 +13,7 @@ import time
 
 import pandas as pd
 
-from fedpaper.papers.fednca import _params, runs
+from fedpaper.papers.fednca import _settings, runs
 
 
 def deep_update(d: dict, u: dict) -> dict:
@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--set", default="{}", help="JSON dict merged into the profile dict")
     a = ap.parse_args()
-    p = deep_update(_params(a.profile), json.loads(a.set))
+    p = deep_update(_settings(a.profile), json.loads(a.set))
     p["seeds"] = [int(s) for s in a.seeds.split(",")]
     gamma = {"cifar10": 0.5, "dermamnist": 0.71}[a.dataset]
     t0 = time.time()
