@@ -43,7 +43,7 @@ def test_new_provenance_matches_its_table(tmp_path, monkeypatch):
     from fedpaper.papers.fedpals import profiles as P
 
     monkeypatch.setitem(P.GRIDS["smoke"], "marginal_seeds", 3)
-    results = [run_job(fedpals._dist_artifact("fedpals/fig2a", "cifar10", "sparsity", "smoke", None, None),
+    results = [run_job(fedpals._dist_artifact("fedpals/fig2a", "cifar10", "sparsity", "smoke", None),
                        profile="smoke", out_dir=tmp_path)]
     for r in results:
         table, rec = pd.read_csv(r.paths["csv"]), prov.load(r.paths["json"])
