@@ -101,7 +101,7 @@ class FederatedTrainer:
         in_parts = self.slot_chunk(G) < G
         self.alloc_bytes = allocator_bytes(self.step_bytes, step_mem.param_bytes, in_parts)
         if self.device.type == "cpu":
-            _tune_cpu_allocator(self.alloc_bytes, in_parts)  # malloc thresholds (cpu.thresholds_for)
+            _tune_cpu_allocator(in_parts)  # malloc thresholds: cpu.RAISED_THRESHOLDS, or PARTS_THRESHOLDS
             self.channels_last, self.layout_rule = channels_last_ok(self.template)
             if self.channels_last:
                 self._layout = stacked_layout

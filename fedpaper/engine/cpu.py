@@ -62,30 +62,24 @@ def allocator_bytes(step_bytes, param_bytes: int, in_parts: bool):
     return step_bytes
 
 
-def allocator_tuned_for(step_bytes=None) -> bool:
-    """Whether an engine call gets malloc thresholds of the engine's (_tune_cpu_allocator): on Linux
-    unless FEDPAPER_MALLOC_TUNING=0, whatever its step's size (`step_bytes`, kept for the callers that
-    name it)."""
+def allocator_tuned() -> bool:
+    """Whether engine calls set malloc thresholds of the engine's (_tune_cpu_allocator): on Linux
+    unless FEDPAPER_MALLOC_TUNING=0."""
     return os.environ.get("FEDPAPER_MALLOC_TUNING", "1") != "0" and sys.platform.startswith("linux")
 
 
-def thresholds_for(in_parts: bool) -> tuple:
-    """The (trim, mmap) thresholds of an engine call: PARTS_THRESHOLDS when its rounds train in parts,
-    else RAISED_THRESHOLDS."""
-    return PARTS_THRESHOLDS if in_parts else RAISED_THRESHOLDS
-
-
-def _tune_cpu_allocator(step_bytes=None, in_parts: bool = False):
-    """glibc only, per engine call: `thresholds_for(in_parts)` (M_TRIM_THRESHOLD and
-    M_MMAP_THRESHOLD), set when they are not in force already. RAISED_THRESHOLDS keep activation
-    buffers in the heap: otherwise every training step returns them to the OS and page-faults them
-    back in, which costs a large part of a step, for the small CNNs of the CPU profiles as for the
-    224 px ResNet-18 of the paper profile. The process keeps its peak heap within an engine call; an
-    engine call with a large step hands it back when it ends (release_freed_memory, called by
-    trainer.train). Results are unchanged either way. FEDPAPER_MALLOC_TUNING=0 disables it."""
+def _tune_cpu_allocator(in_parts: bool = False):
+    """glibc only, per engine call: PARTS_THRESHOLDS when its rounds train their clients in parts,
+    else RAISED_THRESHOLDS (M_TRIM_THRESHOLD and M_MMAP_THRESHOLD), set when they are not in force
+    already. RAISED_THRESHOLDS keep activation buffers in the heap: otherwise every training step
+    returns them to the OS and page-faults them back in, which costs a large part of a step, for the
+    small CNNs of the CPU profiles as for the 224 px ResNet-18 of the paper profile. The process keeps
+    its peak heap within an engine call; an engine call with a large step hands it back when it ends
+    (release_freed_memory, called by trainer.train). Results are unchanged either way.
+    FEDPAPER_MALLOC_TUNING=0 disables it."""
     global _IN_FORCE
-    want = thresholds_for(in_parts)
-    if allocator_tuned_for(step_bytes) and _IN_FORCE != want and _mallopt(*want):
+    want = PARTS_THRESHOLDS if in_parts else RAISED_THRESHOLDS
+    if allocator_tuned() and _IN_FORCE != want and _mallopt(*want):
         _IN_FORCE = want
 
 

@@ -155,13 +155,12 @@ def test_every_step_gets_the_raised_malloc_thresholds_and_large_ones_are_release
     monkeypatch.delenv("FEDPAPER_MALLOC_TUNING", raising=False)
     lenet = step_memory(TrainConfig("lenet", dict(in_channels=1, image_size=28), batch_size=64), (1, 28, 28))
     linux = sys.platform.startswith("linux")
-    for step in (lenet.activations(64), None, 21 * 2**20 * 32, cpu.LARGE_STEP_BYTES):
-        assert cpu.allocator_tuned_for(step) is linux
+    assert cpu.allocator_tuned() is linux  # whatever the step's size
     assert not cpu.large_step(lenet.activations(64)) and not cpu.large_step(None)
     assert not cpu.large_step(cpu.LARGE_STEP_BYTES - 1) and cpu.large_step(cpu.LARGE_STEP_BYTES)
     assert cpu.large_step(21 * 2**20 * 32)  # FedNCA-ML paper profile, measured 21 MiB per sample
     monkeypatch.setenv("FEDPAPER_MALLOC_TUNING", "0")
-    assert not cpu.allocator_tuned_for(lenet.activations(64))
+    assert not cpu.allocator_tuned()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc thresholds")
@@ -171,19 +170,18 @@ def test_thresholds_follow_the_engine_call_and_are_set_only_when_they_change(mon
     monkeypatch.setattr(cpu, "_mallopt", lambda trim, mmap: calls.append((trim, mmap)) or True)
     monkeypatch.setattr(cpu, "_IN_FORCE", None)
     monkeypatch.setenv("FEDPAPER_MALLOC_TUNING", "0")
-    cpu._tune_cpu_allocator(1 << 20)
+    cpu._tune_cpu_allocator()
     assert calls == [] and cpu._IN_FORCE is None  # switched off: nothing set
     monkeypatch.delenv("FEDPAPER_MALLOC_TUNING")
-    big, small = cpu.LARGE_STEP_BYTES * 2, 1 << 20
-    cpu._tune_cpu_allocator(big)  # a large step: its buffers come from the heap too
+    cpu._tune_cpu_allocator()  # any step, large or small: its buffers come from the heap
     assert calls == [cpu.RAISED_THRESHOLDS] == [(1 << 30, 1 << 30)]
-    for step in (big, small, None):
-        cpu._tune_cpu_allocator(step)
+    for _ in range(3):
+        cpu._tune_cpu_allocator()
     assert len(calls) == 1  # set once while in force
-    cpu._tune_cpu_allocator(big, in_parts=True)  # clients in parts: buffers over 4 MiB mmapped
-    cpu._tune_cpu_allocator(small, in_parts=True)
+    cpu._tune_cpu_allocator(in_parts=True)  # clients in parts: buffers over 4 MiB mmapped
+    cpu._tune_cpu_allocator(in_parts=True)
     assert calls[1:] == [cpu.PARTS_THRESHOLDS] == [(8 << 20, 4 << 20)]
-    cpu._tune_cpu_allocator(small)
+    cpu._tune_cpu_allocator()
     assert calls[2:] == [cpu.RAISED_THRESHOLDS] and cpu._IN_FORCE == cpu.RAISED_THRESHOLDS
 
 
@@ -199,7 +197,9 @@ def test_an_engine_call_in_parts_or_of_a_large_model_counts_as_a_large_step(monk
     feds = [Federation([np.arange(0, 40), np.arange(40, 80)], np.arange(20), seed=0)]
     cfg = TrainConfig("lenet", dict(in_channels=1, image_size=28, num_classes=4), batch_size=16, rounds=1)
     tuned, released = [], []
-    monkeypatch.setattr(T, "_tune_cpu_allocator", lambda b, in_parts: tuned.append((b, in_parts)))
+    sized = T.allocator_bytes  # the step size the release rule sees, recorded with the call's in_parts
+    monkeypatch.setattr(T, "allocator_bytes", lambda *a: tuned.append([sized(*a)]) or tuned[-1][0])
+    monkeypatch.setattr(T, "_tune_cpu_allocator", lambda in_parts: tuned[-1].append(in_parts))
     monkeypatch.setattr(T, "release_freed_memory", lambda: released.append(True))
     T.train(get_method("FedAvg"), cfg, pools, feds, progress=False)
     assert not cpu.large_step(tuned[-1][0]) and not tuned[-1][1] and not released
