@@ -5,8 +5,8 @@
   artifact adds nothing and is dropped: `fedmt/fig2a`, `fedpals/table1 cifar10 C=3`).
 - `on_rounds(callback)` / `round_done(rnd, rounds, n_runs)`: the engine reports each finished
   round of the `n_runs` runs it trains together; the sweep that started the training turns that
-  into progress inside its runs (so a bar moves, with an ETA, while a long run trains). The engine
-  only calls `round_done`; it never knows who listens.
+  into progress inside its runs (so a bar moves, with an ETA, while a long run trains: `RunsBar`).
+  The engine only calls `round_done`; it never knows who listens.
 - `running()` / `while_running(...)`: what code that takes no such argument learns of the
   computation running now: the round listener above, and the runs layer's sweep scope
   (fedpaper.runs.sweep.current_scope), which a paper's compute never passes on.
@@ -85,6 +85,28 @@ def round_done(rnd: int, rounds: int, n_runs: int) -> None:
     cb = _RUNNING.get().rounds
     if cb is not None:
         cb(rnd, rounds, n_runs)
+
+
+class RunsBar:
+    """Moves a sweep's bar (a tqdm bar counting runs) inside a batch of `size` runs as the engine
+    reports rounds (`round`, the listener `on_rounds` takes: n_runs runs advanced one round of
+    `rounds`), and to whole runs as their results are stored (`stored`), never past the batch's end."""
+
+    def __init__(self, bar, start: float, size: int):
+        self.bar, self.start, self.size, self.credit = bar, start, size, 0.0
+
+    def _to(self, target: float):
+        target = min(target, self.start + self.size)
+        if target > self.bar.n:
+            self.bar.update(target - self.bar.n)
+
+    def round(self, rnd: int, rounds: int, n_runs: int):
+        self.credit += n_runs / max(1, rounds)
+        self._to(self.start + self.credit)
+
+    def stored(self, n_done: int):
+        self.credit = max(self.credit, float(n_done))
+        self._to(self.start + n_done)
 
 
 # ------------------------------------------------------------------------ warnings once

@@ -425,15 +425,16 @@ def _engine_choices(params: dict) -> dict:
 def apply_overrides(params: dict, overrides: Optional[dict], *, where: str = "",
                     choices: Optional[dict] = None) -> dict:
     """`params` (a profile dict, changed in place and returned) with `overrides` applied (None or
-    {}: none; an `Overrides`, or any dict).
+    {}: none; an `Overrides`, as checked by `validate`, or any dict, checked here).
 
     Unknown keys and values of the wrong type raise BadParameterError naming the key and what is
     allowed; a setting in `choices` ({dotted setting: allowed entries}) takes only those entries.
     The applied overrides are recorded under params["overrides"] (so they reach provenance, and a
     second call is a no-op). For a dry run's cut (`Overrides.dry_run`), a key that this dict does
     not have is left out instead (an artifact with settings of its own)."""
-    dry_run = getattr(overrides, "dry_run", False)
-    overrides = check_overrides(dict(overrides) if overrides is not None else None)
+    if not isinstance(overrides, Overrides):  # an Overrides was checked when the call's parameters were (validate)
+        overrides = Overrides(check_overrides(dict(overrides) if overrides is not None else None))
+    dry_run = overrides.dry_run
     if not overrides or params.get(APPLIED_KEY) == overrides:
         return params
     choices = {**_engine_choices(params), **(choices or {})}
@@ -453,7 +454,7 @@ def apply_overrides(params: dict, overrides: Optional[dict], *, where: str = "",
             node[path[-1]] = _chosen(name, default, value, choices[name])
         else:
             node[path[-1]] = _checked(name, default, value)
-    params[APPLIED_KEY] = copy.deepcopy(overrides)
+    params[APPLIED_KEY] = copy.deepcopy(dict(overrides))
     return params
 
 

@@ -29,21 +29,20 @@ import contextlib
 import dataclasses
 import functools
 import os
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from fedpaper.ground.errors import BadParameterError, FedpaperError
-from fedpaper.runs.experiment import (Execution, RunSpec, build_stored, plan_groups, progress_enabled, run_cost,
+from fedpaper.runs.experiment import (BuiltOnce, Execution, RunSpec, build_stored, plan_groups, progress_enabled,
                                       store_key)
-from fedpaper.runs.oom import train_in_parts
+from fedpaper.runs.oom import train_in_parts, train_planned
 from fedpaper.ground.files import atomic_write_text
-from fedpaper.runs.leases import DEFAULT_TTL, HOST, claim_free, claim_keys, holder
+from fedpaper.runs.leases import DEFAULT_TTL, HOST, claim_keys
 from fedpaper.runs.store import ResultStore, spec_json
 from fedpaper.runs import sweep
-from fedpaper.runs.sweep import SweepScope, current_scope, in_scope, run_sweep
+from fedpaper.runs.sweep import SweepScope, current_scope, in_scope, leased, run_sweep
 from fedpaper.runs.versions import CODE_VERSION_ENV, code_version
 
 EXECUTOR_ENV = "FEDPAPER_EXECUTOR"
@@ -66,7 +65,7 @@ def run_specs(specs: list[RunSpec], data_root=None, *, execution: Optional[Execu
     run is stored at once, so an interrupted sweep resumes. A run's
     result does not depend on its group (the engine is batch-invariant on CPU, bit for bit, checked
     with 1 and 2 threads: tests/engine/test_cpu.py), so the grouping is for speed only. Locally
-    each run is claimed with a lease before it trains (`claimed`): another process on the same
+    each run is claimed with a lease before it trains (sweep.leased): another process on the same
     store waits for it and reads its result instead of training it again.
     `executor`: "local" (default; trains here), "ray[:ADDRESS]" or an executor object; None: the
     scope's, else $FEDPAPER_EXECUTOR (see `get_executor`). `scope` (sweep.SweepScope; default:
@@ -171,7 +170,7 @@ def _set_env(env: Optional[dict]) -> None:
 class LocalExecutor:
     """The default: `run_specs` trains every group in this process, chunk by chunk of the store's
     sweep (sweep.run_sweep: resumable, paced by a deadline), each run claimed with a lease
-    (`claimed`)."""
+    (sweep.leased), each chunk planned into engine calls and trained (oom.train_planned)."""
 
     name = "local"
     is_local = True
@@ -182,89 +181,11 @@ class LocalExecutor:
     def run_specs(self, keys: list, build: Callable, *, desc="runs", max_batch=16, progress=True,
                   store=None, scope: Optional[SweepScope] = None) -> list:
 
-        built: dict = {}  # setups built for the deadline's cost estimate, used once by train_all
-
-        def setup(k):
-            return built.pop(spec_json(k), None) or build(k)
-
-        def cost(k) -> float:
-            j = spec_json(k)
-            if j not in built:
-                built[j] = build(k)
-            return run_cost(built[j])
-
-        cost.unit = "training sample"
-
-        def train_all(chunk):
-            """(position in chunk, result) of every run, engine call by engine call as each finishes."""
-            for group in plan_groups(chunk, setup, max_batch, desc):
-                positions, setups = zip(*group)
-                # the sweep's own bar is the one bar; the engine's per-method bar stays off here;
-                # a group that runs out of device memory trains in parts, each yielded as it ends
-                for i, r in train_in_parts(list(setups), False, desc):
-                    yield positions[i], r
-
+        setups = BuiltOnce(build)  # a setup built for the deadline's cost estimate is the one trained
+        train = functools.partial(train_planned, build=setups, max_batch=max_batch, desc=desc)
         store = store if store is not None else ResultStore()
-        return run_sweep(keys, run_fn_many=claimed(train_all, store, desc), batch_size=max_batch, desc=desc,
-                         progress=progress, store=store, cost=cost, scope=scope)
-
-
-def claimed(train_all: Callable, store, desc: str = "runs", poll: float = 1.0) -> Callable:
-    """`train_all(specs)` (yields (position in specs, result) as each engine call finishes) made a
-    run_sweep run_fn_many that is safe for several processes on one store: each
-    run is claimed with a lease (fedpaper.runs.leases) before it is trained, and stored (store.put)
-    before its lease is released; a run another live process holds is waited for (one line says
-    so) and then read from the store; a run whose holder died or let its lease expire is claimed
-    and trained here. So two `fedpaper reproduce` processes (or a notebook and the CLI) on one
-    cache train each run once (tests/runs/test_concurrent_runs.py). The returned function stores its
-    results itself (`stores_results`), so run_sweep does not write them again. Each result is
-    stored as soon as its engine call ends, so a chunk stopped midway (a kill, a timeout, Ctrl-C)
-    keeps the runs of every engine call that finished."""
-
-    force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
-
-    def many(chunk):
-        hashes = [store.key(k) for k in chunk]
-        spec_of = dict(zip(hashes, chunk))
-        out: dict = {}  # store key -> result
-        todo = list(spec_of)
-        waited = False
-        while todo:
-            claim = claim_free(store.root, todo)
-            try:
-                mine = [h for h in todo if h in claim.keys]
-                # a run another process finished while we were not holding it is read, not retrained
-                # (--force recomputes the runs claimed at once, and reads the ones waited for)
-                for h in mine:
-                    r = None if force and not waited else store.get(spec_of[h], None)
-                    if r is not None:
-                        out[h] = r
-                fresh = [h for h in mine if h not in out]
-                if fresh:
-                    for i, r in train_all([spec_of[h] for h in fresh]):
-                        store.put(spec_of[fresh[i]], r)
-                        out[fresh[i]] = r
-            finally:
-                claim.release()
-            for h in todo:  # held by another process: its result once it is stored
-                if h not in out:
-                    r = store.get(spec_of[h], None)
-                    if r is not None:
-                        out[h] = r
-            todo = [h for h in todo if h not in out]
-            if todo and not waited:
-                owners = sorted({held["owner"].rsplit(":", 1)[0] for held in
-                                 (holder(store.root, h) for h in todo) if held})
-                print(f"{desc}: waiting for {len(todo)} run(s) being trained by another process "
-                      f"({', '.join(owners) or 'lease just released'}); their results will be read from the store",
-                      flush=True)
-                waited = True
-            if todo:
-                time.sleep(poll)
-        return [out[h] for h in hashes]
-
-    many.stores_results = True
-    return many
+        return run_sweep(keys, run_fn_many=leased(train, store, desc), batch_size=max_batch, desc=desc,
+                         progress=progress, store=store, cost=setups.cost, scope=scope)
 
 
 @dataclass

@@ -324,6 +324,28 @@ def progress_enabled() -> bool:
     return os.environ.get("FEDPAPER_PROGRESS", "1") != "0"
 
 
+class BuiltOnce:
+    """`build(key)` made to build each run's setup once in a sweep: `cost(key)` (the deadline's pace
+    of `sweep.run_sweep`) builds it and keeps it until the sweep's training asks for it (calling the
+    object), which takes it; a key not costed first is built when it is asked for."""
+
+    def __init__(self, build: Callable):
+        self.build = build
+        self._built: dict = {}
+
+    def __call__(self, key) -> RunSetup:
+        return self._built.pop(spec_json(key), None) or self.build(key)
+
+    def cost(self, key) -> float:
+        """The run's work in training samples (`run_cost`)."""
+        j = spec_json(key)
+        if j not in self._built:
+            self._built[j] = self.build(key)
+        return run_cost(self._built[j])
+
+    cost.unit = "training sample"
+
+
 def build_stored(by_key: dict, data_root, execution, key: dict) -> RunSetup:
     """The engine setup of the run stored under `key` (a store_key); picklable through
     functools.partial, so a cluster executor can ship it to its workers."""

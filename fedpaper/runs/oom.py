@@ -11,7 +11,8 @@ lost). The smaller size is remembered per group configuration (`group_limit`), s
 of that configuration in this process start at it (their first engine call trains that many runs);
 one line says so. A run that does not fit even alone raises `OneRunTooBigError`, one line naming the
 fix. `train_in_parts` is how every executor (fedpaper.runs.executors) trains one of
-experiment.plan_groups' groups.
+experiment.plan_groups' groups; `train_planned` plans a sweep's chunk into those groups and trains
+each (the local sweep's training, fedpaper.runs.sweep.leased).
 
 A run's numbers do not depend on its group (the engine is batch-invariant on the CPU,
 tests/engine/test_cpu.py), so the split changes the speed only.
@@ -113,3 +114,13 @@ def train_in_parts(setups: list, progress: bool, desc: str = "runs") -> Iterator
     out of memory, in smaller parts (`split_on_oom`), each part's results as soon as it ends."""
     return split_on_oom(setups, lambda part: experiment.train_group(part, progress), group_key(setups[0]), desc,
                         _run_name)
+
+
+def train_planned(specs: list, *, build: Callable, max_batch: int, desc: str = "runs") -> Iterator[tuple[int, dict]]:
+    """(position in `specs`, result) of every run, engine call by engine call as each ends: the
+    groups experiment.plan_groups forms of `specs` (`build(spec)` makes each setup), each trained by
+    `train_in_parts`. The engine's own per-method bar stays off: the sweep's bar is the one bar."""
+    for group in experiment.plan_groups(specs, build, max_batch, desc):
+        positions, setups = zip(*group)
+        for i, r in train_in_parts(list(setups), False, desc):
+            yield positions[i], r

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 from fedpaper.ground.errors import BadParameterError
-from fedpaper.runs.leases import holder
-from fedpaper.ground.progress import bar_label, collecting, on_rounds, running, while_running
+from fedpaper.runs.leases import claim_free, holder
+from fedpaper.ground.progress import RunsBar, bar_label, collecting, on_rounds, running, while_running
 from fedpaper.runs.store import ResultStore
 
 _MISSING = object()  # store.get's default: not stored
@@ -133,7 +133,7 @@ def _progress(total, initial, label, enabled, unit="runs"):
     elsewhere. FEDPAPER_PROGRESS=0 turns it off, =text forces text (set by `fedpaper reproduce`
     and `make test` for the kernels they start, whose outputs nobody watches live). `label`: the
     sweep scope's (SweepScope.label: the artifact id, plus the sweep's short name); it counts runs,
-    in tenths, as the engine's rounds finish (`_RunsBar`), with the time left."""
+    in tenths, as the engine's rounds finish (fedpaper.ground.progress.RunsBar), with the time left."""
 
     mode = os.environ.get("FEDPAPER_PROGRESS", "1")
     tqdm = None
@@ -149,28 +149,6 @@ def _progress(total, initial, label, enabled, unit="runs"):
         enabled = False
     return tqdm(total=total, initial=initial, desc=label, disable=not enabled,
                 leave=True, bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]")
-
-
-class _RunsBar:
-    """Moves a sweep's bar inside a batch of `size` runs as the engine reports rounds
-    (`fedpaper.ground.progress.round_done`: n_runs runs advanced one round of `rounds`), and to whole
-    runs as their results are stored, never past the batch's end."""
-
-    def __init__(self, bar, start: float, size: int):
-        self.bar, self.start, self.size, self.credit = bar, start, size, 0.0
-
-    def _to(self, target: float):
-        target = min(target, self.start + self.size)
-        if target > self.bar.n:
-            self.bar.update(target - self.bar.n)
-
-    def round(self, rnd: int, rounds: int, n_runs: int):
-        self.credit += n_runs / max(1, rounds)
-        self._to(self.start + self.credit)
-
-    def stored(self, n_done: int):
-        self.credit = max(self.credit, float(n_done))
-        self._to(self.start + n_done)
 
 
 @contextlib.contextmanager
@@ -270,7 +248,7 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
         if run_fn is not None:
             for s in pending:
                 check([s])
-                moves = _RunsBar(bar, float(len(done)), 1)
+                moves = RunsBar(bar, float(len(done)), 1)
                 with on_rounds(moves.round):
                     r = run_fn(s)
                 store.put(s, r)
@@ -279,16 +257,16 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
                 moves.stored(1)
         else:
             step = batch_size or max(1, len(pending))
-            # a run_fn_many that stores each result itself (under its lease: executors.claimed)
+            # a run_fn_many that stores each result itself (under its lease: `leased`)
             stored_by_fn = bool(getattr(run_fn_many, "stores_results", False))
             remaining = list(pending)
             key_of = {id(s): k for s, k in zip(specs, keys)}
             while remaining:
-                if stored_by_fn:  # leased runs (executors.claimed): take free runs before held ones
+                if stored_by_fn:  # leased runs (`leased`): take free runs before held ones
                     remaining = _free_first(store.root, remaining, key_of)
                 chunk, remaining = remaining[:step], remaining[step:]
                 check(chunk)
-                moves = _RunsBar(bar, float(len(done)), len(chunk))
+                moves = RunsBar(bar, float(len(done)), len(chunk))
                 n = 0
                 with on_rounds(moves.round):
                     for s, r in zip(chunk, run_fn_many(chunk)):
@@ -301,3 +279,61 @@ def run_sweep(specs: Iterable, run_fn: Optional[Callable] = None, *, run_fn_many
                 if n != len(chunk):
                     raise RuntimeError(f"run_fn_many returned {n} results for {len(chunk)} specs")
     return [done[k] for k in keys]
+
+
+def leased(train_all: Callable, store: ResultStore, desc: str = "runs", poll: float = 1.0) -> Callable:
+    """`train_all(specs)` (yields (position in specs, result) as each engine call finishes:
+    fedpaper.runs.oom.train_planned) made a `run_sweep` run_fn_many that is safe for several
+    processes on one store: each run is claimed with a lease (fedpaper.runs.leases) before it is
+    trained, and stored (store.put) before its lease is released; a run another live process holds
+    is waited for (one line says so) and then read from the store; a run whose holder died or let
+    its lease expire is claimed and trained here. So two `fedpaper reproduce` processes (or a
+    notebook and the CLI) on one cache train each run once (tests/runs/test_concurrent_runs.py). The
+    returned function stores its results itself (`stores_results`), so run_sweep does not write
+    them again. Each result is stored as soon as its engine call ends, so a chunk stopped midway (a
+    kill, a timeout, Ctrl-C) keeps the runs of every engine call that finished."""
+
+    force = os.environ.get("FEDPAPER_RECOMPUTE") == "1"
+
+    def many(chunk):
+        hashes = [store.key(k) for k in chunk]
+        spec_of = dict(zip(hashes, chunk))
+        out: dict = {}  # store key -> result
+        todo = list(spec_of)
+        waited = False
+        while todo:
+            claim = claim_free(store.root, todo)
+            try:
+                mine = [h for h in todo if h in claim.keys]
+                # a run another process finished while we were not holding it is read, not retrained
+                # (--force recomputes the runs claimed at once, and reads the ones waited for)
+                for h in mine:
+                    r = None if force and not waited else store.get(spec_of[h], None)
+                    if r is not None:
+                        out[h] = r
+                fresh = [h for h in mine if h not in out]
+                if fresh:
+                    for i, r in train_all([spec_of[h] for h in fresh]):
+                        store.put(spec_of[fresh[i]], r)
+                        out[fresh[i]] = r
+            finally:
+                claim.release()
+            for h in todo:  # held by another process: its result once it is stored
+                if h not in out:
+                    r = store.get(spec_of[h], None)
+                    if r is not None:
+                        out[h] = r
+            todo = [h for h in todo if h not in out]
+            if todo and not waited:
+                owners = sorted({held["owner"].rsplit(":", 1)[0] for held in
+                                 (holder(store.root, h) for h in todo) if held})
+                print(f"{desc}: waiting for {len(todo)} run(s) being trained by another process "
+                      f"({', '.join(owners) or 'lease just released'}); their results will be read from the store",
+                      flush=True)
+                waited = True
+            if todo:
+                time.sleep(poll)
+        return [out[h] for h in hashes]
+
+    many.stores_results = True
+    return many

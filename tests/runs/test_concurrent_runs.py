@@ -188,7 +188,7 @@ def test_a_live_claim_is_waited_for_and_its_result_read(tmp_path):
 def test_a_sweep_takes_free_runs_before_runs_another_process_holds(tmp_path):
     """Two workers on one store: a run held by another live process goes to the end of this
     sweep's queue, so this worker trains the free runs first instead of waiting (store.run_sweep,
-    with a run_fn_many that claims and stores its runs itself, as executors.claimed does)."""
+    with a run_fn_many that claims and stores its runs itself, as sweep.leased does)."""
     from fedpaper.runs.sweep import run_sweep
 
     store = ResultStore(tmp_path / "results")

@@ -216,12 +216,20 @@ def best_val(result: dict) -> float:
     return max(vals) if vals else float("nan")
 
 
-def selected(specs: list[RunSpec], results: list[dict], key) -> dict:
-    """{(group key, seed): (spec, result)} keeping, per group and seed, the run with the best
+def setting_key(spec: RunSpec) -> tuple:
+    """What the runs of one table cell share apart from their seed and lambda: data set, split,
+    clients, local epochs, rounds, participation and method label."""
+    t, q = spec.training, spec.partition
+    return (dataset_of(spec.data), json.dumps(q["split"], sort_keys=True),
+            q["num_clients"], t["local_epochs"], t["rounds"], t["participation"], method_label(spec))
+
+
+def selected(specs: list[RunSpec], results: list[dict]) -> dict:
+    """{(setting_key, seed): (spec, result)} keeping, per setting and seed, the run with the best
     validation accuracy: FedPALS's lambda selection (vague-8); a no-op for single runs."""
     out = {}
     for s, r in zip(specs, results):
-        k = (key(s), s.seed)
+        k = (setting_key(s), s.seed)
         if k not in out or best_val(r) > best_val(out[k][1]):
             out[k] = (s, r)
     return out

@@ -16,12 +16,6 @@ from fedpaper.papers.fedpals import runs as R
 from fedpaper.runs.provenance import compute_record
 
 
-def _gkey(s) -> tuple:
-    t, q = s.training, s.partition
-    return (R.dataset_of(s.data), json.dumps(q["split"], sort_keys=True),
-            q["num_clients"], t["local_epochs"], t["rounds"], t["participation"], R.method_label(s))
-
-
 def runs_per_engine_call() -> int:
     """Runs trained together in one engine call of the FedPALS sweeps: one on CPU, else up to 16.
 
@@ -53,7 +47,7 @@ def records(specs: list, results: list) -> pd.DataFrame:
     """One row per (setting, method, seed): the best-validation snapshot; FedPALS's lambda chosen
     per seed on target-validation accuracy (vague-8, -19); plus 'FedPALS (lambda=0)' rows."""
     rows = []
-    for (k, seed), (s, r) in R.selected(specs, results, _gkey).items():
+    for (k, seed), (s, r) in R.selected(specs, results).items():
         rows.append(_record(s, r, k[-1]))
     for s, r in zip(specs, results):
         if s.tags["method"] == "FedPALS" and s.tags["lam"] == 0.0:

@@ -89,10 +89,11 @@ def test_method_specs_expand_fedpals_grid(smoke):
     assert [s.seed for s in specs if s.tags["method"] == "FedAvg"] == [0, 1]
 
 
-def test_selected_keeps_best_validation_run():
+def test_selected_keeps_best_validation_run(monkeypatch):
     specs = [SimpleNamespace(seed=0, m="a", lam=0.0), SimpleNamespace(seed=0, m="a", lam=5.0)]
     res = [{"history": [{"val_acc": 0.2}, {"val_acc": 0.4}]}, {"history": [{"val_acc": 0.6}]}]
-    sel = R.selected(specs, res, key=lambda s: s.m)
+    monkeypatch.setattr(R, "setting_key", lambda s: s.m)
+    sel = R.selected(specs, res)
     assert sel[("a", 0)][0].lam == 5.0
 
 
