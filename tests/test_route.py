@@ -8,6 +8,13 @@ from tests import route_harness as H
 # the artifacts whose paper-profile dry runs ARCHITECTURE.md times, one per paper
 ARTIFACTS = ["fedpals/table1", "privlabels/fig2", "fedmt/table2", "fednca/table1"]
 ROUNDS = 7  # no smoke profile trains 7 rounds: an integer equal to it by chance is rare
+# Below the round loop, the algorithm parts call back into the trainer through the Context's
+# `predict` and `train_slots` (FedMT's pseudo-labels, central tuning, server training) and use the
+# slot helpers of algorithms/base.py beside the Algorithm that dispatches to them: the functions a
+# module is entered again by, and no others (a backend object owning the client step would take the
+# trainer's two off this list).
+AGAIN_BELOW_THE_LOOP = {"driver/trainer.py": {"predict", "train_slots", "_train_part"},
+                        "algorithms/base.py": {"per_run_weights", "slot_sizes", "augment"}}
 
 
 @pytest.mark.parametrize("artifact_id", ARTIFACTS)
@@ -19,6 +26,10 @@ def test_rounds_reach_the_round_loop_entering_no_module_twice(artifact_id, tmp_p
     assert [m for m, _ in H.to_round_loop(at_loop[0])][:2] == ["notebook.py", "outputs/pipeline.py"]
     twice = {" -> ".join(m for m, _ in H.to_round_loop(s)): H.entered_twice(H.to_round_loop(s)) for s in stacks}
     assert not {k: v for k, v in twice.items() if v}
+    for stays in stacks:  # below the loop: only the known callbacks
+        for m in H.entered_twice(stays):
+            later = [set(names) for mod, names in stays if mod == m][1:]
+            assert all(names <= AGAIN_BELOW_THE_LOOP.get(m, set()) for names in later), (m, later, stays)
 
 
 def test_a_module_left_and_entered_again_is_found():
