@@ -17,8 +17,10 @@ made on another CPU vendor, whose float sums round differently, can be checked; 
 asks for bit-exact equality. Everything else (integers, where a run diverged, names, shapes, dtypes)
 must be equal. Only how a run
 executed (its "log": seconds, backend, layout) is not compared; the run is retrained with the
-backend and device its log names. Only when all K agree does it store every selected run of that
-version again under the current code version (the old entries stay), its entry saying so:
+backend and device its log names. A run stored under several older versions (each earlier rekey
+leaves the entries it read) is checked and stored from its newest entry only. Only when all K
+agree does it store every selected run of that version again under the current code version (the
+old entries stay), its entry saying so:
 
     "rekeyed": {"from": OLD_CODE, "to": NEW_CODE, "verified": [{"key", "samples", "seconds", "max_rel"}],
                 "rtol", "atol", "at", "git"}
@@ -69,10 +71,18 @@ class RekeyError(FedpaperError):
     """Nothing to rekey, a run that cannot be retrained, or a run the current code does not
     reproduce (one line, exit 2, nothing written)."""
 
-def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict, list]:
+def _newest(entry: dict) -> str:
+    """When an entry was written: its rekey's time, else its run's (ISO, comparable as text)."""
+    return (entry.get("rekeyed") or {}).get("at") or entry.get("created") or ""
+
+
+def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict, list, dict]:
     """{(paper, old code): [(key, entry)]} of the selected finished runs made by another code
-    version than the current one (and not stored under it already), and the store indexes
-    [(artifact, profile, runs)] they were selected through.
+    version than the current one (and not stored under it already), the store indexes
+    [(artifact, profile, runs)] they were selected through, and {old key: the key of the entry it
+    gives way to} for a run stored under several older versions (each earlier rekey left the
+    entries it read): only its newest entry (`_newest`) is checked and stored again, so each run is
+    in one group, checked once.
 
     Selected with `only`/`profile`: the runs recorded in the store's indexes for them, the runs of a
     paper named in `only` (recorded or not: an archive made before runs were recorded, or a piece
@@ -92,7 +102,8 @@ def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict
     else:
         recorded, papers, needed = set(), set(), set()
         wanted = store.keys()
-    groups: dict[tuple, list] = {}
+    newest: dict[str, tuple] = {}  # current key -> (key, entry, paper) of its newest stale entry
+    gives_way: dict[str, str] = {}  # old key -> the old key of the newer entry of the same run
     for key in wanted:
         p = store.entry_path(key)
         if not p.is_file():
@@ -111,15 +122,29 @@ def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict
         if entry["code"] == _current_code(paper, store) and migrated == entry["spec"]:
             continue
         entry = {**entry, "spec": migrated}
-        if store.entry_path(store.key(json.loads(entry["spec"]))).is_file():
+        current = store.key(json.loads(entry["spec"]))
+        if store.entry_path(current).is_file():
             continue  # already stored under the current code
+        other = newest.get(current)
+        if other is not None and _newest(other[1]) >= _newest(entry):
+            gives_way[key] = other[0]
+            continue
+        if other is not None:
+            gives_way[other[0]] = key
+        newest[current] = (key, entry, paper)
+    groups: dict[tuple, list] = {}
+    for key, entry, paper in newest.values():
         groups.setdefault((paper, entry["code"]), []).append((key, entry))
+    kept = {key for key, _, _ in newest.values()}
+    for key in list(gives_way):  # to the entry finally kept
+        while gives_way[key] not in kept:
+            gives_way[key] = gives_way[gives_way[key]]
     if (only or profile is not None) and not groups and not indexes and not papers and not needed:
         what = " ".join(only or []) + (f" (profile {profile})" if profile else "")
         raise RekeyError(f"no runs of {what.strip()} are recorded in the cache {store.root}; import their archive "
                          "(`fedpaper cache import`) or run `fedpaper reproduce` for them first, or name the "
                          "profile (`--profile P`) so that the runs they need are found by what they are")
-    return groups, indexes
+    return groups, indexes, gives_way
 
 
 def first_difference(a, b, where: str = "result", rtol: float = 0.0, atol: float = 0.0) -> Optional[str]:
@@ -264,10 +289,13 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
     if moved["moved"]:
         say(f"moved {moved['moved']} runs of the text-hash scheme to the syntax-tree code versions of the same "
             f"source ({moved['current']} of them made by code identical to this one), nothing retrained")
-    groups, indexes = _stale_entries(store, only, profile, needed)
+    groups, indexes, gives_way = _stale_entries(store, only, profile, needed)
     if not groups:
         raise RekeyError(f"nothing to rekey in {store.root}: every selected finished run is stored under the "
                          "current code version already")
+    if gives_way:
+        say(f"{len(gives_way)} older entries of the same runs left as they are: each run is checked and stored "
+            "again from its newest entry")
     checked = {}
     for (paper, old), runs in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         new = _current_code(paper, store)
@@ -301,9 +329,11 @@ def rekey(store: Optional[ResultStore] = None, *, only=None, profile=None, verif
             spec = json.loads(entry["spec"])
             store._write(store.path(spec), {**entry, "code": store.code_of(spec), "rekeyed": stamp})
             moved[key] = store.key(spec)
+    moved.update({k: moved[newer] for k, newer in gives_way.items() if newer in moved})
+    to = {paper: c["to"] for (paper, _), c in checked.items()}
     for art, prof, runs in indexes or [(a, p, store.recorded(a, p)) for a, p in store.indexes()]:
-        added = {moved[k]: {"paper": v.get("paper"), "code": checked[(v.get("paper"), v.get("code"))]["to"]}
-                 for k, v in runs.items() if k in moved and (v.get("paper"), v.get("code")) in checked}
+        added = {moved[k]: {"paper": v.get("paper"), "code": to[v.get("paper")]}
+                 for k, v in runs.items() if k in moved and v.get("paper") in to}
         if added:
             merged = {**store.recorded(art, prof), **added}
             atomic_write_text(store.index_path(art, prof), json.dumps(

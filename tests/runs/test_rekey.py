@@ -68,6 +68,32 @@ def test_rekey_retrains_the_cheapest_and_moves_every_run_only_when_equal(tmp_pat
         R.rekey(cur, only=["fedpals"], verify=1, say=said.append)
 
 
+def test_a_run_stored_under_several_older_versions_is_checked_once_from_its_newest_entry(tmp_path):
+    """Each rekey leaves the entries it read: a run is then stored under several older versions.
+    It is checked and stored again once, from its newest entry; the older entries give way (one
+    line says so) and the index that records them learns the current keys too."""
+    from fedpaper.runs.store import spec_json
+
+    specs = _specs()
+    old, results = _old_store(tmp_path, specs)  # recorded under fedpals/table1 (smoke)
+    newer = ResultStore(tmp_path, code="new0000000000000+old")
+    for s, r in zip(specs, results):
+        key = E.store_key(s)
+        newer._write(newer.path(key), {"spec": spec_json(key), "code": newer.code_of(key),
+                                       "created": "2999-01-01T00:00:00+00:00", "result": r})
+    newer.record("fedpals/fig9", "smoke", [E.store_key(s) for s in specs])
+    cur = ResultStore(tmp_path)
+    said = []
+    out = R.rekey(cur, only=["fedpals"], verify=1, say=said.append)
+    assert list(out) == [("fedpals", "new0000000000000+old")] and out[("fedpals", "new0000000000000+old")]["runs"] == 2
+    assert "2 older entries of the same runs left as they are" in said[0]
+    assert sum("bit for bit" in line for line in said) == 1
+    for s in specs:
+        assert _entry(cur.path(E.store_key(s)))["rekeyed"]["from"] == "new0000000000000+old"
+    assert cur.progress("fedpals/table1", "smoke") == (2, 2)  # the older entries' index too
+    assert cur.progress("fedpals/fig9", "smoke") == (2, 2)
+
+
 def test_runs_no_index_records_are_found_by_their_paper_or_by_what_they_are(tmp_path):
     """An archive made before runs were recorded (FedPALS fig8a's, from a GPU) records no run under
     any artifact: `--only ARTIFACT --profile P` finds its stale runs by their specs (the CLI collects
