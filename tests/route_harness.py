@@ -46,8 +46,6 @@ def _carries(obj, setting: str, value, depth: int = 0, seen=None) -> bool:
     if isinstance(obj, (list, tuple)):
         return any(_carries(v, setting, value, depth + 1, seen) for v in obj[:8])
     if type(obj).__module__.startswith("fedpaper."):
-        if getattr(type(obj), "__slots__", None) is None and not hasattr(obj, "__dict__"):
-            return False
         attrs = ({f.name: getattr(obj, f.name, None) for f in dataclasses.fields(obj)}
                  if dataclasses.is_dataclass(obj) else dict(getattr(obj, "__dict__", {})))
         if attrs.get(setting) == value and type(attrs.get(setting)) is type(value):

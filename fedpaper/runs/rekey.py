@@ -102,8 +102,8 @@ def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict
     else:
         recorded, papers, needed = set(), set(), set()
         wanted = store.keys()
-    newest: dict[str, tuple] = {}  # current key -> (key, entry, paper) of its newest stale entry
-    gives_way: dict[str, str] = {}  # old key -> the old key of the newer entry of the same run
+    newest: dict[str, tuple] = {}  # current key -> (key, entry, paper) of the run's newest stale entry
+    older: dict[str, list] = {}  # current key -> the keys of its other stale entries
     for key in wanted:
         p = store.entry_path(key)
         if not p.is_file():
@@ -125,20 +125,17 @@ def _stale_entries(store: ResultStore, only, profile, needed=None) -> tuple[dict
         current = store.key(json.loads(entry["spec"]))
         if store.entry_path(current).is_file():
             continue  # already stored under the current code
-        other = newest.get(current)
-        if other is not None and _newest(other[1]) >= _newest(entry):
-            gives_way[key] = other[0]
+        kept = newest.get(current)
+        if kept is not None and _newest(entry) <= _newest(kept[1]):
+            older.setdefault(current, []).append(key)
             continue
-        if other is not None:
-            gives_way[other[0]] = key
+        if kept is not None:
+            older.setdefault(current, []).append(kept[0])
         newest[current] = (key, entry, paper)
     groups: dict[tuple, list] = {}
     for key, entry, paper in newest.values():
         groups.setdefault((paper, entry["code"]), []).append((key, entry))
-    kept = {key for key, _, _ in newest.values()}
-    for key in list(gives_way):  # to the entry finally kept
-        while gives_way[key] not in kept:
-            gives_way[key] = gives_way[gives_way[key]]
+    gives_way = {k: newest[current][0] for current, keys in older.items() for k in keys}
     if (only or profile is not None) and not groups and not indexes and not papers and not needed:
         what = " ".join(only or []) + (f" (profile {profile})" if profile else "")
         raise RekeyError(f"no runs of {what.strip()} are recorded in the cache {store.root}; import their archive "
